@@ -1,0 +1,71 @@
+"""steadyrun: durable, resumable runs for LLM tool-calling agents.
+
+Define tools with ``@tool``, an ``Agent`` with a model and tools, and run it with
+``Runtime(store).run(agent, run_id=..., input=...)``. A run survives crashes, suspends while it
+waits for the outside world, and resumes from its last checkpoint without repeating a side effect.
+"""
+
+from steadyrun._errors import (
+    ContentFiltered,
+    CorrectionsExhausted,
+    FormatVersionError,
+    InvalidModelOutput,
+    IterationLimitExceeded,
+    LimitExceeded,
+    ModelCallFailed,
+    ModelError,
+    RunFailure,
+    RunNotFoundError,
+    ScriptExhaustedError,
+    SteadyrunError,
+    StoreError,
+    ToolDefinitionError,
+    TurnLimitExceeded,
+    UsageError,
+)
+from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
+from steadyrun.models import ModelClient
+from steadyrun.records import CallRecord
+from steadyrun.runtime import Agent, Limits, Observer, PendingItem, RunResult, Runtime, Texts, run_sync
+from steadyrun.stores import MemoryStore
+from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "CallRecord",
+    "ContentFiltered",
+    "CorrectionsExhausted",
+    "FormatVersionError",
+    "InvalidModelOutput",
+    "IterationLimitExceeded",
+    "LimitExceeded",
+    "MemoryStore",
+    "Message",
+    "ModelCallFailed",
+    "ModelClient",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "Observer",
+    "PendingItem",
+    "RunFailure",
+    "RunNotFoundError",
+    "RunResult",
+    "Runtime",
+    "ScriptExhaustedError",
+    "SteadyrunError",
+    "StoreError",
+    "Texts",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolContext",
+    "ToolDefinitionError",
+    "TurnLimitExceeded",
+    "Usage",
+    "UsageError",
+    "__version__",
+    "run_sync",
+    "tool",
+]

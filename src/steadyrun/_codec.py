@@ -1,0 +1,69 @@
+"""One codec at the storage boundary: dataclasses to versioned JSON and back.
+
+Every document is wrapped as ``{"format": N, "data": ...}``. A reader refuses a format it does
+not know rather than guess. Pydantic type adapters do the work; they are built once per type.
+
+Format history:
+    1: first format.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from steadyrun._errors import FormatVersionError, StoreError
+
+__all__ = ["FORMAT", "decode", "encode", "from_plain", "to_plain"]
+
+FORMAT = 1
+"""The codec's current format version."""
+
+T = TypeVar("T")
+
+
+@cache
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(tp)
+
+
+def to_plain(obj: Any, tp: Any | None = None) -> Any:
+    """Turn a dataclass (or list/dict of them) into JSON-compatible Python data."""
+    return _adapter(tp if tp is not None else type(obj)).dump_python(
+        obj, mode="json", exclude_none=False
+    )
+
+
+def from_plain(data: Any, tp: type[T] | Any) -> T:
+    """Rebuild a typed value from JSON-compatible data; raises ``StoreError`` if it does not fit."""
+    try:
+        value: T = _adapter(tp).validate_python(data)
+    except ValidationError as exc:
+        raise StoreError(f"stored data does not match {_name(tp)}: {exc}") from exc
+    return value
+
+
+def encode(obj: Any, tp: Any | None = None) -> bytes:
+    """Serialise ``obj`` as a versioned JSON document."""
+    doc = {"format": FORMAT, "data": to_plain(obj, tp)}
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode(raw: bytes | str, tp: type[T] | Any) -> T:
+    """Read a versioned JSON document written by ``encode``."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"stored {_name(tp)} is not valid JSON: {exc}") from exc
+    if not isinstance(doc, dict) or "format" not in doc or "data" not in doc:
+        raise StoreError(f"stored {_name(tp)} is not a steadyrun document")
+    if doc["format"] != FORMAT:
+        raise FormatVersionError(_name(tp), doc["format"], FORMAT)
+    return from_plain(doc["data"], tp)
+
+
+def _name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp)

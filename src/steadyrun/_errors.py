@@ -1,0 +1,157 @@
+"""The exceptions steadyrun raises.
+
+Every error derives from one root, so ``except steadyrun.SteadyrunError`` catches them all::
+
+    SteadyrunError
+    ├── UsageError                 the library was called the wrong way; fix the calling code
+    │   ├── ToolDefinitionError    a @tool signature or trait is invalid (all problems at once)
+    │   └── RunNotFoundError       no run is stored under that id
+    ├── StoreError                 a store failed to read or write; the last saved step is intact
+    │   └── FormatVersionError     stored data has a format version this release does not know
+    ├── ModelError                 a model client failed (providers add status and body)
+    │   └── ScriptExhaustedError   a ScriptedModel was asked for more responses than scripted
+    └── RunFailure                 why a run ended ``failed``; stored with the run
+        ├── ModelCallFailed        the model call raised
+        ├── InvalidModelOutput     the model answered in a way the loop cannot admit
+        ├── ContentFiltered        the provider filtered the response
+        ├── LimitExceeded          a Limits bound was reached
+        │   ├── IterationLimitExceeded
+        │   └── TurnLimitExceeded
+        └── CorrectionsExhausted   the model used up its corrections
+
+Control-flow signals raised by tools (``steadyrun.control``) are not errors and do not derive
+from this tree.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ContentFiltered",
+    "CorrectionsExhausted",
+    "FormatVersionError",
+    "InvalidModelOutput",
+    "IterationLimitExceeded",
+    "LimitExceeded",
+    "ModelCallFailed",
+    "ModelError",
+    "RunFailure",
+    "RunNotFoundError",
+    "ScriptExhaustedError",
+    "SteadyrunError",
+    "StoreError",
+    "ToolDefinitionError",
+    "TurnLimitExceeded",
+    "UsageError",
+    "failure_from_record",
+]
+
+
+class SteadyrunError(Exception):
+    """Root of every error steadyrun raises."""
+
+
+class UsageError(SteadyrunError):
+    """The library was used the wrong way; the message says what to change."""
+
+
+class ToolDefinitionError(UsageError):
+    """A tool definition is invalid.
+
+    Attributes:
+        problems: Every problem found, so all of them can be fixed in one go.
+    """
+
+    def __init__(self, tool_name: str, problems: list[str]) -> None:
+        self.tool_name = tool_name
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"tool {tool_name!r} has {len(self.problems)} problem(s):\n{lines}")
+
+
+class RunNotFoundError(UsageError):
+    """No run is stored under the given id."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run with id {run_id!r} in this store; start it with Runtime.run()")
+
+
+class StoreError(SteadyrunError):
+    """A store failed to read or write. The last step saved before the failure stays intact."""
+
+
+class FormatVersionError(StoreError):
+    """Stored data carries a format version this release cannot read."""
+
+    def __init__(self, what: str, found: object, known: object) -> None:
+        self.what = what
+        self.found = found
+        self.known = known
+        super().__init__(
+            f"{what} has format version {found!r}, this release reads {known!r}; "
+            "upgrade steadyrun to read it"
+        )
+
+
+class ModelError(SteadyrunError):
+    """A model client failed to produce a response."""
+
+
+class ScriptExhaustedError(ModelError):
+    """A scripted model was asked for a response after its script ran out."""
+
+
+class RunFailure(SteadyrunError):
+    """Why a run ended with status ``failed``.
+
+    Instances are stored with the run (by class name and message) and come back on
+    ``RunResult.error`` after a reload.
+    """
+
+
+class ModelCallFailed(RunFailure):
+    """The model call raised; resume the run to try again from the last checkpoint."""
+
+
+class InvalidModelOutput(RunFailure):
+    """The model's response cannot be admitted (for example tool calls with finish ``stop``)."""
+
+
+class ContentFiltered(RunFailure):
+    """The provider stopped the response with a content filter."""
+
+
+class LimitExceeded(RunFailure):
+    """A bound of ``Limits`` was reached."""
+
+
+class IterationLimitExceeded(LimitExceeded):
+    """The turn made ``Limits.max_iterations`` model calls without finishing."""
+
+
+class TurnLimitExceeded(LimitExceeded):
+    """The run would start more than ``Limits.max_turns`` turns."""
+
+
+class CorrectionsExhausted(RunFailure):
+    """The model needed more corrections than ``Limits.corrections`` allows."""
+
+
+_FAILURES: dict[str, type[RunFailure]] = {
+    cls.__name__: cls
+    for cls in (
+        RunFailure,
+        ModelCallFailed,
+        InvalidModelOutput,
+        ContentFiltered,
+        LimitExceeded,
+        IterationLimitExceeded,
+        TurnLimitExceeded,
+        CorrectionsExhausted,
+    )
+}
+
+
+def failure_from_record(kind: str, message: str) -> RunFailure:
+    """Rebuild a stored run failure; an unknown kind (from a newer release) becomes ``RunFailure``."""
+    return _FAILURES.get(kind, RunFailure)(message)

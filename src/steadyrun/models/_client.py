@@ -1,0 +1,67 @@
+"""The ``ModelClient`` port: one required method, streaming optional."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol, runtime_checkable
+
+from steadyrun._errors import UsageError
+from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta, accumulate_async
+
+__all__ = [
+    "ModelClient",
+    "StreamingModelClient",
+    "allow_model_requests",
+    "check_model_requests_allowed",
+    "model_requests_allowed",
+    "stream_response",
+]
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """A model the runtime can call. Providers and test doubles implement this."""
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request."""
+        ...
+
+
+@runtime_checkable
+class StreamingModelClient(ModelClient, Protocol):
+    """A model that can also stream; the deltas must accumulate to what ``respond`` returns."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
+        """Answer one request as a stream of deltas ending with a ``finish`` delta."""
+        ...
+
+
+async def stream_response(client: ModelClient, request: ModelRequest) -> ModelResponse:
+    """Call ``client`` by streaming when it can, and return the accumulated response."""
+    if isinstance(client, StreamingModelClient):
+        return await accumulate_async(client.stream(request))
+    return await client.respond(request)
+
+
+_allowed = True
+
+
+def allow_model_requests(allowed: bool) -> None:
+    """Allow or block requests to real model providers in this process (tests block them)."""
+    global _allowed
+    _allowed = allowed
+
+
+def model_requests_allowed() -> bool:
+    """Whether real model requests are allowed in this process."""
+    return _allowed
+
+
+def check_model_requests_allowed(provider: str) -> None:
+    """Raise ``UsageError`` when real model requests are blocked; providers call this first."""
+    if not _allowed:
+        raise UsageError(
+            f"a real request to {provider} was blocked: real model requests are disabled "
+            "(steadyrun.models.allow_model_requests(False)); use steadyrun.testing.ScriptedModel "
+            "or FunctionModel in tests"
+        )

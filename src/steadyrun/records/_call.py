@@ -1,0 +1,269 @@
+"""The record of one tool call, and the pure rules by which concurrent writers combine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Literal
+
+from steadyrun.chat import MediaRef
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "SETTLED_STATUSES",
+    "CallCompletion",
+    "CallDecision",
+    "CallRecord",
+    "CallStatus",
+    "CallUpdate",
+    "Handover",
+    "InputRequest",
+    "is_settled",
+    "merge_call",
+    "overlay_external",
+]
+
+CallStatus = str
+"""A call's status. The runtime writes the values in ``ACTIVE_STATUSES`` and ``SETTLED_STATUSES``;
+a host may write statuses of its own, which the runtime treats as settled (final)."""
+
+ACTIVE_STATUSES = frozenset({"queued", "running", "waiting", "awaiting_decision", "awaiting_input"})
+"""Statuses of a call that is not finished."""
+
+SETTLED_STATUSES = frozenset(
+    {"succeeded", "failed", "interrupted", "needs_review", "rejected", "cancelled"}
+)
+"""Final statuses the runtime knows."""
+
+Handover = Literal["", "await", "detached", "submitted"]
+"""Who advances a call other than the runtime: nobody (``""``), the host while the run waits
+(``await``), the host while the run carries on (``detached``), the host's decision (``submitted``)."""
+
+
+def is_settled(status: CallStatus) -> bool:
+    """Whether a status is final: a settled status the runtime knows, or any the host invented."""
+    return status not in ACTIVE_STATUSES
+
+
+@dataclass(kw_only=True, slots=True)
+class CallDecision:
+    """A host's decision on a call paused for one. Final once written.
+
+    Attributes:
+        approve: Whether the call may run.
+        reason: Why (shown to the model on rejection).
+        arguments: Edited arguments (JSON text) to run the call with instead.
+        decided_by: Who decided, for the record.
+        decided_at: When.
+    """
+
+    approve: bool
+    reason: str | None = None
+    arguments: str | None = None
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+
+
+@dataclass(kw_only=True, slots=True)
+class InputRequest:
+    """A tool's request for input from a person or system, answered by ``wait_id``.
+
+    Attributes:
+        wait_id: Identifies this wait; answers name it.
+        prompt: What to ask.
+        response_schema: JSON schema the answer must satisfy.
+        state: Opaque state the tool gets back with the answer.
+        response: The answer, once given.
+    """
+
+    wait_id: str
+    prompt: str
+    response_schema: dict[str, Any] | None = None
+    state: Any = None
+    response: Any = None
+
+
+@dataclass(kw_only=True, slots=True)
+class CallCompletion:
+    """A structured value a completion tool ended the run with.
+
+    Attributes:
+        value: The completion value.
+        fixed: Whether new input may supersede it (a fixed completion ends the run regardless).
+    """
+
+    value: Any
+    fixed: bool = False
+
+
+@dataclass(kw_only=True, slots=True)
+class CallRecord:
+    """The persisted record of one tool call.
+
+    Every write the runtime makes is a complete snapshot at its ``rev``; ``merge_call`` decides
+    what of it a store keeps.
+
+    Attributes:
+        id: Record id, assigned by the runtime, unique within the run.
+        parent_id: The delegation call a sub-agent call belongs to.
+        model_call_id: The model call that requested this call.
+        provider_call_id: The id the model gave the call.
+        name: The tool name.
+        arguments: The arguments as JSON text (as the model wrote them).
+        rev: Increases with every change the runtime makes.
+        status: See ``CallStatus``.
+        result: Model-visible result, or the receipt of a handed-over call.
+        error: Model-visible error text.
+        media: Media of the result, by reference.
+        started_at: When the tool body started.
+        completed_at: When the call settled.
+        replayable: The model may call again when the outcome is unknown.
+        side_effects: The call changes state outside the run.
+        handover: Who advances the call other than the runtime.
+        payload: Opaque data given when handed over or submitted.
+        completion: The structured value of a completion tool.
+        decision: The host's decision; runtime snapshots never change it.
+        input_request: An open or answered request for input.
+        notes: Annotations by tools, guards and extensions; replaced as a whole by newer snapshots.
+    """
+
+    id: str
+    parent_id: str | None = None
+    model_call_id: str = ""
+    provider_call_id: str = ""
+    name: str
+    arguments: str = "{}"
+    rev: int = 0
+    status: CallStatus = "queued"
+    result: str | None = None
+    error: str | None = None
+    media: list[MediaRef] = field(default_factory=list)
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    replayable: bool = False
+    side_effects: bool = False
+    handover: Handover = ""
+    payload: Any = None
+    completion: CallCompletion | None = None
+    decision: CallDecision | None = None
+    input_request: InputRequest | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def settled(self) -> bool:
+        """Whether the call's status is final."""
+        return is_settled(self.status)
+
+
+_UNSET: Any = object()
+
+
+@dataclass(kw_only=True, slots=True)
+class CallUpdate:
+    """A write the host makes outside the runtime; fields left unset are not changed.
+
+    ``media=[]`` clears the media; leaving ``media`` unset keeps it.
+    """
+
+    status: CallStatus | None = None
+    result: str | None = _UNSET
+    error: str | None = _UNSET
+    media: list[MediaRef] | None = None
+    completed_at: datetime | None = _UNSET
+    handover: Handover | None = None
+    payload: Any = _UNSET
+    decision: CallDecision | None = None
+    input_response: Any = _UNSET
+
+
+def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
+    """The record a store keeps when the runtime writes ``incoming`` over ``stored``.
+
+    - A snapshot whose ``rev`` is not above the stored one changes nothing.
+    - A newer snapshot replaces the descriptive fields (name, arguments, ids, traits) and notes.
+    - It replaces the outcome (status, result, error, media, times, completion, handover,
+      payload, input request) only while the stored call is neither settled nor handed over:
+      settled outcomes are final.
+    - Where the host recorded a handover first, a newer snapshot that hands over too may only
+      fill in a missing payload, and a receipt while the call has neither result nor error.
+      Status and times stay the host's.
+    - A stored decision stays; the snapshot's decision is taken only when none is stored.
+    """
+    if stored is None:
+        return replace(incoming)
+    if incoming.rev <= stored.rev:
+        return stored
+    merged = replace(
+        stored,
+        rev=incoming.rev,
+        parent_id=incoming.parent_id,
+        model_call_id=incoming.model_call_id,
+        provider_call_id=incoming.provider_call_id,
+        name=incoming.name,
+        arguments=incoming.arguments,
+        replayable=incoming.replayable,
+        side_effects=incoming.side_effects,
+        notes=dict(incoming.notes),
+        decision=stored.decision if stored.decision is not None else incoming.decision,
+    )
+    if stored.settled:
+        return merged
+    if stored.handover:
+        if incoming.handover:
+            if merged.payload is None:
+                merged.payload = incoming.payload
+            if merged.result is None and merged.error is None:
+                merged.result = incoming.result
+        return merged
+    merged.status = incoming.status
+    merged.result = incoming.result
+    merged.error = incoming.error
+    merged.media = list(incoming.media)
+    merged.started_at = incoming.started_at
+    merged.completed_at = incoming.completed_at
+    merged.completion = incoming.completion
+    merged.handover = incoming.handover
+    merged.payload = incoming.payload
+    merged.input_request = _merge_input(stored.input_request, incoming.input_request)
+    return merged
+
+
+def _merge_input(stored: InputRequest | None, incoming: InputRequest | None) -> InputRequest | None:
+    # The host writes the response; a runtime snapshot of the same wait must not erase it.
+    if (
+        stored is not None
+        and incoming is not None
+        and stored.wait_id == incoming.wait_id
+        and stored.response is not None
+        and incoming.response is None
+    ):
+        return replace(incoming, response=stored.response)
+    return incoming
+
+
+def overlay_external(stored: CallRecord, update: CallUpdate) -> CallRecord:
+    """``stored`` with a host write applied; ``rev`` and every other field are kept.
+
+    The host is authoritative for status, result, error, media, completion time, handover,
+    payload, decision and input response.
+    """
+    out = replace(stored)
+    if update.status is not None:
+        out.status = update.status
+    if update.result is not _UNSET:
+        out.result = update.result
+    if update.error is not _UNSET:
+        out.error = update.error
+    if update.media is not None:
+        out.media = list(update.media)
+    if update.completed_at is not _UNSET:
+        out.completed_at = update.completed_at
+    if update.handover is not None:
+        out.handover = update.handover
+    if update.payload is not _UNSET:
+        out.payload = update.payload
+    if update.decision is not None:
+        out.decision = update.decision
+    if update.input_response is not _UNSET and out.input_request is not None:
+        out.input_request = replace(out.input_request, response=update.input_response)
+    return out

@@ -1,0 +1,103 @@
+"""What a user defines: an ``Agent`` and the ``Limits`` that bound its runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from steadyrun._errors import UsageError
+from steadyrun.chat import ModelSettings
+from steadyrun.models import ModelClient
+from steadyrun.tools import Tool, ToolSet
+
+__all__ = ["Agent", "Limits"]
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class Limits:
+    """Bounds of a run.
+
+    Attributes:
+        max_iterations: Model calls per turn; new input resets the count.
+        max_turns: Turns per run (``None``: no limit). A turn answers one claim of input.
+        max_concurrent_tool_calls: Calls of one batch running at once.
+        corrections: Corrections the model may use per run (e.g. retrying tool calls cut off
+            by the length limit).
+    """
+
+    max_iterations: int = 20
+    max_turns: int | None = None
+    max_concurrent_tool_calls: int = 4
+    corrections: int = 1
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_iterations < 1:
+            problems.append(f"max_iterations must be at least 1, got {self.max_iterations}")
+        if self.max_turns is not None and self.max_turns < 1:
+            problems.append(f"max_turns must be at least 1 or None, got {self.max_turns}")
+        if self.max_concurrent_tool_calls < 1:
+            problems.append(
+                f"max_concurrent_tool_calls must be at least 1, got {self.max_concurrent_tool_calls}"
+            )
+        if self.corrections < 0:
+            problems.append(f"corrections must be 0 or more, got {self.corrections}")
+        if problems:
+            raise UsageError("invalid Limits: " + "; ".join(problems))
+
+
+@dataclass(kw_only=True, eq=False)
+class Agent:
+    """An agent: instructions, a model and tools, bound by limits.
+
+    The agent holds no run state; one agent serves any number of runs at once.
+
+    Attributes:
+        name: Identifies the agent; stored with each run so a resume finds it again.
+        model: A ``ModelClient`` (a provider model, or ``ScriptedModel`` in tests).
+        instructions: The system instructions, or a function of the run id giving them.
+        tools: The tools (``@tool`` functions; plain functions are wrapped).
+        limits: Bounds of each run.
+        settings: Options for each model call.
+        deps: Any object tools receive through ``ToolContext.deps``.
+    """
+
+    name: str
+    model: ModelClient | str
+    instructions: str | Callable[[str], str] = ""
+    tools: Sequence[Tool | Callable[..., Any]] = field(default_factory=tuple)
+    limits: Limits = field(default_factory=Limits)
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    deps: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise UsageError("Agent needs a non-empty name; runs store it to find the agent again")
+        if isinstance(self.model, str):
+            raise UsageError(
+                f"model {self.model!r}: model names need a provider adapter, and none is installed "
+                "in this release yet; pass a ModelClient (e.g. steadyrun.testing.ScriptedModel)"
+            )
+        if not isinstance(self.model, ModelClient):
+            raise UsageError(
+                f"model must be a ModelClient (an object with async respond(request)), "
+                f"got {type(self.model).__name__}"
+            )
+        _ = self.toolset  # report tool problems when the agent is defined, not mid-run
+
+    @cached_property
+    def toolset(self) -> ToolSet:
+        """The agent's tools, checked for duplicate names."""
+        return ToolSet(self.tools)
+
+    @property
+    def client(self) -> ModelClient:
+        """The model client."""
+        assert not isinstance(self.model, str)
+        return self.model
+
+    def instructions_for(self, run_id: str) -> str:
+        """The instructions for one run."""
+        return self.instructions(run_id) if callable(self.instructions) else self.instructions

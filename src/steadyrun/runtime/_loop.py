@@ -1,0 +1,399 @@
+"""The run state machine: turns, model calls, admission of responses, batches, safe points.
+
+One ``Execution`` drives one run from its stored state until it completes, suspends or fails.
+Every safe point saves a step; a crash anywhere resumes from the last one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+
+from steadyrun._errors import (
+    ContentFiltered,
+    CorrectionsExhausted,
+    InvalidModelOutput,
+    IterationLimitExceeded,
+    ModelCallFailed,
+    RunFailure,
+    TurnLimitExceeded,
+    failure_from_record,
+)
+from steadyrun.chat import (
+    MediaPart,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from steadyrun.records import Block, CallRecord, is_settled
+from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._batch import BatchRunner
+from steadyrun.runtime._observers import ObserverSet
+from steadyrun.runtime._recovery import needs_recovery, settle_interrupted
+from steadyrun.runtime._result import RunResult
+from steadyrun.runtime._state import RunState
+from steadyrun.runtime._texts import Texts
+from steadyrun.stores import Store
+
+__all__ = ["Execution"]
+
+
+class Execution:
+    """Drives one run of one agent on one store."""
+
+    def __init__(
+        self,
+        *,
+        state: RunState,
+        agent: Agent,
+        store: Store,
+        observers: ObserverSet,
+        texts: Texts,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.state = state
+        self.agent = agent
+        self.store = store
+        self.observers = observers
+        self.texts = texts
+        self.clock = clock
+        self.limits = agent.limits
+
+    # -- entry points ----------------------------------------------------------------------
+
+    async def start(self) -> RunResult:
+        """Drive a new run: claim its first input, then loop."""
+        try:
+            claimed = await self._claim_input(new_turn=True)
+        except _TurnLimit as exc:
+            return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
+        if not claimed:
+            raise AssertionError("a new run starts with input in its feed")
+        await self._save()
+        return await self._loop()
+
+    async def resume(self) -> RunResult:
+        """Drive a stored run on from its last checkpoint."""
+        state = self.state
+        cp = state.cp
+        if len(state.context) != cp.context_length:
+            raise RuntimeError(
+                f"run {state.run_id!r}: context log has {len(state.context)} messages, "
+                f"checkpoint expects {cp.context_length}; the store lost part of the log"
+            )
+        if cp.phase == "done":
+            try:
+                claimed = await self._claim_input(new_turn=True)
+            except _TurnLimit as exc:
+                return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
+            if not claimed:
+                return self._result()  # nothing new: the run stays as it ended
+            state.run.status = "running"
+            await self._save()
+            return await self._loop()
+        state.run.status = "running"
+        if cp.phase == "batch":
+            await self._recover_batch()
+        return await self._loop()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _loop(self) -> RunResult:
+        state = self.state
+        while True:
+            if state.cp.phase == "batch":
+                outcome = await self._finish_batch()
+                if outcome is not None:
+                    return outcome
+                continue
+            if state.cp.iteration >= self.limits.max_iterations:
+                return await self._fail(
+                    IterationLimitExceeded(
+                        f"the turn made {state.cp.iteration} model calls without finishing "
+                        f"(Limits.max_iterations={self.limits.max_iterations}); raise the limit "
+                        "or resume the run to give it another turn's worth"
+                    )
+                )
+            outcome = await self._model_turn()
+            if outcome is not None:
+                return outcome
+
+    async def _model_turn(self) -> RunResult | None:
+        state, cp = self.state, self.state.cp
+        cp.iteration += 1
+        cp.model_calls += 1
+        model_call_id = f"m{cp.model_calls}"
+        request = ModelRequest(
+            instructions=self.agent.instructions_for(state.run_id),
+            messages=list(state.context),
+            tools=self.agent.toolset.definitions(),
+            settings=self.agent.settings,
+        )
+        try:
+            response = await self.agent.client.respond(request)
+        except Exception as exc:
+            return await self._fail(
+                ModelCallFailed(
+                    f"model call {model_call_id} failed: {type(exc).__name__}: {exc}; "
+                    "resume the run to retry from its last checkpoint"
+                )
+            )
+        await self.observers.emit("on_model_response", state.run_id, model_call_id, response)
+        state.run.usage = state.run.usage + response.usage
+        calls = response.message.tool_calls
+        finish = response.finish_reason
+        if calls and finish == "tool_calls":
+            self._open_batch(model_call_id, response)
+            await self._save()
+            return None
+        if calls and finish == "length":
+            return await self._correct_length(model_call_id, response)
+        if calls:
+            return await self._fail(
+                InvalidModelOutput(
+                    f"model call {model_call_id} asked for {len(calls)} tool call(s) with finish "
+                    f"reason {finish!r}; only 'tool_calls' executes tools, so none ran"
+                )
+            )
+        if finish == "content_filter":
+            return await self._fail(
+                ContentFiltered(f"model call {model_call_id} was stopped by a content filter")
+            )
+        if finish == "error":
+            return await self._fail(
+                ModelCallFailed(f"model call {model_call_id} ended with finish reason 'error'")
+            )
+        self._record_message(model_call_id, response.message)
+        if await self._claim_input(new_turn=False):
+            await self._save()  # new input supersedes this text: answer it instead
+            return None
+        return await self._complete(response.message.text)
+
+    # -- model responses -------------------------------------------------------------------
+
+    def _record_message(self, model_call_id: str, message: Message) -> list[Block]:
+        state = self.state
+        state.append(message)
+        blocks = []
+        for i, part in enumerate(message.parts):
+            block: Block | None = None
+            position = state.cp.next_position
+            bid = f"{model_call_id}.b{i + 1}"
+            if isinstance(part, TextPart):
+                block = Block(id=bid, kind="content", position=position, text=part.text)
+            elif isinstance(part, ThinkingPart):
+                block = Block(id=bid, kind="thinking", position=position, text=part.text)
+            elif isinstance(part, ToolCallPart):
+                block = Block(
+                    id=bid, kind="tool_call", position=position, call_id=_call_id(model_call_id, i)
+                )
+            if block is not None:
+                block.model_call_id = model_call_id
+                block.turn = state.cp.turn
+                state.add_block(block)
+                blocks.append(block)
+        return blocks
+
+    def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
+        state = self.state
+        self._record_message(model_call_id, response.message)
+        batch = []
+        for i, part in enumerate(response.message.parts):
+            if not isinstance(part, ToolCallPart):
+                continue
+            tool = self.agent.toolset.get(part.name)
+            record = CallRecord(
+                id=_call_id(model_call_id, i),
+                model_call_id=model_call_id,
+                provider_call_id=part.call_id,
+                name=part.name,
+                arguments=part.arguments,
+                rev=1,
+                status="queued",
+                replayable=tool.replayable if tool else False,
+                side_effects=tool.side_effects if tool else False,
+            )
+            state.put_call(record, saved=False)
+            batch.append(record.id)
+        state.cp.batch = batch
+        state.cp.phase = "batch"
+
+    async def _correct_length(self, model_call_id: str, response: ModelResponse) -> RunResult | None:
+        state = self.state
+        if state.cp.corrections >= self.limits.corrections:
+            return await self._fail(
+                CorrectionsExhausted(
+                    f"model call {model_call_id} was cut by the length limit inside tool calls "
+                    f"and the run has used its {self.limits.corrections} correction(s); raise "
+                    "ModelSettings.max_tokens or Limits.corrections"
+                )
+            )
+        state.cp.corrections += 1
+        # The cut tool calls never enter the history: nothing would answer them.
+        kept: list[Part] = [p for p in response.message.parts if not isinstance(p, ToolCallPart)]
+        if kept:
+            self._record_message(model_call_id, replace(response.message, parts=kept))
+        state.append(Message(role="user", parts=[TextPart(text=self.texts.length_cut)]))
+        await self._save()
+        return None
+
+    # -- batches ---------------------------------------------------------------------------
+
+    async def _recover_batch(self) -> None:
+        state = self.state
+        now = self.clock()
+        for record in state.batch_calls():
+            if needs_recovery(record):
+                settled = settle_interrupted(record, now, self.texts)
+                await self.store.save_call(state.run_id, settled)
+                state.put_call(settled, saved=True)
+
+    async def _finish_batch(self) -> RunResult | None:
+        state = self.state
+        runner = BatchRunner(
+            state=state,
+            journal=self.store,
+            tools=self.agent.toolset,
+            texts=self.texts,
+            observers=self.observers,
+            clock=self.clock,
+            input_pending=self._input_pending,
+            max_concurrent=self.limits.max_concurrent_tool_calls,
+            deps=self.agent.deps,
+        )
+        await runner.run()
+        records = state.batch_calls()
+        if any(not is_settled(r.status) for r in records):
+            return await self._suspend()
+        state.append(Message(role="tool", parts=[_result_part(r) for r in records]))
+        state.cp.phase = "model"
+        state.cp.batch = []
+        direct = self._direct_text(records)
+        if direct is not None:
+            return await self._complete(direct)
+        await self._claim_input(new_turn=False)
+        await self._save()
+        return None
+
+    def _direct_text(self, records: list[CallRecord]) -> str | None:
+        tools = [self.agent.toolset.get(r.name) for r in records]
+        if records and all(t is not None and t.direct_result for t in tools):
+            if all(r.status == "succeeded" for r in records):
+                return "\n\n".join(r.result or "" for r in records)
+        return None
+
+    async def _input_pending(self) -> bool:
+        return bool(await self.store.pending(self.state.run_id, self.state.cp.claimed_through))
+
+    # -- input -----------------------------------------------------------------------------
+
+    async def _claim_input(self, *, new_turn: bool) -> bool:
+        """Take new input into the context; whether anything new entered it."""
+        state, cp = self.state, self.state.cp
+        through = await self.store.pending(state.run_id, cp.claimed_through)
+        if not through:
+            return False
+        claim = await self.store.claim(state.run_id, through)
+        fresh = [
+            m for m in claim.messages if m.seq > cp.claimed_through and m.key not in state.seen
+        ]
+        if fresh and new_turn:
+            if self.limits.max_turns is not None and cp.turn >= self.limits.max_turns:
+                raise _TurnLimit(cp.turn)  # before anything changes: the input stays unclaimed
+            cp.turn += 1
+        cp.claimed_through = max(cp.claimed_through, claim.end_seq)
+        if not fresh:
+            return False
+        cp.iteration = 0
+        cp.phase = "model"
+        for m in fresh:
+            state.mark_seen(m.key)
+            parts: list[Part] = [TextPart(text=m.content)]
+            parts += [MediaPart(ref=ref) for ref in m.media]
+            state.append(
+                Message(role=m.role, parts=parts, id=m.id, revision=m.revision, meta=m.meta)
+            )
+        return True
+
+    # -- endings and saves -----------------------------------------------------------------
+
+    async def _complete(self, text: str) -> RunResult:
+        state = self.state
+        state.run.status = "completed"
+        state.run.text = text
+        state.run.error_kind = state.run.error = None
+        state.cp.phase = "done"
+        await self._save()
+        await self.store.consume(state.run_id, state.cp.claimed_through)
+        return self._result()
+
+    async def _suspend(self) -> RunResult:
+        self.state.run.status = "suspended"
+        await self._save()
+        return self._result()
+
+    async def _fail(self, failure: RunFailure) -> RunResult:
+        state = self.state
+        state.run.status = "failed"
+        state.run.error_kind = type(failure).__name__
+        state.run.error = str(failure)
+        await self._save()
+        return self._result()
+
+    async def _save(self) -> None:
+        await self.store.save_step(self.state.run_id, self.state.take_step(self.clock()))
+
+    def _result(self) -> RunResult:
+        run = self.state.run
+        status = run.status if run.status != "running" else "suspended"
+        error = None
+        if run.status == "failed" and run.error_kind:
+            error = failure_from_record(run.error_kind, run.error or "")
+        return RunResult(
+            run_id=run.run_id,
+            status=status,
+            text=run.text if run.status == "completed" else None,
+            completion=run.completion,
+            usage=run.usage,
+            calls=list(self.state.calls.values()),
+            blocks=list(self.state.blocks),
+            error=error,
+            messages=list(self.state.context),
+            observer_errors=self.observers.errors,
+        )
+
+
+class _TurnLimit(Exception):
+    def __init__(self, turns: int) -> None:
+        super().__init__(turns)
+        self.turns = turns
+
+
+def turn_limit_failure(exc: _TurnLimit, max_turns: int | None) -> TurnLimitExceeded:
+    """The failure for a claim that would start one turn too many."""
+    return TurnLimitExceeded(
+        f"the run has had {exc.turns} turn(s) (Limits.max_turns={max_turns}); "
+        "start a new run to continue the conversation"
+    )
+
+
+def _call_id(model_call_id: str, index: int) -> str:
+    return f"{model_call_id}.c{index + 1}"
+
+
+def _result_part(record: CallRecord) -> ToolResultPart:
+    ok = record.status == "succeeded"
+    content = record.result if ok or record.error is None else record.error
+    return ToolResultPart(
+        call_id=record.provider_call_id,
+        name=record.name,
+        content=content or "",
+        is_error=not ok,
+        media=list(record.media),
+    )

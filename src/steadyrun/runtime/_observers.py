@@ -1,0 +1,55 @@
+"""Observers: callbacks on model responses and tool calls that can never change a run."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from steadyrun.chat import ModelResponse
+from steadyrun.records import CallRecord
+
+__all__ = ["Observer", "ObserverSet"]
+
+log = logging.getLogger("steadyrun.observers")
+
+
+class Observer:
+    """Subclass and override what you need; methods may be sync or async.
+
+    An observer that raises is isolated: the error is logged and counted in
+    ``RunResult.observer_errors``, and the run goes on unchanged. Observers get copies.
+    """
+
+    def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> Any:
+        """A model call of the run returned ``response``."""
+
+    def on_tool_start(self, run_id: str, call: CallRecord) -> Any:
+        """A tool call is about to start its body."""
+
+    def on_tool_settle(self, run_id: str, call: CallRecord) -> Any:
+        """A tool call settled (or was handed over)."""
+
+
+@dataclass(slots=True)
+class ObserverSet:
+    """Dispatches to several observers, counting the failures."""
+
+    observers: Sequence[Observer]
+    errors: int = 0
+
+    async def emit(self, method: str, *args: Any) -> None:
+        """Call ``method`` on every observer that has it; failures are logged and counted."""
+        for observer in self.observers:
+            fn = getattr(observer, method, None)
+            if fn is None:
+                continue
+            try:
+                out = fn(*args)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:
+                self.errors += 1
+                log.exception("observer %r failed in %s; the run continues", observer, method)

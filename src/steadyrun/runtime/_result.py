@@ -1,0 +1,55 @@
+"""``RunResult``: what a run returns, and what a reload of a stored run gives back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from steadyrun._errors import RunFailure
+from steadyrun.chat import Message, Usage
+from steadyrun.records import Block, CallRecord
+
+__all__ = ["RunResult"]
+
+
+@dataclass(kw_only=True, slots=True)
+class RunResult:
+    """The outcome of running (or resuming) a run until it completed, suspended or failed.
+
+    Attributes:
+        run_id: The run.
+        status: ``completed``, ``suspended`` (waiting for something outside; resume later) or
+            ``failed`` (see ``error``).
+        text: The final text of a completed run.
+        completion: The structured value of a run completed by a completion tool.
+        usage: Token usage of the whole run.
+        calls: Every call record of the run.
+        blocks: The run's process, in model order.
+        error: Why the run failed.
+        messages: The model context at the end.
+        observer_errors: Observer callbacks that raised during this execution.
+    """
+
+    run_id: str
+    status: Literal["completed", "suspended", "failed"]
+    text: str | None = None
+    completion: Any = None
+    usage: Usage = field(default_factory=Usage)
+    calls: list[CallRecord] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    error: RunFailure | None = None
+    messages: list[Message] = field(default_factory=list)
+    observer_errors: int = 0
+
+    def call(self, call_id: str) -> CallRecord:
+        """The record with this id; ``KeyError`` when there is none."""
+        for record in self.calls:
+            if record.id == call_id:
+                return record
+        raise KeyError(call_id)
+
+    def raise_for_status(self) -> RunResult:
+        """Raise the run's failure if it failed; return ``self`` otherwise."""
+        if self.error is not None:
+            raise self.error
+        return self

@@ -1,0 +1,264 @@
+"""``Runtime``: runs agents on a store, and the host's operations on runs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from steadyrun._errors import RunNotFoundError, UsageError
+from steadyrun.chat import Message
+from steadyrun.records import CallRecord, CallUpdate
+from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._loop import Execution
+from steadyrun.runtime._observers import Observer, ObserverSet
+from steadyrun.runtime._result import RunResult
+from steadyrun.runtime._state import RunState
+from steadyrun.runtime._texts import Texts
+from steadyrun.stores import FeedMessage, Store
+
+__all__ = ["PendingItem", "Runtime"]
+
+
+@dataclass(kw_only=True, slots=True)
+class PendingItem:
+    """Something a suspended run waits for, with what a person or system needs to provide it.
+
+    Attributes:
+        kind: ``result``: an awaited external result (answer with ``Runtime.settle``).
+        call_id: The record id of the call.
+        name: The tool name.
+        arguments: The call's arguments (JSON text).
+        payload: What the tool handed over.
+    """
+
+    kind: Literal["result"]
+    call_id: str
+    name: str
+    arguments: str
+    payload: Any = None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Runtime:
+    """Runs agents durably on a store.
+
+    Args:
+        store: Where runs are kept (``MemoryStore`` for tests; a durable store in production).
+        agents: Agents this runtime can resume by name; agents passed to ``run`` are added.
+        observers: Callbacks on model responses and tool calls; they never change a run.
+        texts: The sentences the runtime writes to the model.
+        clock: Returns the current time (UTC); tests pass a fixed clock.
+        new_id: Returns a fresh unique id (for input messages sent without one).
+
+    Example:
+        ``result = await Runtime(MemoryStore()).run(agent, run_id="t-1", input="Hi")``
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        agents: Iterable[Agent] = (),
+        observers: Sequence[Observer] = (),
+        texts: Texts | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ) -> None:
+        self.store = store
+        self._agents: dict[str, Agent] = {}
+        for agent in agents:
+            self._register(agent)
+        self._observers = list(observers)
+        self.texts = texts or Texts()
+        self._clock = clock
+        self._new_id = new_id
+        self._active: set[str] = set()
+
+    def _register(self, agent: Agent) -> None:
+        known = self._agents.get(agent.name)
+        if known is not None and known is not agent:
+            raise UsageError(
+                f"two different agents are named {agent.name!r}; runs find their agent by name, "
+                "so names must be unique within a runtime"
+            )
+        self._agents[agent.name] = agent
+
+    async def run(
+        self,
+        agent: Agent,
+        *,
+        run_id: str,
+        input: str | Message | None = None,
+        input_id: str | None = None,
+    ) -> RunResult:
+        """Run ``agent`` until the run completes, suspends or fails.
+
+        A new run needs ``input``. For a run that exists, ``input`` (if any) is sent to it and
+        the run is resumed, so ``run`` also continues a conversation.
+
+        Args:
+            agent: The agent to run.
+            run_id: Your id for the run (a ticket, a session...).
+            input: The user's message.
+            input_id: Id of that message for deduplication; a retry with the same id does not
+                add it twice. Defaults to ``"<run_id>:input"`` for a new run.
+        """
+        self._register(agent)
+        snap = await self.store.load(run_id)
+        if snap is not None:
+            if snap.run.agent != agent.name:
+                raise UsageError(
+                    f"run {run_id!r} belongs to agent {snap.run.agent!r}, not {agent.name!r}"
+                )
+            if input is not None:
+                await self.send(run_id, input, id=input_id)
+            return await self.resume(run_id, agent=agent)
+        if input is None:
+            raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
+        await self.send(run_id, input, id=input_id or f"{run_id}:input")
+        state = RunState.new(run_id, agent.name, self._clock())
+        async with self._driving(run_id):
+            return await self._execution(state, agent).start()
+
+    async def resume(self, run_id: str, *, agent: Agent | None = None) -> RunResult:
+        """Continue a suspended, failed or crashed run from its last checkpoint.
+
+        Started calls that never settled are settled by their traits first (``interrupted`` or
+        ``needs_review``); nothing with side effects runs twice. A completed run with no new
+        input returns its stored result.
+        """
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        if agent is not None:
+            self._register(agent)
+        found = self._agents.get(snap.run.agent)
+        if found is None:
+            raise UsageError(
+                f"run {run_id!r} belongs to agent {snap.run.agent!r}, which this runtime does not "
+                "know: pass agent=... or Runtime(store, agents=[...])"
+            )
+        async with self._driving(run_id):
+            return await self._execution(RunState.restore(snap), found).resume()
+
+    async def send(
+        self,
+        run_id: str,
+        message: str | Message,
+        *,
+        id: str | None = None,
+        revision: str | None = None,
+    ) -> FeedMessage:
+        """Append input to a run's feed; a running run takes it at its next safe point.
+
+        A message with the same ``id`` and ``revision`` as one already sent is not added
+        again; a new ``revision`` of an id is new input.
+        """
+        if isinstance(message, Message):
+            if message.role not in ("user", "system"):
+                raise UsageError(f"input messages are user or system messages, not {message.role}")
+            content, role = message.text, message.role
+            id = id or message.id
+            revision = revision or message.revision
+        elif isinstance(message, str):
+            content, role = message, "user"
+        else:
+            raise UsageError(f"send() takes a str or a Message, got {type(message).__name__}")
+        return await self.store.append(
+            run_id,
+            FeedMessage(id=id or self._new_id(), revision=revision or "1", role=role, content=content),
+        )
+
+    async def settle(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> CallRecord:
+        """Record the outcome of a call the run awaits (``await_external``); then ``resume``.
+
+        Give exactly one of ``result`` (the call succeeded) or ``error`` (it failed; the model
+        sees the text).
+        """
+        if (result is None) == (error is None):
+            raise UsageError("settle() takes exactly one of result=... or error=...")
+        call = await self._call(run_id, call_id)
+        if call.handover != "await" or call.status != "waiting":
+            raise UsageError(
+                f"call {call_id!r} of run {run_id!r} is {call.status!r}"
+                f"{' (handover ' + repr(call.handover) + ')' if call.handover else ''}, "
+                "not waiting for an external result"
+            )
+        update = CallUpdate(
+            status="succeeded" if error is None else "failed",
+            result=result,
+            error=error,
+            completed_at=self._clock(),
+        )
+        return await self.store.update_call(run_id, call_id, update)
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        """What the run waits for: every call still handed over to the host."""
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        return [
+            PendingItem(
+                kind="result",
+                call_id=c.id,
+                name=c.name,
+                arguments=c.arguments,
+                payload=c.payload,
+            )
+            for c in snap.calls
+            if c.status == "waiting" and c.handover == "await"
+        ]
+
+    async def _call(self, run_id: str, call_id: str) -> CallRecord:
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        for call in snap.calls:
+            if call.id == call_id:
+                return call
+        raise UsageError(f"run {run_id!r} has no call {call_id!r}")
+
+    def _execution(self, state: RunState, agent: Agent) -> Execution:
+        return Execution(
+            state=state,
+            agent=agent,
+            store=self.store,
+            observers=ObserverSet(self._observers),
+            texts=self.texts,
+            clock=self._clock,
+        )
+
+    def _driving(self, run_id: str) -> _Driving:
+        return _Driving(self._active, run_id)
+
+
+class _Driving:
+    """Refuses a second execution of the same run inside one runtime."""
+
+    def __init__(self, active: set[str], run_id: str) -> None:
+        self._active = active
+        self._run_id = run_id
+
+    async def __aenter__(self) -> None:
+        if self._run_id in self._active:
+            raise UsageError(
+                f"run {self._run_id!r} is already executing in this runtime; use send() to give "
+                "it input while it works"
+            )
+        self._active.add(self._run_id)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._active.discard(self._run_id)

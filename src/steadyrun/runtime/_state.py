@@ -1,0 +1,114 @@
+"""A run's state in memory, and the changes since its last save."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from steadyrun.chat import Message
+from steadyrun.records import (
+    Block,
+    CallRecord,
+    Checkpoint,
+    ContextChange,
+    RunRecord,
+    RunSnapshot,
+    Step,
+)
+
+__all__ = ["RunState"]
+
+
+class RunState:
+    """The live state of one run: what it would load from its store, plus unsaved changes.
+
+    A step carries only what changed since the previous one, so the cost of a save does not
+    grow with the run: new context messages (the log is append-only), new or changed blocks,
+    and call snapshots that were not already written by ``save_call``.
+    """
+
+    def __init__(
+        self,
+        run: RunRecord,
+        checkpoint: Checkpoint,
+        context: list[Message],
+        calls: list[CallRecord],
+        blocks: list[Block],
+    ) -> None:
+        self.run = run
+        self.cp = checkpoint
+        self.context = context
+        self.calls: dict[str, CallRecord] = {c.id: c for c in calls}
+        self.blocks = blocks
+        self.seen = set(checkpoint.seen_inputs)
+        self._appended: list[Message] = []
+        self._unsaved_calls: dict[str, CallRecord] = {}
+        self._new_blocks: list[Block] = []
+
+    @classmethod
+    def new(cls, run_id: str, agent: str, now: datetime) -> RunState:
+        """The state of a run that has not saved anything yet."""
+        return cls(
+            RunRecord(run_id=run_id, agent=agent, created_at=now, updated_at=now),
+            Checkpoint(),
+            [],
+            [],
+            [],
+        )
+
+    @classmethod
+    def restore(cls, snap: RunSnapshot) -> RunState:
+        """The state a loaded snapshot describes."""
+        return cls(snap.run, snap.checkpoint, snap.context, snap.calls, snap.blocks)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.run.run_id
+
+    def append(self, message: Message) -> None:
+        """Append a message to the model context."""
+        self.context.append(message)
+        self._appended.append(message)
+        self.cp.context_length = len(self.context)
+
+    def add_block(self, block: Block) -> None:
+        """Add a block at the next position."""
+        self.blocks.append(block)
+        self._new_blocks.append(block)
+        self.cp.next_position = block.position + 1
+
+    def put_call(self, call: CallRecord, *, saved: bool) -> None:
+        """Record a call's new snapshot; ``saved`` when ``save_call`` already wrote it."""
+        self.calls[call.id] = call
+        if saved:
+            self._unsaved_calls.pop(call.id, None)
+        else:
+            self._unsaved_calls[call.id] = call
+
+    def mark_seen(self, key: str) -> None:
+        """Remember an input message key so it never enters the context twice."""
+        self.seen.add(key)
+        self.cp.seen_inputs.append(key)
+
+    def take_step(self, now: datetime) -> Step:
+        """The step holding every change since the last one; the trackers start over."""
+        self.run.updated_at = now
+        self.run.steps += 1
+        step = Step(
+            run=replace(self.run),
+            checkpoint=replace(
+                self.cp, batch=list(self.cp.batch), seen_inputs=list(self.cp.seen_inputs)
+            ),
+            context=ContextChange(append=self._appended),
+            blocks=self._new_blocks,
+            calls=list(self._unsaved_calls.values()),
+        )
+        self._appended = []
+        self._new_blocks = []
+        self._unsaved_calls = {}
+        return step
+
+    def batch_calls(self) -> list[CallRecord]:
+        """The records of the open batch, in call order."""
+        return [self.calls[i] for i in self.cp.batch]

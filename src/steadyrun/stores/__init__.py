@@ -1,0 +1,6 @@
+"""Ports (``Journal``, ``Feed``) and the in-memory adapter; durable adapters live beside it."""
+
+from steadyrun.stores._memory import MemoryStore
+from steadyrun.stores._ports import Claim, Feed, FeedMessage, Journal, Store
+
+__all__ = ["Claim", "Feed", "FeedMessage", "Journal", "MemoryStore", "Store"]

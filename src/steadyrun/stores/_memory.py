@@ -1,0 +1,194 @@
+"""``MemoryStore``: a journal and feed in process memory, for tests and examples.
+
+It serialises everything it keeps with the same codec as the durable stores, so a value that
+would not survive a real store fails here too, and what a run gets back on load is a copy,
+never the object it saved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from steadyrun._codec import decode, encode
+from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun.chat import Message
+from steadyrun.records import (
+    CHECKPOINT_FORMAT,
+    Block,
+    CallRecord,
+    CallUpdate,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+    Step,
+    merge_call,
+    overlay_external,
+)
+from steadyrun.stores._ports import Claim, FeedMessage
+
+__all__ = ["MemoryStore"]
+
+
+@dataclass(slots=True)
+class _Run:
+    run: bytes
+    checkpoint: bytes
+    context: list[bytes] = field(default_factory=list)
+    calls: dict[str, bytes] = field(default_factory=dict)
+    blocks: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Feed:
+    messages: list[bytes] = field(default_factory=list)
+    keys: dict[str, int] = field(default_factory=dict)
+    consumed: int = 0
+
+
+class MemoryStore:
+    """A ``Journal`` and ``Feed`` kept in memory, serialised like a real store.
+
+    Attributes:
+        bytes_written: Bytes of encoded data written so far (steps, calls, input).
+        step_bytes: Bytes written by each ``save_step``, in order.
+    """
+
+    def __init__(self) -> None:
+        self._runs: dict[str, _Run] = {}
+        self._feeds: dict[str, _Feed] = {}
+        self.bytes_written = 0
+        self.step_bytes: list[int] = []
+
+    # -- journal ---------------------------------------------------------------------------
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        """Write one step atomically: everything is encoded before anything is changed."""
+        if step.run.run_id != run_id:
+            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
+        run_b = encode(step.run)
+        cp_b = encode(step.checkpoint)
+        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
+        appended = [encode(m) for m in step.context.append]
+        blocks = {b.id: encode(b) for b in step.blocks}
+        written = len(run_b) + len(cp_b) + sum(map(len, appended)) + sum(map(len, blocks.values()))
+        written += sum(map(len, base)) if base is not None else 0
+
+        stored = self._runs.get(run_id)
+        if stored is None:
+            stored = self._runs[run_id] = _Run(run=run_b, checkpoint=cp_b)
+        for block_id in step.removed_blocks:
+            stored.blocks.pop(block_id, None)
+        for call_id in step.removed_calls:
+            stored.calls.pop(call_id, None)
+        for call in step.calls:
+            written += self._merge(stored, call)
+        stored.blocks.update(blocks)
+        if base is not None:
+            stored.context = base
+        stored.context.extend(appended)
+        stored.run = run_b
+        stored.checkpoint = cp_b
+        self.bytes_written += written
+        self.step_bytes.append(written)
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        """Merge one call snapshot with ``merge_call``."""
+        stored = self._runs.get(run_id)
+        if stored is None:
+            raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
+        self.bytes_written += self._merge(stored, call)
+
+    def _merge(self, stored: _Run, call: CallRecord) -> int:
+        old = stored.calls.get(call.id)
+        merged = merge_call(decode(old, CallRecord) if old is not None else None, call)
+        data = encode(merged)
+        stored.calls[call.id] = data
+        return len(data)
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        """Apply a host write with ``overlay_external``."""
+        stored = self._runs.get(run_id)
+        if stored is None or call_id not in stored.calls:
+            raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+        merged = overlay_external(decode(stored.calls[call_id], CallRecord), update)
+        stored.calls[call_id] = encode(merged)
+        return merged
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """Load a run; ``None`` when there is none."""
+        stored = self._runs.get(run_id)
+        if stored is None:
+            return None
+        checkpoint = decode(stored.checkpoint, Checkpoint)
+        if checkpoint.format != CHECKPOINT_FORMAT:
+            raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
+        calls = [decode(c, CallRecord) for c in stored.calls.values()]
+        blocks = sorted((decode(b, Block) for b in stored.blocks.values()), key=_position)
+        return RunSnapshot(
+            run=decode(stored.run, RunRecord),
+            checkpoint=checkpoint,
+            context=[decode(m, Message) for m in stored.context],
+            calls=calls,
+            blocks=blocks,
+        )
+
+    # -- feed ------------------------------------------------------------------------------
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        """Append input; a message whose id and revision are already there is returned as is."""
+        feed = self._feeds.setdefault(run_id, _Feed())
+        seq = feed.keys.get(message.key)
+        if seq is not None:
+            return decode(feed.messages[seq - 1], FeedMessage)
+        stored = FeedMessage(
+            seq=len(feed.messages) + 1,
+            id=message.id,
+            revision=message.revision,
+            role=message.role,
+            content=message.content,
+            media=list(message.media),
+            meta=message.meta,
+        )
+        data = encode(stored)
+        feed.messages.append(data)
+        feed.keys[message.key] = stored.seq
+        self.bytes_written += len(data)
+        return stored
+
+    async def pending(self, run_id: str, after: int) -> int:
+        """The last sequence number when it is above ``after`` and unconsumed, else 0."""
+        feed = self._feeds.get(run_id)
+        if feed is None:
+            return 0
+        last = len(feed.messages)
+        return last if last > max(after, feed.consumed) else 0
+
+    async def claim(self, run_id: str, through: int) -> Claim:
+        """The unconsumed messages up to ``through``."""
+        feed = self._feeds.get(run_id)
+        last = len(feed.messages) if feed else 0
+        consumed = feed.consumed if feed else 0
+        if through <= consumed:
+            raise StoreError(
+                f"claim through {through} of run {run_id!r} is at or below consumed {consumed}"
+            )
+        if through > last:
+            raise StoreError(f"claim through {through} of run {run_id!r} is beyond input {last}")
+        assert feed is not None
+        messages = [decode(m, FeedMessage) for m in feed.messages[consumed:through]]
+        return Claim(end_seq=through, messages=messages)
+
+    async def consume(self, run_id: str, through: int) -> None:
+        """Mark input delivered up to ``through``."""
+        feed = self._feeds.setdefault(run_id, _Feed())
+        feed.consumed = max(feed.consumed, min(through, len(feed.messages)))
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def run_ids(self) -> list[str]:
+        """Ids of the stored runs, in creation order."""
+        return list(self._runs)
+
+
+def _position(block: Block) -> int:
+    return block.position

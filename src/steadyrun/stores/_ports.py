@@ -1,0 +1,120 @@
+"""The ports a run persists through: ``Journal`` (its records) and ``Feed`` (its input).
+
+Both are small async protocols keyed by run id, so users can implement them on any database.
+Every write is idempotent: writing the same thing twice leaves the same state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+from steadyrun.chat import MediaRef
+from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, Step
+
+__all__ = ["Claim", "Feed", "FeedMessage", "Journal", "Store"]
+
+
+@dataclass(kw_only=True, slots=True)
+class FeedMessage:
+    """One input message of a run.
+
+    Attributes:
+        seq: Position in the feed, assigned by the store on append (0 before).
+        id: The host's message id. A message with the same ``id`` and ``revision`` as one
+            already in the feed is not appended again.
+        revision: Revision of the message; a new revision is a new input.
+        role: ``user`` for conversation input, ``system`` for notices from the host.
+        content: The text.
+        media: Attached media, by reference.
+        meta: Host data passed through untouched.
+    """
+
+    seq: int = 0
+    id: str
+    revision: str = "1"
+    role: Literal["user", "system"] = "user"
+    content: str
+    media: list[MediaRef] = field(default_factory=list)
+    meta: dict[str, str] | None = None
+
+    @property
+    def key(self) -> str:
+        """The deduplication key, ``id@revision``."""
+        return f"{self.id}@{self.revision}"
+
+
+@dataclass(kw_only=True, slots=True)
+class Claim:
+    """Input bound to a run.
+
+    Attributes:
+        end_seq: The boundary claimed.
+        messages: Unconsumed messages up to ``end_seq``, in order.
+    """
+
+    end_seq: int
+    messages: list[FeedMessage]
+
+
+@runtime_checkable
+class Feed(Protocol):
+    """The durable input of runs.
+
+    Contract: ``append`` numbers messages with increasing ``seq`` per run and returns the stored
+    message (the existing one for a duplicate ``id``/``revision``). ``pending(after)`` returns the
+    highest claimable ``seq`` above ``after`` or 0. ``claim(through)`` returns the unconsumed
+    messages up to ``through``; claiming the same boundary again returns the same claim; claiming
+    at or below the consumed boundary, or above the last message, raises ``StoreError``.
+    ``consume(through)`` marks input delivered; it never moves backwards.
+    """
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        """Append input to a run's feed (idempotent by id and revision)."""
+        ...
+
+    async def pending(self, run_id: str, after: int) -> int:
+        """The highest claimable sequence number above ``after``, or 0 when there is none."""
+        ...
+
+    async def claim(self, run_id: str, through: int) -> Claim:
+        """Bind input up to ``through`` to the run."""
+        ...
+
+    async def consume(self, run_id: str, through: int) -> None:
+        """Mark input up to ``through`` as delivered."""
+        ...
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """Where a run's records live.
+
+    Contract: ``save_step`` applies a ``Step`` atomically (removals, then calls merged with
+    ``merge_call``, then blocks, the context change, checkpoint and run row). ``save_call``
+    merges one call snapshot with ``merge_call`` and may run concurrently with other writes; a
+    step carrying an older snapshot of a call must not undo a newer ``save_call``.
+    ``update_call`` applies a host write with ``overlay_external`` semantics and returns the
+    result. ``load`` returns everything needed to resume or report a run, or ``None``.
+    """
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        """Write one step atomically."""
+        ...
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        """Merge one call snapshot."""
+        ...
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        """Apply a host write to a call; raises ``KeyError`` for an unknown call."""
+        ...
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """Load a run, or ``None`` when there is none."""
+        ...
+
+
+@runtime_checkable
+class Store(Journal, Feed, Protocol):
+    """A store that is both a journal and a feed, as every steadyrun store is."""

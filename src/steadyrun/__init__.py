@@ -26,7 +26,16 @@ from steadyrun._errors import (
 from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
 from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
-from steadyrun.runtime import Agent, Limits, Observer, PendingItem, RunResult, Runtime, Texts, run_sync
+from steadyrun.runtime import (
+    Agent,
+    Limits,
+    Observer,
+    PendingItem,
+    RunResult,
+    Runtime,
+    Texts,
+    run_sync,
+)
 from steadyrun.stores import MemoryStore
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, tool
 
@@ -41,6 +50,7 @@ __all__ = [
     "InvalidModelOutput",
     "IterationLimitExceeded",
     "LimitExceeded",
+    "Limits",
     "MemoryStore",
     "Message",
     "ModelCallFailed",

@@ -10,8 +10,7 @@ Format history:
 from __future__ import annotations
 
 import json
-from functools import cache
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -25,9 +24,14 @@ FORMAT = 1
 T = TypeVar("T")
 
 
-@cache
+_adapters: dict[Any, TypeAdapter[Any]] = {}
+
+
 def _adapter(tp: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(tp)
+    adapter = _adapters.get(tp)
+    if adapter is None:
+        adapter = _adapters[tp] = TypeAdapter(tp)
+    return adapter
 
 
 def to_plain(obj: Any, tp: Any | None = None) -> Any:
@@ -37,10 +41,10 @@ def to_plain(obj: Any, tp: Any | None = None) -> Any:
     )
 
 
-def from_plain(data: Any, tp: type[T] | Any) -> T:
+def from_plain(data: Any, tp: type[T]) -> T:
     """Rebuild a typed value from JSON-compatible data; raises ``StoreError`` if it does not fit."""
     try:
-        value: T = _adapter(tp).validate_python(data)
+        value = cast(T, _adapter(tp).validate_python(data))
     except ValidationError as exc:
         raise StoreError(f"stored data does not match {_name(tp)}: {exc}") from exc
     return value
@@ -52,7 +56,7 @@ def encode(obj: Any, tp: Any | None = None) -> bytes:
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def decode(raw: bytes | str, tp: type[T] | Any) -> T:
+def decode(raw: bytes | str, tp: type[T]) -> T:
     """Read a versioned JSON document written by ``encode``."""
     try:
         doc = json.loads(raw)
@@ -60,7 +64,8 @@ def decode(raw: bytes | str, tp: type[T] | Any) -> T:
         raise StoreError(f"stored {_name(tp)} is not valid JSON: {exc}") from exc
     if not isinstance(doc, dict) or "format" not in doc or "data" not in doc:
         raise StoreError(f"stored {_name(tp)} is not a steadyrun document")
-    if doc["format"] != FORMAT:
+    # Exactly the int this release writes: ``true`` or ``1.0`` compare equal to 1 but are not it.
+    if type(doc["format"]) is not int or doc["format"] != FORMAT:
         raise FormatVersionError(_name(tp), doc["format"], FORMAT)
     return from_plain(doc["data"], tp)
 

@@ -153,5 +153,5 @@ _FAILURES: dict[str, type[RunFailure]] = {
 
 
 def failure_from_record(kind: str, message: str) -> RunFailure:
-    """Rebuild a stored run failure; an unknown kind (from a newer release) becomes ``RunFailure``."""
+    """Rebuild a stored run failure; an unknown kind (a newer release's) becomes ``RunFailure``."""
     return _FAILURES.get(kind, RunFailure)(message)

@@ -61,6 +61,6 @@ def dumps(obj: Any, tp: Any | None = None) -> bytes:
     return encode(obj, tp)
 
 
-def loads(raw: bytes | str, tp: type[T] | Any) -> T:
+def loads(raw: bytes | str, tp: type[T]) -> T:
     """Decode versioned JSON written by ``dumps``; unknown format versions are refused."""
     return decode(raw, tp)

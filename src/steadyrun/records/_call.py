@@ -37,7 +37,8 @@ SETTLED_STATUSES = frozenset(
 
 Handover = Literal["", "await", "detached", "submitted"]
 """Who advances a call other than the runtime: nobody (``""``), the host while the run waits
-(``await``), the host while the run carries on (``detached``), the host's decision (``submitted``)."""
+(``await``), the host while the run carries on (``detached``), the host's decision
+(``submitted``)."""
 
 
 def is_settled(status: CallStatus) -> bool:

@@ -40,7 +40,8 @@ class Limits:
             problems.append(f"max_turns must be at least 1 or None, got {self.max_turns}")
         if self.max_concurrent_tool_calls < 1:
             problems.append(
-                f"max_concurrent_tool_calls must be at least 1, got {self.max_concurrent_tool_calls}"
+                "max_concurrent_tool_calls must be at least 1, "
+                f"got {self.max_concurrent_tool_calls}"
             )
         if self.corrections < 0:
             problems.append(f"corrections must be 0 or more, got {self.corrections}")

@@ -171,7 +171,10 @@ class BatchRunner:
             )
         except AwaitExternal as signal:
             settled = replace(
-                started, rev=started.rev + 1, status="waiting", handover="await",
+                started,
+                rev=started.rev + 1,
+                status="waiting",
+                handover="await",
                 payload=signal.payload,
             )
         except ControlSignal as signal:

@@ -224,7 +224,9 @@ class Execution:
         state.cp.batch = batch
         state.cp.phase = "batch"
 
-    async def _correct_length(self, model_call_id: str, response: ModelResponse) -> RunResult | None:
+    async def _correct_length(
+        self, model_call_id: str, response: ModelResponse
+    ) -> RunResult | None:
         state = self.state
         if state.cp.corrections >= self.limits.corrections:
             return await self._fail(
@@ -283,9 +285,9 @@ class Execution:
 
     def _direct_text(self, records: list[CallRecord]) -> str | None:
         tools = [self.agent.toolset.get(r.name) for r in records]
-        if records and all(t is not None and t.direct_result for t in tools):
-            if all(r.status == "succeeded" for r in records):
-                return "\n\n".join(r.result or "" for r in records)
+        direct = bool(records) and all(t is not None and t.direct_result for t in tools)
+        if direct and all(r.status == "succeeded" for r in records):
+            return "\n\n".join(r.result or "" for r in records)
         return None
 
     async def _input_pending(self) -> bool:

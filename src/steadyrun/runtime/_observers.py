@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import logging
 from collections.abc import Sequence
@@ -47,7 +48,8 @@ class ObserverSet:
             if fn is None:
                 continue
             try:
-                out = fn(*args)
+                # Each observer gets its own copy, so one cannot change what another sees.
+                out = fn(*copy.deepcopy(args))
                 if inspect.isawaitable(out):
                     await out
             except Exception:

@@ -172,7 +172,9 @@ class Runtime:
             raise UsageError(f"send() takes a str or a Message, got {type(message).__name__}")
         return await self.store.append(
             run_id,
-            FeedMessage(id=id or self._new_id(), revision=revision or "1", role=role, content=content),
+            FeedMessage(
+                id=id or self._new_id(), revision=revision or "1", role=role, content=content
+            ),
         )
 
     async def settle(

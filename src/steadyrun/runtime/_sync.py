@@ -27,6 +27,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        result: T = asyncio.run(coro)
+        return result
     coro.close()
-    raise UsageError("run_sync() cannot be used inside a running event loop; await the call instead")
+    raise UsageError(
+        "run_sync() cannot be used inside a running event loop; await the call instead"
+    )

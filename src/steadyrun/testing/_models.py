@@ -28,7 +28,9 @@ Respond = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
 ScriptStep = ModelResponse | BaseException | Respond
 
 
-def text(content: str, *, thinking: str | None = None, finish: FinishReason = "stop") -> ModelResponse:
+def text(
+    content: str, *, thinking: str | None = None, finish: FinishReason = "stop"
+) -> ModelResponse:
     """A response of plain text (optionally with thinking before it)."""
     parts: list[Part] = []
     if thinking is not None:
@@ -41,7 +43,9 @@ def text(content: str, *, thinking: str | None = None, finish: FinishReason = "s
     )
 
 
-def call(name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None) -> ToolCallPart:
+def call(
+    name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None
+) -> ToolCallPart:
     """One tool call; dict arguments are JSON-encoded, a string is sent as is (even malformed)."""
     args = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
     return ToolCallPart(call_id=id or "", name=name, arguments=args)

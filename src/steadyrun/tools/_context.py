@@ -1,0 +1,30 @@
+"""What a running tool may learn about the call it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ToolContext"]
+
+
+@dataclass(kw_only=True)
+class ToolContext:
+    """Facts about one tool call, passed to a tool that declares a ``ToolContext`` parameter.
+
+    The parameter may have any name; it is left out of the tool's JSON schema and the runtime
+    fills it for each call.
+
+    Attributes:
+        run_id: The run the call belongs to.
+        call_id: The id of the call's record, stable across resumes (use it for idempotency).
+        tool_name: The name of the tool being called.
+        provider_call_id: The id the model provider gave the call.
+        deps: Whatever the host passed to the run as dependencies.
+    """
+
+    run_id: str
+    call_id: str
+    tool_name: str
+    provider_call_id: str
+    deps: Any = None

@@ -1,0 +1,183 @@
+"""Crash and resume: started calls settle by their traits, side effects never run twice."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import steadyrun as sr
+from crashkit import crash_when, hang
+from steadyrun.records import ACTIVE_STATUSES, SETTLED_STATUSES, CallRecord
+from steadyrun.runtime import Texts, interrupted_outcome, settle_interrupted
+from steadyrun.testing import ScriptedModel, text, tool_calls
+
+
+def build(crash: asyncio.Event | None, ledger: list[str], model: ScriptedModel) -> sr.Agent:
+    @sr.tool(side_effects=True, concurrency_key=lambda a: a["order_id"])
+    async def refund(order_id: str) -> str:
+        """Refund (side effects, not replayable)."""
+        ledger.append(f"refund {order_id}")
+        if crash is not None and order_id == "A":
+            crash.set()
+            await hang()
+        return f"refunded {order_id}"
+
+    @sr.tool(replayable=True, side_effects=True, concurrency_key="")
+    async def notify(order_id: str) -> str:
+        """Notify (side effects, but safe to repeat)."""
+        ledger.append(f"notify {order_id}")
+        if crash is not None:
+            crash.set()
+            await hang()
+        return "sent"
+
+    @sr.tool(concurrency_key="")
+    async def lookup(order_id: str) -> str:
+        """Read only."""
+        ledger.append(f"lookup {order_id}")
+        if crash is not None:
+            await hang()
+        return "ok"
+
+    @sr.tool
+    async def archive(order_id: str) -> str:
+        """Runs alone, after the others: still queued at the crash."""
+        ledger.append(f"archive {order_id}")
+        return "archived"
+
+    return sr.Agent(
+        name="support",
+        model=model,
+        tools=[refund, notify, lookup, archive],
+        limits=sr.Limits(max_concurrent_tool_calls=4),
+    )
+
+
+BATCH = tool_calls(
+    ("refund", {"order_id": "A"}),
+    ("notify", {"order_id": "A"}),
+    ("lookup", {"order_id": "A"}),
+    ("archive", {"order_id": "A"}),
+)
+
+
+async def test_crash_mid_batch_resumes_with_started_calls_settled_by_traits() -> None:
+    store = sr.MemoryStore()
+    ledger: list[str] = []
+    crash = asyncio.Event()
+    first = ScriptedModel([BATCH])
+    runtime = sr.Runtime(store)
+    await crash_when(runtime.run(build(crash, ledger, first), run_id="t", input="x"), crash)
+
+    # Give the other started calls a chance to be mid-body as well.
+    snap = await store.load("t")
+    assert snap is not None and snap.run.status == "running"
+    statuses = {c.name: c.status for c in snap.calls}
+    assert statuses["refund"] == "running" and statuses["archive"] == "queued"
+
+    # A new process: a new runtime, a new agent, the same store.
+    second = ScriptedModel([text("Checked.")])
+    resumed = await sr.Runtime(store).resume("t", agent=build(None, ledger, second))
+    assert resumed.status == "completed"
+    by_name = {c.name: c for c in resumed.calls}
+    assert by_name["refund"].status == "needs_review"
+    assert "may or may not have taken effect" in (by_name["refund"].result or "")
+    assert by_name["notify"].status == "interrupted"  # replayable
+    assert by_name["lookup"].status in ("interrupted", "succeeded")
+    assert by_name["archive"].status == "succeeded"  # queued, never started: it runs
+    assert ledger.count("refund A") == 1  # the side effect ran exactly once
+    assert ledger.count("archive A") == 1
+    assert ledger.count("notify A") == 1
+    results = second.requests[0].messages[-1].parts
+    assert [p.call_id for p in results] == ["call_1", "call_2", "call_3", "call_4"]  # type: ignore[union-attr]
+
+
+async def test_crash_after_the_model_response_saved_runs_the_queued_batch() -> None:
+    store = sr.MemoryStore()
+    ledger: list[str] = []
+    crashed = asyncio.Event()
+
+    class SaveThenDie(sr.MemoryStore):
+        async def save_step(self, run_id: str, step: object) -> None:  # type: ignore[override]
+            await store.save_step(run_id, step)  # type: ignore[arg-type]
+            if step.checkpoint.phase == "batch":  # type: ignore[attr-defined]
+                crashed.set()
+                await hang()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(store, name)
+
+    wrapper = SaveThenDie()
+    for name in ("save_call", "update_call", "load", "append", "pending", "claim", "consume"):
+        setattr(wrapper, name, getattr(store, name))
+    model = ScriptedModel([tool_calls(("refund", {"order_id": "B"}))])
+    await crash_when(
+        sr.Runtime(wrapper).run(build(None, ledger, model), run_id="t", input="x"), crashed
+    )
+    assert ledger == []
+    resumed = await sr.Runtime(store).resume(
+        "t", agent=build(None, ledger, ScriptedModel([text("done")]))
+    )
+    assert resumed.status == "completed"
+    assert ledger == ["refund B"]
+    assert resumed.calls[0].status == "succeeded"
+
+
+async def test_resume_after_all_calls_settled_but_before_the_step() -> None:
+    store = sr.MemoryStore()
+    ledger: list[str] = []
+    crashed = asyncio.Event()
+    runtime: sr.Runtime
+
+    class Stop(sr.Observer):
+        async def on_tool_settle(self, run_id: str, call: CallRecord) -> None:
+            crashed.set()
+            await hang()  # observers run on the loop: dropping here loses the batch step
+
+    model = ScriptedModel([tool_calls(("refund", {"order_id": "C"}))])
+    runtime = sr.Runtime(store, observers=[Stop()])
+    await crash_when(runtime.run(build(None, ledger, model), run_id="t", input="x"), crashed)
+    second = ScriptedModel([text("done")])
+    resumed = await sr.Runtime(store).resume("t", agent=build(None, ledger, second))
+    assert resumed.status == "completed"
+    assert resumed.calls[0].status == "succeeded"  # the settled outcome is kept
+    assert ledger == ["refund C"]
+    assert second.requests[0].messages[-1].parts[0].content == "refunded C"  # type: ignore[union-attr]
+
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+
+@given(
+    status=st.sampled_from(sorted(ACTIVE_STATUSES | SETTLED_STATUSES | {"expired"})),
+    replayable=st.booleans(),
+    side_effects=st.booleans(),
+    handover=st.sampled_from(["", "await", "detached", "submitted"]),
+    rev=st.integers(min_value=0, max_value=10**6),
+)
+def test_recovery_settlement_rules(
+    status: str, replayable: bool, side_effects: bool, handover: str, rev: int
+) -> None:
+    call = CallRecord(
+        id="c",
+        name="t",
+        status=status,
+        replayable=replayable,
+        side_effects=side_effects,
+        handover=handover,
+        rev=rev,  # type: ignore[arg-type]
+    )
+    out = settle_interrupted(call, NOW, Texts())
+    if status != "running" or handover:
+        assert out == call  # only started calls the runtime owns are settled
+        return
+    assert out.rev == rev + 1
+    assert out.settled and out.completed_at == NOW and out.result
+    if side_effects and not replayable:
+        assert out.status == "needs_review"
+    else:
+        assert out.status == "interrupted"
+    assert interrupted_outcome(call, Texts())[0] == out.status

@@ -23,6 +23,8 @@ FORMAT = 1
 
 T = TypeVar("T")
 
+_HEAD = b'{"format":%d,"data":' % FORMAT
+
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
 
@@ -52,8 +54,9 @@ def from_plain(data: Any, tp: type[T]) -> T:
 
 def encode(obj: Any, tp: Any | None = None) -> bytes:
     """Serialise ``obj`` as a versioned JSON document."""
-    doc = {"format": FORMAT, "data": to_plain(obj, tp)}
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    # One pass through pydantic-core; the envelope is spliced around its output.
+    data = _adapter(tp if tp is not None else type(obj)).dump_json(obj)
+    return _HEAD + data + b"}"
 
 
 def decode(raw: bytes | str, tp: type[T]) -> T:

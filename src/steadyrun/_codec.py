@@ -13,6 +13,7 @@ import json
 from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from steadyrun._errors import FormatVersionError, StoreError
 
@@ -37,10 +38,15 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
 
 
 def to_plain(obj: Any, tp: Any | None = None) -> Any:
-    """Turn a dataclass (or list/dict of them) into JSON-compatible Python data."""
-    return _adapter(tp if tp is not None else type(obj)).dump_python(
-        obj, mode="json", exclude_none=False
-    )
+    """Turn a dataclass (or list/dict of them) into JSON-compatible Python data.
+
+    Raises ``StoreError`` when part of the value has no JSON form.
+    """
+    tp = tp if tp is not None else type(obj)
+    try:
+        return _adapter(tp).dump_python(obj, mode="json", exclude_none=False)
+    except PydanticSerializationError as exc:
+        raise StoreError(f"cannot store {_name(tp)}: {exc}") from exc
 
 
 def from_plain(data: Any, tp: type[T]) -> T:
@@ -54,8 +60,12 @@ def from_plain(data: Any, tp: type[T]) -> T:
 
 def encode(obj: Any, tp: Any | None = None) -> bytes:
     """Serialise ``obj`` as a versioned JSON document."""
-    # One pass through pydantic-core; the envelope is spliced around its output.
-    data = _adapter(tp if tp is not None else type(obj)).dump_json(obj)
+    tp = tp if tp is not None else type(obj)
+    try:
+        # One pass through pydantic-core; the envelope is spliced around its output.
+        data = _adapter(tp).dump_json(obj)
+    except PydanticSerializationError as exc:
+        raise StoreError(f"cannot store {_name(tp)}: {exc}") from exc
     return _HEAD + data + b"}"
 
 

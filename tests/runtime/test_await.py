@@ -99,3 +99,18 @@ def test_control_signals_are_not_errors_and_pickle() -> None:
     assert not isinstance(signal, sr.SteadyrunError)
     again = pickle.loads(pickle.dumps(signal))
     assert again.payload == {"a": 1}
+
+
+async def test_an_await_payload_that_cannot_be_stored_fails_the_call_not_the_run() -> None:
+    @sr.tool
+    async def bad() -> str:
+        """Hands over something unstorable."""
+        await_external({"socket": object()})
+
+    model = ScriptedModel([tool_calls(("bad", {})), text("Could not hand it over.")])
+    result = await sr.Runtime(sr.MemoryStore()).run(
+        sr.Agent(name="a", model=model, tools=[bad]), run_id="r", input="x"
+    )
+    assert result.status == "completed"
+    assert result.calls[0].status == "failed"
+    assert "cannot be stored" in (result.calls[0].error or "")

@@ -101,3 +101,20 @@ async def test_a_new_revision_of_a_message_enters_again() -> None:
     result = await runtime.resume("r")
     assert result.text == "b"
     assert [m.text for m in model.requests[1].messages] == ["draft", "a", "draft, edited"]
+
+
+async def test_input_messages_keep_their_media_references() -> None:
+    from steadyrun.chat import MediaPart, MediaRef, TextPart
+
+    ref = MediaRef(key="uploads/receipt.png", mime="image/png", size=1234, sha256="ab" * 32)
+    message = sr.Message(
+        role="user", parts=[TextPart(text="See the receipt"), MediaPart(ref=ref)], id="u1"
+    )
+    model = ScriptedModel([text("Thanks")])
+    result = await sr.Runtime(sr.MemoryStore()).run(
+        sr.Agent(name="a", model=model), run_id="r", input=message
+    )
+    sent = model.requests[0].messages[0]
+    assert sent.text == "See the receipt" and sent.id == "u1"
+    assert [p.ref for p in sent.parts if isinstance(p, MediaPart)] == [ref]
+    assert result.messages[0] == sent

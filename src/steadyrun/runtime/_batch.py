@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from steadyrun._codec import to_plain
+from steadyrun._errors import StoreError
 from steadyrun.control import AwaitExternal, ControlSignal
 from steadyrun.records import CallRecord
 from steadyrun.runtime._observers import ObserverSet
@@ -170,13 +172,18 @@ class BatchRunner:
                 completed_at=self.clock(),
             )
         except AwaitExternal as signal:
-            settled = replace(
-                started,
-                rev=started.rev + 1,
-                status="waiting",
-                handover="await",
-                payload=signal.payload,
-            )
+            try:
+                to_plain(signal.payload, Any)
+            except StoreError as exc:
+                settled = self._failed(started, f"the await payload cannot be stored: {exc}")
+            else:
+                settled = replace(
+                    started,
+                    rev=started.rev + 1,
+                    status="waiting",
+                    handover="await",
+                    payload=signal.payload,
+                )
         except ControlSignal as signal:
             settled = self._failed(started, f"unsupported control signal {type(signal).__name__}")
         except Exception as exc:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from steadyrun._errors import RunNotFoundError, UsageError
-from steadyrun.chat import Message
+from steadyrun.chat import MediaPart, Message
 from steadyrun.records import CallRecord, CallUpdate
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._loop import Execution
@@ -121,7 +121,8 @@ class Runtime:
             return await self.resume(run_id, agent=agent)
         if input is None:
             raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
-        await self.send(run_id, input, id=input_id or f"{run_id}:input")
+        message_id = input.id if isinstance(input, Message) else None
+        await self.send(run_id, input, id=input_id or message_id or f"{run_id}:input")
         state = RunState.new(run_id, agent.name, self._clock())
         async with self._driving(run_id):
             return await self._execution(state, agent).start()
@@ -164,16 +165,21 @@ class Runtime:
             if message.role not in ("user", "system"):
                 raise UsageError(f"input messages are user or system messages, not {message.role}")
             content, role = message.text, message.role
+            media = [p.ref for p in message.parts if isinstance(p, MediaPart)]
             id = id or message.id
             revision = revision or message.revision
         elif isinstance(message, str):
-            content, role = message, "user"
+            content, role, media = message, "user", []
         else:
             raise UsageError(f"send() takes a str or a Message, got {type(message).__name__}")
         return await self.store.append(
             run_id,
             FeedMessage(
-                id=id or self._new_id(), revision=revision or "1", role=role, content=content
+                id=id or self._new_id(),
+                revision=revision or "1",
+                role=role,
+                content=content,
+                media=media,
             ),
         )
 

@@ -213,3 +213,22 @@ async def test_same_input_id_is_not_added_twice() -> None:
     result = await runtime.run(agent, run_id="r", input="x", input_id="m1")
     assert result.text == "hi"  # nothing new: no second turn
     assert len(model.requests) == 1
+
+
+async def test_call_ids_number_tool_calls_and_blocks_link_to_them() -> None:
+    model = ScriptedModel(
+        [
+            tool_calls(("lookup", {"order_id": "1"}), ("lookup", {"order_id": "2"}), content="Hm"),
+            text("ok"),
+        ]
+    )
+    result = await sr.Runtime(sr.MemoryStore()).run(agent_with(model), run_id="r", input="x")
+    assert [c.id for c in result.calls] == ["m1.c1", "m1.c2"]
+    assert [(b.kind, b.call_id) for b in result.blocks] == [
+        ("content", None),
+        ("tool_call", "m1.c1"),
+        ("tool_call", "m1.c2"),
+        ("content", None),
+    ]
+    assert [b.position for b in result.blocks] == [0, 1, 2, 3]
+    assert [b.model_call_id for b in result.blocks] == ["m1", "m1", "m1", "m2"]

@@ -181,3 +181,27 @@ def test_recovery_settlement_rules(
     else:
         assert out.status == "interrupted"
     assert interrupted_outcome(call, Texts())[0] == out.status
+
+
+async def test_observers_see_the_calls_recovery_settles() -> None:
+    store = sr.MemoryStore()
+    ledger: list[str] = []
+    crash = asyncio.Event()
+    await crash_when(
+        sr.Runtime(store).run(
+            build(crash, ledger, ScriptedModel([tool_calls(("refund", {"order_id": "A"}))])),
+            run_id="t",
+            input="x",
+        ),
+        crash,
+    )
+    settled: list[tuple[str, str]] = []
+
+    class Watch(sr.Observer):
+        def on_tool_settle(self, run_id: str, call: CallRecord) -> None:
+            settled.append((call.id, call.status))
+
+    await sr.Runtime(store, observers=[Watch()]).resume(
+        "t", agent=build(None, ledger, ScriptedModel([text("ok")]))
+    )
+    assert settled == [("m1.c1", "needs_review")]

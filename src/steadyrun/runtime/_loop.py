@@ -145,7 +145,8 @@ class Execution:
                 )
             )
         await self.observers.emit("on_model_response", state.run_id, model_call_id, response)
-        state.run.usage = state.run.usage + response.usage
+        # The runtime counts requests itself: a provider's usage may leave them out.
+        state.run.usage = state.run.usage + replace(response.usage, requests=1)
         calls = response.message.tool_calls
         finish = response.finish_reason
         if calls and finish == "tool_calls":
@@ -181,6 +182,7 @@ class Execution:
         state = self.state
         state.append(message)
         blocks = []
+        calls = 0
         for i, part in enumerate(message.parts):
             block: Block | None = None
             position = state.cp.next_position
@@ -191,8 +193,12 @@ class Execution:
                 block = Block(id=bid, kind="thinking", position=position, text=part.text)
             elif isinstance(part, ToolCallPart):
                 block = Block(
-                    id=bid, kind="tool_call", position=position, call_id=_call_id(model_call_id, i)
+                    id=bid,
+                    kind="tool_call",
+                    position=position,
+                    call_id=_call_id(model_call_id, calls),
                 )
+                calls += 1
             if block is not None:
                 block.model_call_id = model_call_id
                 block.turn = state.cp.turn
@@ -204,9 +210,7 @@ class Execution:
         state = self.state
         self._record_message(model_call_id, response.message)
         batch = []
-        for i, part in enumerate(response.message.parts):
-            if not isinstance(part, ToolCallPart):
-                continue
+        for i, part in enumerate(response.message.tool_calls):
             tool = self.agent.toolset.get(part.name)
             record = CallRecord(
                 id=_call_id(model_call_id, i),
@@ -255,6 +259,7 @@ class Execution:
                 settled = settle_interrupted(record, now, self.texts)
                 await self.store.save_call(state.run_id, settled)
                 state.put_call(settled, saved=True)
+                await self.observers.emit("on_tool_settle", state.run_id, settled)
 
     async def _finish_batch(self) -> RunResult | None:
         state = self.state

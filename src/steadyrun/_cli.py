@@ -1,0 +1,59 @@
+"""The ``steadyrun`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+NO_PROVIDERS = (
+    "model providers are not installed in this release; "
+    "run without --model to use the scripted model"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``steadyrun`` command."""
+    from steadyrun import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="steadyrun",
+        description="Durable, resumable runs for LLM tool-calling agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"steadyrun {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo",
+        help="run an order-support agent that crashes mid-refund and resumes without "
+        "refunding twice",
+        description="Run an order-support agent on an in-memory store, crash the process in "
+        "the middle of a refund, restart it on the same store and resume: the refund is not "
+        "repeated. Needs no API key.",
+    )
+    demo.add_argument(
+        "--model",
+        metavar="NAME",
+        help="a provider model such as openai:gpt-4.1 (not available in this release)",
+    )
+    demo.add_argument("--no-color", action="store_true", help="print without colors")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``steadyrun`` command; returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if args.command == "demo":
+        if args.model is not None:
+            print(f"steadyrun demo: {NO_PROVIDERS}", file=sys.stderr)
+            return 2
+        from steadyrun._demo import run_demo
+
+        return run_demo(color=not args.no_color)
+    parser.print_help(sys.stderr)
+    return 2

@@ -103,3 +103,19 @@ async def test_a_400_iteration_run_crashed_between_steps_resumes_identically() -
     assert resumed.text == straight.text
     assert resumed.messages == straight.messages
     assert [c.status for c in resumed.calls] == ["succeeded"] * N
+
+
+async def test_the_cost_of_a_save_does_not_grow_with_the_history() -> None:
+    store = sr.MemoryStore()
+    result = await sr.Runtime(store).run(
+        echo_agent(loop_model(N), None, asyncio.Event()), run_id="r", input="go"
+    )
+    assert result.status == "completed"
+    steps = store.step_bytes
+    assert len(steps) == 2 * N + 2  # start, 2 per iteration, completion
+    # Steps alternate: after a model response (odd index), after a batch (even index).
+    early_batch, late_batch = steps[10], steps[2 * N - 2]
+    early_model, late_model = steps[11], steps[2 * N - 1]
+    # Only counters such as "m398" get longer; nothing of the history is written again.
+    assert late_batch - early_batch < 40
+    assert late_model - early_model < 40

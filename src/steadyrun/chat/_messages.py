@@ -277,8 +277,9 @@ class ResponseDelta:
 
     Fragments of the same ``index`` belong to one part and are concatenated in order. A
     ``tool_call`` fragment carries ``call_id`` and ``name`` on (at least) its first fragment and
-    pieces of the JSON ``arguments``. A ``finish`` delta (no part) carries the finish reason,
-    usage and details of the whole response.
+    pieces of the JSON ``arguments``. ``provider_details`` of a thinking or tool-call fragment
+    belong to its part (merged over the fragments). A ``finish`` delta (no part) carries the
+    finish reason, usage and details of the whole response.
     """
 
     kind: Literal["delta"] = "delta"

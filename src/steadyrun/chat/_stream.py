@@ -30,6 +30,7 @@ class _Slot:
     signature: str | None = None
     call_id: str | None = None
     name: str | None = None
+    details: dict[str, Any] | None = None
 
 
 class ResponseAccumulator:
@@ -49,8 +50,9 @@ class ResponseAccumulator:
                 self._finish = delta.finish_reason
             if delta.usage is not None:
                 self._usage = delta.usage
-            self._model_name = delta.model_name or self._model_name
-            if delta.provider_details:
+            if delta.model_name is not None:
+                self._model_name = delta.model_name
+            if delta.provider_details is not None:
                 self._details = {**(self._details or {}), **delta.provider_details}
             return
         slot = self._slots.get(delta.index)
@@ -62,7 +64,10 @@ class ResponseAccumulator:
             )
         slot.text.append(delta.text)
         slot.arguments.append(delta.arguments)
-        slot.signature = delta.signature or slot.signature
+        if delta.signature is not None:
+            slot.signature = delta.signature
+        if delta.provider_details is not None:
+            slot.details = {**(slot.details or {}), **delta.provider_details}
         slot.call_id = delta.call_id or slot.call_id
         slot.name = delta.name or slot.name
 
@@ -76,7 +81,13 @@ class ResponseAccumulator:
             if slot.part == "text":
                 parts.append(TextPart(text="".join(slot.text)))
             elif slot.part == "thinking":
-                parts.append(ThinkingPart(text="".join(slot.text), signature=slot.signature))
+                parts.append(
+                    ThinkingPart(
+                        text="".join(slot.text),
+                        signature=slot.signature,
+                        provider_details=slot.details,
+                    )
+                )
             else:
                 if not slot.call_id or not slot.name:
                     raise ModelError(f"streamed tool call at index {index} has no id or name")
@@ -85,6 +96,7 @@ class ResponseAccumulator:
                         call_id=slot.call_id,
                         name=slot.name,
                         arguments="".join(slot.arguments) or "{}",
+                        provider_details=slot.details,
                     )
                 )
         return ModelResponse(
@@ -137,6 +149,7 @@ def deltas_of(response: ModelResponse, *, chunk: int = 0) -> list[ResponseDelta]
                     index=index,
                     text=p,
                     signature=part.signature if i == len(frags) - 1 else None,
+                    provider_details=part.provider_details if i == len(frags) - 1 else None,
                 )
                 for i, p in enumerate(frags)
             ]
@@ -149,6 +162,7 @@ def deltas_of(response: ModelResponse, *, chunk: int = 0) -> list[ResponseDelta]
                     call_id=part.call_id if i == 0 else None,
                     name=part.name if i == 0 else None,
                     arguments=p,
+                    provider_details=part.provider_details if i == 0 else None,
                 )
                 for i, p in enumerate(frags)
             ]

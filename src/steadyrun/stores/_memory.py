@@ -72,16 +72,25 @@ class MemoryStore:
         blocks = {b.id: encode(b) for b in step.blocks}
         written = len(run_b) + len(cp_b) + sum(map(len, appended)) + sum(map(len, blocks.values()))
         written += sum(map(len, base)) if base is not None else 0
-
+        # Merge the call snapshots (after the step's removals) before changing anything, so a
+        # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)
+        removed = set(step.removed_calls)
+        calls: dict[str, bytes] = {}
+        for call in step.calls:
+            old = calls.get(call.id)
+            if old is None and stored is not None and call.id not in removed:
+                old = stored.calls.get(call.id)
+            calls[call.id] = self._merged(old, call)
+            written += len(calls[call.id])
+
         if stored is None:
             stored = self._runs[run_id] = _Run(run=run_b, checkpoint=cp_b)
         for block_id in step.removed_blocks:
             stored.blocks.pop(block_id, None)
         for call_id in step.removed_calls:
             stored.calls.pop(call_id, None)
-        for call in step.calls:
-            written += self._merge(stored, call)
+        stored.calls.update(calls)
         stored.blocks.update(blocks)
         if base is not None:
             stored.context = base
@@ -96,14 +105,13 @@ class MemoryStore:
         stored = self._runs.get(run_id)
         if stored is None:
             raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
-        self.bytes_written += self._merge(stored, call)
-
-    def _merge(self, stored: _Run, call: CallRecord) -> int:
-        old = stored.calls.get(call.id)
-        merged = merge_call(decode(old, CallRecord) if old is not None else None, call)
-        data = encode(merged)
+        data = self._merged(stored.calls.get(call.id), call)
         stored.calls[call.id] = data
-        return len(data)
+        self.bytes_written += len(data)
+
+    @staticmethod
+    def _merged(old: bytes | None, call: CallRecord) -> bytes:
+        return encode(merge_call(decode(old, CallRecord) if old is not None else None, call))
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         """Apply a host write with ``overlay_external``."""

@@ -156,6 +156,19 @@ async def test_iteration_limit() -> None:
     assert len(model.requests) == 2
 
 
+async def test_resuming_after_the_iteration_limit_gives_the_turn_a_new_budget() -> None:
+    model = ScriptedModel([tool_calls(("lookup", {"order_id": str(i)})) for i in range(3)])
+    agent = agent_with(model, limits=sr.Limits(max_iterations=2))
+    runtime = sr.Runtime(sr.MemoryStore())
+    first = await runtime.run(agent, run_id="r", input="x")
+    assert isinstance(first.error, sr.IterationLimitExceeded)
+    model.extend([text("finally")])
+    again = await runtime.resume("r")
+    assert again.status == "completed" and again.text == "finally"
+    assert again.error is None
+    assert len(model.requests) == 4
+
+
 async def test_turns_continue_a_conversation_until_max_turns() -> None:
     model = ScriptedModel([text("one"), text("two")])
     agent = agent_with(model, limits=sr.Limits(max_turns=2))

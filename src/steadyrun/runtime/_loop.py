@@ -97,6 +97,8 @@ class Execution:
             state.run.status = "running"
             await self._save()
             return await self._loop()
+        if state.run.status == "failed" and state.run.error_kind == "IterationLimitExceeded":
+            cp.iteration = 0  # the host asked for more: give the turn another full budget
         state.run.status = "running"
         if cp.phase == "batch":
             await self._recover_batch()

@@ -1,6 +1,23 @@
 """Ports (``Journal``, ``Feed``) and the in-memory adapter; durable adapters live beside it."""
 
 from steadyrun.stores._memory import MemoryStore
-from steadyrun.stores._ports import Claim, Feed, FeedMessage, Journal, Store
+from steadyrun.stores._ports import (
+    Claim,
+    Feed,
+    FeedMessage,
+    Journal,
+    RunIndex,
+    RunSummary,
+    Store,
+)
 
-__all__ = ["Claim", "Feed", "FeedMessage", "Journal", "MemoryStore", "Store"]
+__all__ = [
+    "Claim",
+    "Feed",
+    "FeedMessage",
+    "Journal",
+    "MemoryStore",
+    "RunIndex",
+    "RunSummary",
+    "Store",
+]

@@ -7,7 +7,10 @@ never the object it saved.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError
@@ -20,11 +23,12 @@ from steadyrun.records import (
     Checkpoint,
     RunRecord,
     RunSnapshot,
+    RunStatus,
     Step,
     merge_call,
     overlay_external,
 )
-from steadyrun.stores._ports import Claim, FeedMessage
+from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
 
@@ -56,6 +60,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._runs: dict[str, _Run] = {}
         self._feeds: dict[str, _Feed] = {}
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -161,6 +166,8 @@ class MemoryStore:
         feed.messages.append(data)
         feed.keys[message.key] = stored.seq
         self.bytes_written += len(data)
+        for waiter in self._waiters.get(run_id, ()):
+            waiter.set()
         return stored
 
     async def pending(self, run_id: str, after: int) -> int:
@@ -191,11 +198,69 @@ class MemoryStore:
         feed = self._feeds.setdefault(run_id, _Feed())
         feed.consumed = max(feed.consumed, min(through, len(feed.messages)))
 
+    async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
+        """Wait for input above ``after``; woken by ``append``."""
+        deadline = time.monotonic() + max_wait
+        while True:
+            seq = await self.pending(run_id, after)
+            left = deadline - time.monotonic()
+            if seq or left <= 0:
+                return seq
+            waiter = asyncio.Event()
+            self._waiters.setdefault(run_id, set()).add(waiter)
+            try:
+                await asyncio.wait_for(waiter.wait(), left)
+            except TimeoutError:
+                pass
+            finally:
+                self._waiters[run_id].discard(waiter)
+
+    # -- run index -------------------------------------------------------------------------
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        agent: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        """Runs by last activity, newest first (a scan: this store is for tests)."""
+        out = []
+        for stored in self._runs.values():
+            run = decode(stored.run, RunRecord)
+            if status is not None and run.status != status:
+                continue
+            if agent is not None and run.agent != agent:
+                continue
+            if updated_before is not None and (
+                run.updated_at is None or run.updated_at >= updated_before
+            ):
+                continue
+            out.append(
+                RunSummary(
+                    run_id=run.run_id,
+                    agent=run.agent,
+                    status=run.status,
+                    created_at=run.created_at,
+                    updated_at=run.updated_at,
+                    steps=run.steps,
+                )
+            )
+        out.sort(key=lambda r: (r.updated_at or _EPOCH, r.run_id), reverse=True)
+        return out[:limit]
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
     # -- inspection ------------------------------------------------------------------------
 
     def run_ids(self) -> list[str]:
         """Ids of the stored runs, in creation order."""
         return list(self._runs)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _position(block: Block) -> int:

@@ -7,12 +7,13 @@ Every write is idempotent: writing the same thing twice leaves the same state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from steadyrun.chat import MediaRef
-from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, Step
+from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
 
-__all__ = ["Claim", "Feed", "FeedMessage", "Journal", "Store"]
+__all__ = ["Claim", "Feed", "FeedMessage", "Journal", "RunIndex", "RunSummary", "Store"]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,6 +86,15 @@ class Feed(Protocol):
         """Mark input up to ``through`` as delivered."""
         ...
 
+    async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
+        """Wait up to ``max_wait`` seconds for claimable input above ``after``.
+
+        Returns what ``pending(run_id, after)`` returns once there is input, or 0 when the wait ends without any.
+        An append from this process or another wakes the waiter (notifications where the store
+        has them); a lost notification is covered by polling, so it only delays the wake-up.
+        """
+        ...
+
 
 @runtime_checkable
 class Journal(Protocol):
@@ -115,6 +125,51 @@ class Journal(Protocol):
         ...
 
 
+@dataclass(kw_only=True, slots=True)
+class RunSummary:
+    """One line of a run listing.
+
+    Attributes:
+        run_id: The run.
+        agent: Its agent's name.
+        status: Its status.
+        created_at: When it started.
+        updated_at: When it last saved (its last activity).
+        steps: Steps saved.
+    """
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    created_at: datetime | None
+    updated_at: datetime | None
+    steps: int
+
+
 @runtime_checkable
-class Store(Journal, Feed, Protocol):
-    """A store that is both a journal and a feed, as every steadyrun store is."""
+class RunIndex(Protocol):
+    """Listing runs, newest activity first."""
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        agent: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        """Runs by last activity (newest first), filtered by status and agent.
+
+        ``updated_before`` pages: pass the ``updated_at`` of the last run of the previous page
+        (runs updated at that very instant and listed already may repeat).
+        """
+        ...
+
+
+@runtime_checkable
+class Store(Journal, Feed, RunIndex, Protocol):
+    """A journal, a feed and a run index in one, as every steadyrun store is."""
+
+    async def close(self) -> None:
+        """Release connections and threads; the store is not used after this."""
+        ...

@@ -89,7 +89,8 @@ class Feed(Protocol):
     async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
         """Wait up to ``max_wait`` seconds for claimable input above ``after``.
 
-        Returns what ``pending(run_id, after)`` returns once there is input, or 0 when the wait ends without any.
+        Returns what ``pending(run_id, after)`` returns once there is input, or 0 when the
+        wait ends without any.
         An append from this process or another wakes the waiter (notifications where the store
         has them); a lost notification is covered by polling, so it only delays the wake-up.
         """

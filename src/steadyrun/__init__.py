@@ -36,7 +36,7 @@ from steadyrun.runtime import (
     Texts,
     run_sync,
 )
-from steadyrun.stores import MemoryStore
+from steadyrun.stores import MemoryStore, SqliteStore
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, tool
 
 __version__ = "0.1.0"
@@ -65,6 +65,7 @@ __all__ = [
     "RunResult",
     "Runtime",
     "ScriptExhaustedError",
+    "SqliteStore",
     "SteadyrunError",
     "StoreError",
     "Texts",

@@ -1,6 +1,7 @@
 """Ports (``Journal``, ``Feed``) and the in-memory adapter; durable adapters live beside it."""
 
 from steadyrun.stores._memory import MemoryStore
+from steadyrun.stores._sqlite import SqliteStore
 from steadyrun.stores._ports import (
     Claim,
     Feed,
@@ -19,5 +20,6 @@ __all__ = [
     "MemoryStore",
     "RunIndex",
     "RunSummary",
+    "SqliteStore",
     "Store",
 ]

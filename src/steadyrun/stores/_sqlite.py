@@ -1,0 +1,507 @@
+"""``SqliteStore``: the embedded default store, one SQLite file in WAL mode.
+
+All SQLite work runs on one dedicated thread with one connection, so the event loop never
+blocks on disk and the writes of many runs in one process are serialised the way SQLite wants
+them. Each step is one ``BEGIN IMMEDIATE`` transaction. Other processes may read the same file
+at any time (WAL) and write to it (they wait up to ``busy_timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from steadyrun._codec import decode, encode
+from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun.chat import Message
+from steadyrun.records import (
+    CHECKPOINT_FORMAT,
+    Block,
+    CallRecord,
+    CallUpdate,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+    RunStatus,
+    Step,
+    merge_call,
+    overlay_external,
+)
+from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
+from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+Synchronous = Literal["FULL", "NORMAL", "OFF"]
+
+_POLL_FIRST = 0.02
+_POLL_MAX = 0.5
+
+
+class SqliteStore:
+    """A ``Journal``, ``Feed`` and ``RunIndex`` in one SQLite file.
+
+    Args:
+        path: The database file; created, with its schema, on first use.
+        synchronous: SQLite's ``synchronous`` setting. ``FULL`` (the default) syncs the WAL on
+            every commit, so a saved step survives a power loss; ``NORMAL`` survives a crash of
+            the process but may lose the last commits on power loss.
+        busy_timeout: Seconds to wait for another process's write lock before failing.
+
+    Attributes:
+        bytes_written: Bytes of encoded records written (not counting SQLite's own overhead).
+        step_bytes: Encoded bytes of each ``save_step``, in order.
+
+    Example:
+        ``store = SqliteStore("runs.db"); runtime = Runtime(store)``; ``await store.close()``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_timeout: float = 10.0,
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL", "OFF"):
+            raise UsageError(f"synchronous must be FULL, NORMAL or OFF, not {synchronous!r}")
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self._busy_ms = int(busy_timeout * 1000)
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.bytes_written = 0
+        self.step_bytes: list[int] = []
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="steadyrun-sqlite"
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._conn is None:
+            self._conn = self._open()
+        try:
+            return fn(self._conn)
+        except sqlite3.Error as exc:
+            if self._conn.in_transaction:
+                self._conn.rollback()
+            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.rollback()
+            raise
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise FormatVersionError(f"SQLite store {self.path}", version, SCHEMA_VERSION)
+        if version == SCHEMA_VERSION:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the lock.
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _statements(MIGRATIONS[number - 1]):
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {number}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    async def close(self) -> None:
+        """Close the connection and stop the store's thread."""
+        if self._executor is None:
+            return
+
+        def shut(_: sqlite3.Connection) -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        if self._conn is not None:
+            await self._run(shut)
+        self._executor.shutdown(wait=True)
+        self._executor = None
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- journal ---------------------------------------------------------------------------
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        """Write one step in one transaction."""
+        if step.run.run_id != run_id:
+            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
+        run = step.run
+        run_b = encode(run)
+        cp_b = encode(step.checkpoint)
+        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
+        appended = [encode(m) for m in step.context.append]
+        blocks = [(b.id, b.position, encode(b)) for b in step.blocks]
+        written = len(run_b) + len(cp_b) + sum(map(len, appended))
+        written += sum(len(b[2]) for b in blocks) + (sum(map(len, base)) if base else 0)
+
+        def write(conn: sqlite3.Connection) -> int:
+            calls_written = 0
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO runs (run_id, agent, status, created_us, updated_us, steps, record,"
+                " checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
+                " agent = excluded.agent, status = excluded.status, updated_us ="
+                " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
+                " checkpoint = excluded.checkpoint",
+                (
+                    run_id,
+                    run.agent,
+                    run.status,
+                    _us(run.created_at),
+                    _us(run.updated_at),
+                    run.steps,
+                    run_b,
+                    cp_b,
+                ),
+            )
+            if step.removed_blocks:
+                conn.executemany(
+                    "DELETE FROM blocks WHERE run_id = ? AND block_id = ?",
+                    [(run_id, b) for b in step.removed_blocks],
+                )
+            if step.removed_calls:
+                conn.executemany(
+                    "DELETE FROM calls WHERE run_id = ? AND call_id = ?",
+                    [(run_id, c) for c in step.removed_calls],
+                )
+            for call in step.calls:
+                calls_written += _merge(conn, run_id, call)
+            if blocks:
+                conn.executemany(
+                    "INSERT INTO blocks (run_id, block_id, position, block) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,"
+                    " block = excluded.block",
+                    [(run_id, *b) for b in blocks],
+                )
+            if base is not None:
+                conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
+                start = 0
+            else:
+                start = conn.execute(
+                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
+                ).fetchone()[0]
+            log = (base or []) + appended
+            if log:
+                conn.executemany(
+                    "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
+                    [(run_id, start + i, m) for i, m in enumerate(log)],
+                )
+            conn.execute("COMMIT")
+            return calls_written
+
+        written += await self._run(write)
+        self.bytes_written += written
+        self.step_bytes.append(written)
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        """Merge one call snapshot with ``merge_call``."""
+
+        def write(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
+            n = _merge(conn, run_id, call)
+            conn.execute("COMMIT")
+            return n
+
+        self.bytes_written += await self._run(write)
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        """Apply a host write with ``overlay_external``."""
+
+        def write(conn: sqlite3.Connection) -> CallRecord:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+            merged = overlay_external(decode(row[0], CallRecord), update)
+            conn.execute(
+                "UPDATE calls SET status = ?, record = ? WHERE run_id = ? AND call_id = ?",
+                (merged.status, encode(merged), run_id, call_id),
+            )
+            conn.execute("COMMIT")
+            return merged
+
+        return await self._run(write)
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """Load a run in one read transaction; ``None`` when there is none."""
+
+        def read(conn: sqlite3.Connection) -> RunSnapshot | None:
+            conn.execute("BEGIN")
+            try:
+                row = conn.execute(
+                    "SELECT record, checkpoint FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if row is None:
+                    return None
+                context = conn.execute(
+                    "SELECT message FROM context WHERE run_id = ? ORDER BY idx", (run_id,)
+                ).fetchall()
+                calls = conn.execute(
+                    "SELECT record FROM calls WHERE run_id = ? ORDER BY rowid", (run_id,)
+                ).fetchall()
+                blocks = conn.execute(
+                    "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            checkpoint = decode(row[1], Checkpoint)
+            if checkpoint.format != CHECKPOINT_FORMAT:
+                raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
+            return RunSnapshot(
+                run=decode(row[0], RunRecord),
+                checkpoint=checkpoint,
+                context=[decode(m[0], Message) for m in context],
+                calls=[decode(c[0], CallRecord) for c in calls],
+                blocks=[decode(b[0], Block) for b in blocks],
+            )
+
+        return await self._run(read)
+
+    # -- feed ------------------------------------------------------------------------------
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        """Append input; a message whose id and revision are already there is returned as is."""
+
+        def write(conn: sqlite3.Connection) -> FeedMessage:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT message FROM feed WHERE run_id = ? AND key = ?", (run_id, message.key)
+            ).fetchone()
+            if row is not None:
+                conn.execute("COMMIT")
+                return decode(row[0], FeedMessage)
+            seq = conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM feed WHERE run_id = ?", (run_id,)
+            ).fetchone()[0]
+            stored = FeedMessage(
+                seq=seq,
+                id=message.id,
+                revision=message.revision,
+                role=message.role,
+                content=message.content,
+                media=list(message.media),
+                meta=message.meta,
+            )
+            data = encode(stored)
+            conn.execute(
+                "INSERT INTO feed (run_id, seq, key, message) VALUES (?, ?, ?, ?)",
+                (run_id, seq, message.key, data),
+            )
+            conn.execute("COMMIT")
+            self.bytes_written += len(data)
+            return stored
+
+        stored = await self._run(write)
+        for waiter in self._waiters.get(run_id, ()):
+            waiter.set()
+        return stored
+
+    async def pending(self, run_id: str, after: int) -> int:
+        """The last sequence number when it is above ``after`` and unconsumed, else 0."""
+
+        def read(conn: sqlite3.Connection) -> int:
+            last, consumed = _feed_bounds(conn, run_id)
+            return last if last > max(after, consumed) else 0
+
+        return await self._run(read)
+
+    async def claim(self, run_id: str, through: int) -> Claim:
+        """The unconsumed messages up to ``through``."""
+
+        def read(conn: sqlite3.Connection) -> Claim:
+            conn.execute("BEGIN")
+            try:
+                last, consumed = _feed_bounds(conn, run_id)
+                if through <= consumed:
+                    raise StoreError(
+                        f"claim through {through} of run {run_id!r} is at or below consumed "
+                        f"{consumed}"
+                    )
+                if through > last:
+                    raise StoreError(
+                        f"claim through {through} of run {run_id!r} is beyond input {last}"
+                    )
+                rows = conn.execute(
+                    "SELECT message FROM feed WHERE run_id = ? AND seq > ? AND seq <= ?"
+                    " ORDER BY seq",
+                    (run_id, consumed, through),
+                ).fetchall()
+            finally:
+                conn.execute("COMMIT")
+            return Claim(end_seq=through, messages=[decode(r[0], FeedMessage) for r in rows])
+
+        return await self._run(read)
+
+    async def consume(self, run_id: str, through: int) -> None:
+        """Mark input delivered up to ``through``; never moves backwards."""
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            last, _ = _feed_bounds(conn, run_id)
+            conn.execute(
+                "INSERT INTO feed_state (run_id, consumed) VALUES (?, ?) ON CONFLICT (run_id)"
+                " DO UPDATE SET consumed = MAX(consumed, excluded.consumed)",
+                (run_id, max(0, min(through, last))),
+            )
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
+        """Wait for input above ``after``.
+
+        Appends of this process wake the waiter at once; appends of other processes are seen
+        by polling, backing off to every 0.5 s.
+        """
+        deadline = time.monotonic() + max_wait
+        interval = _POLL_FIRST
+        while True:
+            seq = await self.pending(run_id, after)
+            left = deadline - time.monotonic()
+            if seq or left <= 0:
+                return seq
+            waiter = asyncio.Event()
+            self._waiters.setdefault(run_id, set()).add(waiter)
+            try:
+                await asyncio.wait_for(waiter.wait(), min(interval, left))
+            except TimeoutError:
+                interval = min(interval * 2, _POLL_MAX)
+            finally:
+                self._waiters[run_id].discard(waiter)
+
+    # -- run index -------------------------------------------------------------------------
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        agent: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        """Runs by last activity, newest first, through the listing indexes."""
+        where: list[str] = []
+        args: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if updated_before is not None:
+            where.append("updated_us < ?")
+            args.append(_us(updated_before))
+        sql = "SELECT run_id, agent, status, created_us, updated_us, steps FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_us DESC, run_id DESC LIMIT ?"
+        args.append(limit)
+
+        def read(conn: sqlite3.Connection) -> list[RunSummary]:
+            return [
+                RunSummary(
+                    run_id=r[0],
+                    agent=r[1],
+                    status=r[2],
+                    created_at=_dt(r[3]),
+                    updated_at=_dt(r[4]),
+                    steps=r[5],
+                )
+                for r in conn.execute(sql, args).fetchall()
+            ]
+
+        return await self._run(read)
+
+
+def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord) -> int:
+    """Merge a call snapshot inside the caller's transaction; returns bytes written."""
+    row = conn.execute(
+        "SELECT rev, record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call.id)
+    ).fetchone()
+    if row is not None and call.rev <= row[0]:
+        return 0  # an older or equal snapshot changes nothing
+    merged = merge_call(decode(row[1], CallRecord) if row is not None else None, call)
+    data = encode(merged)
+    conn.execute(
+        "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (run_id, call_id) DO UPDATE SET rev = excluded.rev,"
+        " status = excluded.status, record = excluded.record",
+        (run_id, call.id, merged.rev, merged.status, data),
+    )
+    return len(data)
+
+
+def _feed_bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT (SELECT COALESCE(MAX(seq), 0) FROM feed WHERE run_id = ?),"
+        " (SELECT COALESCE(MAX(consumed), 0) FROM feed_state WHERE run_id = ?)",
+        (run_id, run_id),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+def _us(value: datetime | None) -> int | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    # Integer arithmetic: a float timestamp would round some microseconds away.
+    return (value - _EPOCH) // _US
+
+
+def _dt(value: Any) -> datetime | None:
+    return None if value is None else _EPOCH + value * _US
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)

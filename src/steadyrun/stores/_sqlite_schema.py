@@ -1,0 +1,73 @@
+"""The SQLite schema as an append-only list of migrations; a migration's index + 1 is its version.
+
+Never edit a migration that has shipped: add a new one. ``PRAGMA user_version`` holds the version
+a file is at. A file at a version above ``len(MIGRATIONS)`` was written by a newer release and is
+refused.
+
+Versions:
+    1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1
+    """
+    CREATE TABLE runs (
+        run_id      TEXT PRIMARY KEY,
+        agent       TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        created_us  INTEGER,
+        updated_us  INTEGER,
+        steps       INTEGER NOT NULL,
+        record      BLOB NOT NULL,
+        checkpoint  BLOB NOT NULL
+    );
+    CREATE INDEX runs_by_update ON runs (updated_us DESC, run_id DESC);
+    CREATE INDEX runs_by_status ON runs (status, updated_us DESC, run_id DESC);
+    CREATE INDEX runs_by_agent ON runs (agent, updated_us DESC, run_id DESC);
+
+    CREATE TABLE context (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        idx      INTEGER NOT NULL,
+        message  BLOB NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE calls (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        call_id  TEXT NOT NULL,
+        rev      INTEGER NOT NULL,
+        status   TEXT NOT NULL,
+        record   BLOB NOT NULL,
+        UNIQUE (run_id, call_id)
+    );
+
+    CREATE TABLE blocks (
+        run_id    TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        block_id  TEXT NOT NULL,
+        position  INTEGER NOT NULL,
+        block     BLOB NOT NULL,
+        PRIMARY KEY (run_id, block_id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE feed (
+        run_id   TEXT NOT NULL,
+        seq      INTEGER NOT NULL,
+        key      TEXT NOT NULL,
+        message  BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX feed_by_key ON feed (run_id, key);
+
+    CREATE TABLE feed_state (
+        run_id    TEXT PRIMARY KEY,
+        consumed  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this release writes."""

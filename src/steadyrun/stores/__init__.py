@@ -1,7 +1,6 @@
 """Ports (``Journal``, ``Feed``) and the in-memory adapter; durable adapters live beside it."""
 
 from steadyrun.stores._memory import MemoryStore
-from steadyrun.stores._sqlite import SqliteStore
 from steadyrun.stores._ports import (
     Claim,
     Feed,
@@ -11,6 +10,7 @@ from steadyrun.stores._ports import (
     RunSummary,
     Store,
 )
+from steadyrun.stores._sqlite import SqliteStore
 
 __all__ = [
     "Claim",

@@ -92,18 +92,20 @@ class SqliteStore:
         return await loop.run_in_executor(self._executor, self._call, fn)
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._conn is None:
-            self._conn = self._open()
         try:
+            if self._conn is None:
+                self._conn = self._open()
             return fn(self._conn)
         except sqlite3.Error as exc:
-            if self._conn.in_transaction:
-                self._conn.rollback()
+            self._rollback()
             raise StoreError(f"SQLite store {self.path}: {exc}") from exc
         except BaseException:
-            if self._conn.in_transaction:
-                self._conn.rollback()
+            self._rollback()
             raise
+
+    def _rollback(self) -> None:
+        if self._conn is not None and self._conn.in_transaction:
+            self._conn.rollback()
 
     def _open(self) -> sqlite3.Connection:
         try:

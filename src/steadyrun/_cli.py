@@ -28,14 +28,25 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="run an order-support agent that crashes mid-refund and resumes without "
         "refunding twice",
-        description="Run an order-support agent on an in-memory store, crash the process in "
-        "the middle of a refund, restart it on the same store and resume: the refund is not "
-        "repeated. Needs no API key.",
+        description="Run an order-support agent on a SQLite file in a worker process, kill "
+        "that process with SIGKILL in the middle of a refund, and resume the run from the file "
+        "in a new process: the refund is not repeated. Needs no API key.",
     )
     demo.add_argument(
         "--model",
         metavar="NAME",
         help="a provider model such as openai:gpt-4.1 (not available in this release)",
+    )
+    demo.add_argument(
+        "--db",
+        metavar="PATH",
+        help="the SQLite file to create and keep (it must not exist yet); by default one in a "
+        "temporary directory",
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary directory with the SQLite file and the ledger",
     )
     demo.add_argument("--no-color", action="store_true", help="print without colors")
     return parser
@@ -54,6 +65,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         from steadyrun._demo import run_demo
 
-        return run_demo(color=not args.no_color)
+        return run_demo(color=not args.no_color, db=args.db, keep=args.keep)
     parser.print_help(sys.stderr)
     return 2

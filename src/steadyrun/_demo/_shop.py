@@ -1,16 +1,17 @@
 """The demo's world: a small shop with a bank ledger, its three tools, and the model's script.
 
-The shop stands for the outside world: it outlives the crashed process, so its ledger is the
-proof of how many times each side effect really happened.
+The shop stands for the outside world: its ledger is a JSON-lines file that every process of the
+demo appends to (flushed and fsynced) and reads, so it outlives the killed worker and proves how
+many times each side effect really happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from steadyrun.chat import ModelRequest, ModelResponse, ToolResultPart
@@ -18,15 +19,19 @@ from steadyrun.testing import ScriptedModel, call, text, tool_calls
 from steadyrun.tools import Tool, tool
 
 __all__ = [
+    "AGENT",
     "CUSTOMER",
     "CUSTOMER_EMAIL",
     "INSTRUCTIONS",
+    "RUN_ID",
     "Shop",
     "after_restart_script",
     "before_crash_script",
     "make_tools",
 ]
 
+RUN_ID = "ticket-4711"
+AGENT = "order-support"
 CUSTOMER_EMAIL = "dana@example.com"
 CUSTOMER = (
     "Hi, I was charged twice for order A-1001! Can you fix that? "
@@ -39,21 +44,48 @@ INSTRUCTIONS = (
 _LATENCY = 0.05  # seconds a tool takes, so concurrent lookups visibly overlap
 
 
-@dataclass
 class Shop:
-    """Orders, the bank's refund ledger and the outbox: everything the tools change or read.
+    """Orders, the bank's refund ledger and the outbox, kept in a JSON-lines ledger file.
 
-    Attributes:
-        refunds: Refunds the bank executed, in order.
-        executions: How many times the refund body ran, by order id.
-        outbox: Emails sent.
+    Every refund and every email is one line, written and fsynced before the tool goes on, so
+    the file holds exactly the side effects that happened, whichever process made them.
+
+    Args:
+        ledger: The ledger file; created on the first write.
         notify: Called with a line of text whenever money moves or an email leaves.
     """
 
-    refunds: list[dict[str, Any]] = field(default_factory=list)
-    executions: Counter[str] = field(default_factory=Counter)
-    outbox: list[dict[str, str]] = field(default_factory=list)
-    notify: Callable[[str], None] = lambda line: None
+    def __init__(self, ledger: Path, notify: Callable[[str], None] = lambda line: None) -> None:
+        self.ledger = ledger
+        self.notify = notify
+
+    # -- the ledger file -------------------------------------------------------------------
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every line of the ledger, in order (none when the file does not exist yet)."""
+        try:
+            lines = self.ledger.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def refunds(self, order_id: str | None = None) -> list[dict[str, Any]]:
+        """The refunds the bank executed, in order; only those of ``order_id`` when given."""
+        return [
+            e for e in self.entries() if e["kind"] == "refund" and order_id in (None, e["order_id"])
+        ]
+
+    def outbox(self) -> list[dict[str, Any]]:
+        """The emails sent."""
+        return [e for e in self.entries() if e["kind"] == "email"]
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        with self.ledger.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    # -- the shop --------------------------------------------------------------------------
 
     def order(self, order_id: str) -> dict[str, Any]:
         """An order as the shop's database shows it, refunds included."""
@@ -66,7 +98,7 @@ class Shop:
                     {"charge_id": "ch_81", "amount_cents": 4999},
                     {"charge_id": "ch_82", "amount_cents": 4999},
                 ],
-                "refunds": [r for r in self.refunds if r["order_id"] == order_id],
+                "refunds": [_public(r) for r in self.refunds(order_id)],
             }
         if order_id == "A-1002":
             return {
@@ -80,24 +112,32 @@ class Shop:
 
     def refund(self, order_id: str, amount_cents: int, reason: str) -> dict[str, Any]:
         """Move money back to the customer (the side effect the demo protects)."""
-        self.executions[order_id] += 1
         entry = {
-            "refund_id": f"re_{len(self.refunds) + 1}",
+            "kind": "refund",
+            "refund_id": f"re_{len(self.refunds()) + 1}",
             "order_id": order_id,
             "amount_cents": amount_cents,
             "reason": reason,
+            "pid": os.getpid(),
         }
-        self.refunds.append(entry)
+        self._append(entry)
         self.notify(
-            f"bank: refunded {money(amount_cents)} on {order_id} "
-            f"(refund body executions for {order_id}: {self.executions[order_id]})"
+            f"bank: refunded {money(amount_cents)} on {order_id}, {entry['refund_id']} fsynced "
+            f"to the ledger file (refunds on {order_id}: {len(self.refunds(order_id))})"
         )
-        return entry
+        return _public(entry)
 
     def send(self, to: str, subject: str, body: str) -> None:
         """Send an email."""
-        self.outbox.append({"to": to, "subject": subject, "body": body})
+        self._append(
+            {"kind": "email", "to": to, "subject": subject, "body": body, "pid": os.getpid()}
+        )
         self.notify(f"mail: sent {subject!r} to {to}")
+
+
+def _public(entry: dict[str, Any]) -> dict[str, Any]:
+    """A ledger entry as the bank shows it (without the demo's bookkeeping)."""
+    return {k: v for k, v in entry.items() if k not in ("kind", "pid")}
 
 
 def money(cents: int) -> str:
@@ -105,11 +145,11 @@ def money(cents: int) -> str:
     return f"${cents // 100}.{cents % 100:02d}"
 
 
-def make_tools(shop: Shop, crash: asyncio.Event | None = None) -> list[Tool]:
+def make_tools(shop: Shop, crash: Callable[[], Awaitable[None]] | None = None) -> list[Tool]:
     """The agent's tools over ``shop``.
 
-    With ``crash`` set up, the refund body kills the process right after the money moved and
-    before its result can be recorded: it signals ``crash`` and hangs until it is cancelled.
+    With ``crash`` given, the refund body awaits it right after the money moved and before its
+    result can be recorded: the demo's worker signals its parent there and waits to be killed.
     """
 
     @tool(replayable=True, concurrency_key="")
@@ -134,8 +174,7 @@ def make_tools(shop: Shop, crash: asyncio.Event | None = None) -> list[Tool]:
         await asyncio.sleep(_LATENCY)
         entry = shop.refund(order_id, amount_cents, reason)
         if crash is not None:
-            crash.set()  # the money moved; now the process dies before the result is saved
-            await asyncio.sleep(3600)
+            await crash()  # the money moved; the process dies before the result is saved
         return entry
 
     @tool(side_effects=True)

@@ -1,38 +1,38 @@
-"""The demo's story: run, crash mid-batch, restart on the same store, resume, verify."""
+"""The demo's story, told by the parent process.
+
+Start worker 1 on the SQLite file, SIGKILL it once its refund moved the money, show what the
+file holds, resume the run in worker 2 (a new process), then verify from the file and the
+ledger. The workers print the live timeline; the parent relays it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import json
+import os
+import signal
+import sys
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar
 
 from rich.console import Console
 from rich.text import Text
 
-from steadyrun._demo._shop import (
-    CUSTOMER,
-    INSTRUCTIONS,
-    Shop,
-    after_restart_script,
-    before_crash_script,
-    make_tools,
-)
-from steadyrun._demo._show import (
-    Narrator,
-    answer_panel,
-    call_table,
-    status_text,
-    usage_line,
-)
-from steadyrun.runtime import Agent, RunResult, Runtime
-from steadyrun.stores import MemoryStore
+from steadyrun._demo._shop import RUN_ID, Shop
+from steadyrun._demo._show import Narrator, answer_panel, call_table, status_text, usage_line
+from steadyrun._demo._worker import CONTROL, worker_command
+from steadyrun.records import RunSnapshot
+from steadyrun.stores import SqliteStore
 
-__all__ = ["RUN_ID", "run_story"]
+__all__ = ["DemoFailure", "DemoFiles", "run_story"]
 
-RUN_ID = "ticket-4711"
-AGENT = "order-support"
-_TIMEOUT = 30.0  # seconds; the demo takes well under one
+T = TypeVar("T")
 
+_TIMEOUT = 30.0  # seconds for each wait on a worker or the store; the demo takes about two
+_REAP = 10.0  # seconds to wait for a killed worker to be gone
 
 _HINTS = {
     "running": "started: the store cannot know whether it took effect",
@@ -40,116 +40,248 @@ _HINTS = {
 }
 
 
+class DemoFailure(Exception):
+    """The demo could not tell its story: a worker failed, hung, or the store was unreadable.
+
+    Attributes:
+        stderr: What the failing worker wrote to its standard error, if anything.
+    """
+
+    def __init__(self, message: str, stderr: str = "") -> None:
+        super().__init__(message)
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class DemoFiles:
+    """Where the demo keeps its run (a SQLite file) and its bank (a ledger file beside it)."""
+
+    db: Path
+    ledger: Path
+
+    @classmethod
+    def at(cls, db: Path) -> DemoFiles:
+        """The files for the SQLite file ``db``."""
+        db = db.absolute()
+        return cls(db=db, ledger=db.with_name(f"{db.stem}-bank.jsonl"))
+
+
+@dataclass
+class _Worker:
+    number: int
+    proc: asyncio.subprocess.Process
+    stderr: asyncio.Task[bytes]
+    events: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return f"worker {self.number} (pid {self.proc.pid})"
+
+    async def stderr_text(self) -> str:
+        """Its standard error, once it is gone."""
+        with contextlib.suppress(TimeoutError):
+            return (await asyncio.wait_for(asyncio.shield(self.stderr), _REAP)).decode(
+                "utf-8", "replace"
+            )
+        return ""
+
+    async def within(self, step: Awaitable[T], doing: str) -> T:
+        """``step``, or kill the worker and fail when it takes longer than ``_TIMEOUT``."""
+        try:
+            return await asyncio.wait_for(step, _TIMEOUT)
+        except TimeoutError:
+            await self.reap()
+            raise DemoFailure(
+                f"{self.name} did not {doing} within {_TIMEOUT:g} s; it was killed",
+                await self.stderr_text(),
+            ) from None
+
+    async def reap(self) -> None:
+        """Kill the worker if it still runs, and wait for it."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), _REAP)
+        await self.stderr_text()  # drain its stderr, so nothing is left reading after the demo
+
+
+async def _start(
+    number: int, mode: Literal["run", "resume"], files: DemoFiles, console: Console
+) -> _Worker:
+    env = dict(os.environ)
+    env["PYTHONIOENCODING"] = "utf-8"  # its stderr; its stdout follows the console's encoding
+    proc = await asyncio.create_subprocess_exec(
+        *worker_command(
+            mode,
+            db=files.db,
+            ledger=files.ledger,
+            width=console.width,
+            color_system=console.color_system,
+            encoding=console.encoding,
+        ),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stderr is not None
+    return _Worker(number, proc, asyncio.ensure_future(proc.stderr.read()))
+
+
+async def _relay(worker: _Worker, console: Console, *, until: str | None = None) -> bool:
+    """Copy the worker's timeline to the console until it sends ``until`` (True) or ends."""
+    stdout = worker.proc.stdout
+    assert stdout is not None
+    while raw := await stdout.readline():
+        line = raw.decode(console.encoding, "replace")
+        if line.startswith(CONTROL):
+            try:
+                event = json.loads(line[len(CONTROL) :])
+            except ValueError:
+                raise DemoFailure(f"{worker.name} sent a garbled control line") from None
+            worker.events[event["event"]] = event
+            if event["event"] == until:
+                return True
+        else:
+            console.file.write(line)
+            console.file.flush()
+    return False
+
+
+def _kill(worker: _Worker) -> str:
+    """Kill the worker the hard way: no cleanup, no last words, as a crash would."""
+    if sys.platform == "win32":  # pragma: no cover - no signals there
+        worker.proc.kill()
+        return "TerminateProcess"
+    os.kill(worker.proc.pid, signal.SIGKILL)
+    return "SIGKILL"
+
+
+async def _load(files: DemoFiles) -> RunSnapshot | None:
+    """Read the run from the SQLite file with a store of this (the parent) process."""
+
+    async def read() -> RunSnapshot | None:
+        async with SqliteStore(files.db) as store:
+            return await store.load(RUN_ID)
+
+    try:
+        return await asyncio.wait_for(read(), _TIMEOUT)
+    except TimeoutError:
+        raise DemoFailure(f"reading {files.db} took longer than {_TIMEOUT:g} s") from None
+
+
 @dataclass
 class _Outcome:
     crashed: bool
-    result: RunResult | None
+    snapshot: RunSnapshot | None
     shop: Shop
+    observer_errors: int
 
 
-async def run_story(console: Console) -> int:
+async def run_story(console: Console, files: DemoFiles) -> int:
     """Tell the whole story on ``console``; 0 when every invariant held, 1 otherwise."""
     narrator = Narrator(console)
-    shop = Shop(notify=lambda line: narrator.line("", Text(line, style="bold blue")))
-    store = MemoryStore()
+    shop = Shop(files.ledger)
+    db = files.db.name
 
-    narrator.section("process 1: Runtime(MemoryStore()).run(agent, run_id='ticket-4711')")
-    narrator.line("user", Text(CUSTOMER, style="italic"))
-    crash = asyncio.Event()
-    first = Runtime(store, observers=[narrator])
-    agent = Agent(
-        name=AGENT,
-        model=before_crash_script(),
-        instructions=INSTRUCTIONS,
-        tools=make_tools(shop, crash),
-    )
-    task = asyncio.create_task(first.run(agent, run_id=RUN_ID, input=CUSTOMER))
-    crashed = await _crash_when_signalled(task, crash)
-    if not crashed:
-        return _verify(narrator, _Outcome(crashed=False, result=None, shop=shop))
+    worker = await _start(1, "run", files, console)
+    try:
+        narrator.section(
+            f"process 1 (pid {worker.proc.pid}): "
+            f"Runtime(SqliteStore({db!r})).run(agent, run_id={RUN_ID!r})"
+        )
+        moved = await worker.within(_relay(worker, console, until="moved"), "reach the refund")
+        how = _kill(worker) if moved else ""
+        code = await worker.within(worker.proc.wait(), "exit")
+        await worker.within(_relay(worker, console), "close its output")
+    finally:
+        await worker.reap()
+    reported = worker.events.get("moved", worker.events.get("done", {}))
+    errors = int(reported.get("observer_errors", 0))
+    if not moved:
+        if code != 0 or "done" not in worker.events:
+            raise DemoFailure(
+                f"{worker.name} exited with code {code} before the refund",
+                await worker.stderr_text(),
+            )
+        return _verify(narrator, _Outcome(False, None, shop, errors))
+    crashed = code != 0 if how != "SIGKILL" else code == -signal.SIGKILL
     narrator.line(
         "CRASH",
-        "the process dies inside refund: the money moved, its result was never saved",
+        f"{worker.name} killed with {how} (returncode {code}) inside refund: "
+        "the money moved, its result was never saved",
         style="bold red",
     )
 
-    snap = await store.load(RUN_ID)
-    if snap is not None:
-        batch = ", ".join(snap.checkpoint.batch)
-        narrator.section("what the store holds after the crash")
-        narrator.line(
-            "run",
-            f"{RUN_ID}: {snap.run.status}; last checkpoint: model call "
-            f"m{snap.checkpoint.model_calls} and its open batch ({batch})",
-        )
-        for record in snap.calls:
-            note = _HINTS.get(record.status)
-            if note is not None:
-                narrator.line(
-                    record.id,
-                    Text(f"{record.name}  ")
-                    .append(status_text(record.status))
-                    .append(f"  {note}", "dim"),
-                )
+    snap = await _load(files)
+    if snap is None:
+        raise DemoFailure(f"{files.db} holds no run {RUN_ID!r} after the crash")
+    batch = ", ".join(snap.checkpoint.batch)
+    narrator.section(f"what {db} holds after the crash (read by the parent)")
+    narrator.line(
+        "run",
+        f"{RUN_ID}: {snap.run.status}; last checkpoint: model call "
+        f"m{snap.checkpoint.model_calls} and its open batch ({batch})",
+    )
+    for record in snap.calls:
+        note = _HINTS.get(record.status)
+        if note is not None:
+            narrator.line(
+                record.id,
+                Text(f"{record.name}  ")
+                .append(status_text(record.status))
+                .append(f"  {note}", "dim"),
+            )
 
-    narrator.section("process 2: a new Runtime on the same store: resume('ticket-4711')")
-    if snap is not None:
+    worker = await _start(2, "resume", files, console)
+    try:
+        narrator.section(
+            f"process 2 (pid {worker.proc.pid}): a new Runtime on the same file: resume({RUN_ID!r})"
+        )
         done = f"m1-m{snap.checkpoint.model_calls}"
         note = f"model calls {done} are not made again: the run goes on from its checkpoint"
         narrator.line("", Text(note, "dim"))
-    second = Runtime(store, observers=[narrator])
-    restarted = Agent(
-        name=AGENT,
-        model=after_restart_script(),
-        instructions=INSTRUCTIONS,
-        tools=make_tools(shop),
-    )
-    result = await asyncio.wait_for(second.resume(RUN_ID, agent=restarted), _TIMEOUT)
-    _summary(narrator, result, shop)
-    return _verify(narrator, _Outcome(crashed=True, result=result, shop=shop))
-
-
-async def _crash_when_signalled(task: asyncio.Task[RunResult], crash: asyncio.Event) -> bool:
-    """Wait for the refund's crash signal, then kill the run as a dying process would."""
-    signalled = asyncio.create_task(crash.wait())
-    try:
-        await asyncio.wait({task, signalled}, timeout=_TIMEOUT, return_when="FIRST_COMPLETED")
+        await worker.within(_relay(worker, console), "finish the run")
+        code = await worker.within(worker.proc.wait(), "exit")
     finally:
-        signalled.cancel()
-    crashed = crash.is_set()
-    if not task.done():
-        task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return crashed and task.cancelled()
+        await worker.reap()
+    if code != 0 or "done" not in worker.events:
+        raise DemoFailure(f"{worker.name} exited with code {code}", await worker.stderr_text())
+    errors += int(worker.events["done"].get("observer_errors", 0))
+
+    final = await _load(files)
+    if final is not None:
+        _summary(narrator, final, shop, files)
+    return _verify(narrator, _Outcome(crashed, final, shop, errors))
 
 
-def _summary(narrator: Narrator, result: RunResult, shop: Shop) -> None:
+def _summary(narrator: Narrator, snap: RunSnapshot, shop: Shop, files: DemoFiles) -> None:
     console = narrator.console
-    narrator.section("the run, as stored")
-    call_table(result.calls, narrator)
-    if result.text:
-        console.print(answer_panel(result.text))
-    elif result.error is not None:
-        console.print(Text(f"run {result.status}: {result.error}", style="bold red"))
-    narrator.line("usage", usage_line(result.usage))
-    count = shop.executions["A-1001"]
+    narrator.section(f"the run, as stored in {files.db.name}")
+    call_table(snap.calls, narrator)
+    if snap.run.text:
+        console.print(answer_panel(snap.run.text))
+    elif snap.run.error is not None:
+        console.print(Text(f"run {snap.run.status}: {snap.run.error}", style="bold red"))
+    narrator.line("usage", usage_line(snap.run.usage))
+    count = len(shop.refunds("A-1001"))
     narrator.line(
         "ledger",
-        f"refund body for A-1001 executed {count} time{'s' if count != 1 else ''}; "
-        f"emails sent: {len(shop.outbox)}",
+        f"{files.ledger.name}: refund body for A-1001 executed {count} "
+        f"time{'s' if count != 1 else ''}; emails sent: {len(shop.outbox())}",
     )
 
 
 def _verify(narrator: Narrator, outcome: _Outcome) -> int:
     sym, console = narrator.sym, narrator.console
-    result = outcome.result
-    calls = {c.name: c for c in result.calls if c.model_call_id == "m2"} if result else {}
+    snap = outcome.snapshot
+    calls = {c.name: c for c in snap.calls if c.model_call_id == "m2"} if snap else {}
     refund, email = calls.get("refund"), calls.get("send_email")
     checks = [
         ("crash mid-batch", outcome.crashed),
-        ("refund ran once", outcome.shop.executions["A-1001"] == 1),
-        ("completed", result is not None and result.status == "completed"),
+        ("refund ran once", len(outcome.shop.refunds("A-1001")) == 1),
+        ("completed", snap is not None and snap.run.status == "completed"),
         ("refund needs_review", refund is not None and refund.status == "needs_review"),
         ("email sent", email is not None and email.status == "succeeded"),
     ]
@@ -160,12 +292,10 @@ def _verify(narrator: Narrator, outcome: _Outcome) -> int:
         line.append(f"{sym.ok if ok else sym.bad} {label}", style="green" if ok else "bold red")
     narrator.line("checks", line)
     failed = [label for label, ok in checks if not ok]
-    if result is not None and result.observer_errors:
+    if outcome.observer_errors:
         # The timeline printer is an observer; the run isolates its errors, the demo must not.
-        failed.append(f"the timeline printer raised {result.observer_errors} time(s)")
+        failed.append(f"the timeline printer raised {outcome.observer_errors} time(s)")
     if failed:
-        console.print(
-            Text(f"demo failed: {'; '.join(failed)}", style="bold red"),
-        )
+        console.print(Text(f"demo failed: {'; '.join(failed)}", style="bold red"))
         return 1
     return 0

@@ -94,10 +94,14 @@ class ContextChange:
     Attributes:
         base: When set, the context was rewritten: these messages replace the whole log.
         append: Messages appended after the (possibly new) base.
+        start: Position in the log of the first appended message. Stores write the appended
+            messages at their positions (dropping anything already at or after ``start``), so
+            saving the same step twice does not add them twice. ``None``: after the log's end.
     """
 
     base: list[Message] | None = None
     append: list[Message] = field(default_factory=list)
+    start: int | None = None
 
 
 @dataclass(kw_only=True, slots=True)

@@ -93,6 +93,7 @@ class Execution:
             except _TurnLimit as exc:
                 return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
             if not claimed:
+                await self.store.consume(state.run_id, cp.claimed_through)  # crash before it
                 return self._result()  # nothing new: the run stays as it ended
             state.run.status = "running"
             await self._save()

@@ -100,7 +100,9 @@ class RunState:
             checkpoint=replace(
                 self.cp, batch=list(self.cp.batch), seen_inputs=list(self.cp.seen_inputs)
             ),
-            context=ContextChange(append=self._appended),
+            context=ContextChange(
+                append=self._appended, start=len(self.context) - len(self._appended)
+            ),
             blocks=self._new_blocks,
             calls=list(self._unsaved_calls.values()),
         )

@@ -80,6 +80,7 @@ class MemoryStore:
         # Merge the call snapshots (after the step's removals) before changing anything, so a
         # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)
+        log = _new_log(stored.context if stored else [], base, appended, step.context.start)
         removed = set(step.removed_calls)
         calls: dict[str, bytes] = {}
         for call in step.calls:
@@ -97,9 +98,7 @@ class MemoryStore:
             stored.calls.pop(call_id, None)
         stored.calls.update(calls)
         stored.blocks.update(blocks)
-        if base is not None:
-            stored.context = base
-        stored.context.extend(appended)
+        stored.context = log
         stored.run = run_b
         stored.checkpoint = cp_b
         self.bytes_written += written
@@ -261,6 +260,18 @@ class MemoryStore:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _new_log(
+    log: list[bytes], base: list[bytes] | None, appended: list[bytes], start: int | None
+) -> list[bytes]:
+    """The context log after a step: appended messages go to their positions."""
+    if base is not None:
+        return base + appended
+    at = len(log) if start is None else start
+    if at > len(log):
+        raise StoreError(f"context append at position {at} leaves a gap after {len(log)} messages")
+    return log[:at] + appended
 
 
 def _position(block: Block) -> int:

@@ -219,16 +219,23 @@ class SqliteStore:
                 )
             if base is not None:
                 conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
-                start = 0
+                end = 0
             else:
-                start = conn.execute(
+                end = conn.execute(
                     "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
                 ).fetchone()[0]
             log = (base or []) + appended
+            at = end if step.context.start is None or base is not None else step.context.start
+            if at > end:
+                raise StoreError(
+                    f"context append at position {at} leaves a gap after {end} messages"
+                )
+            if at < end:  # the same step again (a retry): its messages replace themselves
+                conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
             if log:
                 conn.executemany(
                     "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
-                    [(run_id, start + i, m) for i, m in enumerate(log)],
+                    [(run_id, at + i, m) for i, m in enumerate(log)],
                 )
             conn.execute("COMMIT")
             return calls_written

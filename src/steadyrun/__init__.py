@@ -5,6 +5,8 @@ Define tools with ``@tool``, an ``Agent`` with a model and tools, and run it wit
 waits for the outside world, and resumes from its last checkpoint without repeating a side effect.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from steadyrun._errors import (
     ContentFiltered,
     CorrectionsExhausted,
@@ -38,6 +40,9 @@ from steadyrun.runtime import (
 )
 from steadyrun.stores import MemoryStore, SqliteStore
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, tool
+
+if TYPE_CHECKING:
+    from steadyrun.stores import PostgresStore as PostgresStore
 
 __version__ = "0.1.0"
 
@@ -80,3 +85,19 @@ __all__ = [
     "run_sync",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresStore needs the optional psycopg: imported on first access only.
+    if name == "PostgresStore":
+        from steadyrun import stores
+
+        value = stores.PostgresStore
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # Listed for discovery, but kept out of __all__: ``import *`` must work without psycopg.
+    return sorted([*__all__, "PostgresStore"])

@@ -159,3 +159,13 @@ async def test_many_runs_share_one_runtime_concurrently() -> None:
         *[runtime.run(a, run_id=f"r{i}", input="x") for i, a in enumerate(agents)]
     )
     assert [r.text for r in results] == [f"hi {i}" for i in range(20)]
+
+
+def test_postgres_store_is_public_but_optional() -> None:
+    # Reachable as sr.PostgresStore, yet not in __all__: `import *` works without psycopg.
+    assert "PostgresStore" not in sr.__all__
+    assert "PostgresStore" in dir(sr)
+    assert sr.PostgresStore.__doc__
+    namespace: dict[str, object] = {}
+    exec("from steadyrun import *", namespace)
+    assert "Runtime" in namespace

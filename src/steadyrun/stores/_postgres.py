@@ -1,0 +1,584 @@
+"""``PostgresStore``: the store several processes share, one PostgreSQL database.
+
+psycopg 3 in async mode over a connection pool, opened on first use. Each step is one
+transaction, sent in pipeline mode (a round trip only where a result is needed). Writers in
+several processes stay correct: a call snapshot is merged with ``merge_call`` against the
+stored row locked ``FOR UPDATE``; feed numbering is serialised per run by a transaction-scoped
+advisory lock, and a unique index deduplicates input; an append commits a ``NOTIFY`` that wakes
+the waiters of every process (``LISTEN`` on one more connection per store), and polling covers
+a lost notification.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from steadyrun._codec import decode, encode
+from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun.chat import Message
+from steadyrun.records import (
+    CHECKPOINT_FORMAT,
+    Block,
+    CallRecord,
+    CallUpdate,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+    RunStatus,
+    Step,
+    merge_call,
+    overlay_external,
+)
+from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
+from steadyrun.stores._postgres_schema import migrate
+from steadyrun.stores._sqlite import _dt, _us
+
+__all__ = ["PostgresStore"]
+
+Connection = psycopg.AsyncConnection[TupleRow]
+
+CHANNEL = "steadyrun_feed"
+"""The notification channel of appends; the payload is the run id ("" wakes every waiter)."""
+
+_POLL_FIRST = 0.02
+_LOCK_FEED = 0x53524644  # "SRFD": the namespace (first key) of the feed's advisory locks
+_NOTIFY_MAX = 7900  # NOTIFY payloads must stay below 8000 bytes
+_SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 or later
+
+
+class PostgresStore:
+    """A ``Journal``, ``Feed`` and ``RunIndex`` in a PostgreSQL database, shared by processes.
+
+    Args:
+        dsn: A libpq connection string or URL. Its password never appears in error messages.
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool opens at most.
+        schema: The PostgreSQL schema of the tables; created, with the tables, on first use.
+        timeout: Seconds to wait for a connection (from the server or from the pool).
+        poll_max: Longest pause, in seconds, between the checks of ``wait_pending`` when no
+            notification arrives.
+
+    Attributes:
+        schema: The PostgreSQL schema of the tables.
+        bytes_written: Bytes of encoded records written (not counting PostgreSQL's overhead).
+        step_bytes: Encoded bytes of each ``save_step``, in order.
+
+    Example:
+        ``store = PostgresStore("postgresql://app@db/runs"); runtime = Runtime(store)``;
+        ``await store.close()``. Requires the ``postgres`` extra (psycopg and psycopg-pool).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema: str = "steadyrun",
+        timeout: float = 30.0,
+        poll_max: float = 0.5,
+    ) -> None:
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise UsageError(f"not a PostgreSQL connection string: {exc}") from exc
+        if not (0 <= min_size <= max_size and max_size >= 1 and timeout > 0 and poll_max > 0):
+            raise UsageError(
+                "PostgresStore needs 0 <= min_size <= max_size, max_size >= 1, timeout > 0 and "
+                f"poll_max > 0, not {min_size}, {max_size}, {timeout} and {poll_max}"
+            )
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise UsageError(f"schema must be a plain identifier (letters, digits, _): {schema!r}")
+        self.schema = schema
+        self._s = f'"{schema}"'
+        self._dsn = dsn
+        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self._connect_kwargs["connect_timeout"] = max(2, math.ceil(timeout))
+        self._where = _describe(params, schema)
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout = timeout
+        self._poll_max = poll_max
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._migrated = False
+        self._opening = asyncio.Lock()
+        self._listen_conn: Connection | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.bytes_written = 0
+        self.step_bytes: list[int] = []
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    async def _ready(self) -> AsyncConnectionPool[Connection]:
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                if not self._migrated:
+                    conn = await self._connect()
+                    try:
+                        await migrate(conn, self.schema, self._where)
+                    except psycopg.Error as exc:
+                        raise self._error(exc) from exc
+                    finally:
+                        await conn.close()
+                    self._migrated = True
+                pool = AsyncConnectionPool(
+                    self._dsn,
+                    kwargs=self._connect_kwargs,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    timeout=self._timeout,
+                    name="steadyrun",
+                    open=False,
+                )
+                try:
+                    await pool.open(wait=True, timeout=self._timeout)
+                except psycopg.Error as exc:
+                    await pool.close()
+                    raise self._error(exc, "cannot connect to ") from exc
+                self._pool = pool
+        return self._pool
+
+    async def _connect(self) -> Connection:
+        try:
+            return await psycopg.AsyncConnection.connect(self._dsn, **self._connect_kwargs)
+        except psycopg.Error as exc:
+            raise self._error(exc, "cannot connect to ") from exc
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Connection]:
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise self._error(exc) from exc
+
+    @asynccontextmanager
+    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
+        """A transaction; ``snapshot`` makes it read-only with one view of the data.
+
+        It runs in pipeline mode: statements go out without waiting for each other and a
+        round trip happens only where a result is fetched (and at the commit).
+        """
+        async with self._connection() as conn:
+            pipeline = conn.pipeline() if _PIPELINE else nullcontext()
+            async with pipeline, conn.transaction():
+                if snapshot:
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield conn
+
+    def _error(self, exc: psycopg.Error, doing: str = "") -> StoreError:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return StoreError(f"{doing}PostgreSQL store {self._where}: {text}")
+
+    async def close(self) -> None:
+        """Stop listening and close the pool's connections."""
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.wait([self._listener])
+            self._listener = None
+        if self._listen_conn is not None:
+            conn, self._listen_conn = self._listen_conn, None
+            await conn.close()
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def __aenter__(self) -> PostgresStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- journal ---------------------------------------------------------------------------
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        """Write one step in one transaction."""
+        if step.run.run_id != run_id:
+            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
+        s = self._s
+        run = step.run
+        run_b = encode(run)
+        cp_b = encode(step.checkpoint)
+        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
+        appended = [encode(m) for m in step.context.append]
+        blocks = [(b.id, b.position, encode(b)) for b in step.blocks]
+        written = len(run_b) + len(cp_b) + sum(map(len, appended))
+        written += sum(len(b[2]) for b in blocks) + (sum(map(len, base)) if base else 0)
+        times = (_us(run.created_at), _us(run.updated_at))
+
+        async with self._transaction() as conn:
+            cur = conn.cursor()
+            # The run row is locked first: steps of one run never interleave.
+            await cur.execute(
+                f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
+                " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id)"
+                " DO UPDATE SET agent = excluded.agent, status = excluded.status, updated_us ="
+                " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
+                " checkpoint = excluded.checkpoint",
+                (run_id, run.agent, run.status, *times, run.steps, run_b, cp_b),
+            )
+            if step.removed_blocks:
+                await cur.execute(
+                    f"DELETE FROM {s}.blocks WHERE run_id = %s AND block_id = ANY(%s)",
+                    (run_id, list(step.removed_blocks)),
+                )
+            if step.removed_calls:
+                await cur.execute(
+                    f"DELETE FROM {s}.calls WHERE run_id = %s AND call_id = ANY(%s)",
+                    (run_id, list(step.removed_calls)),
+                )
+            ends = None
+            if base is None:  # fetched below: no round trip of its own
+                ends = await conn.execute(
+                    f"SELECT COALESCE(MAX(idx) + 1, 0) FROM {s}.context WHERE run_id = %s",
+                    (run_id,),
+                )
+            for call in step.calls:
+                written += await _merge(cur, s, run_id, call)
+            if blocks:
+                await cur.executemany(
+                    f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, block_id) DO UPDATE SET"
+                    " position = excluded.position, block = excluded.block",
+                    [(run_id, *b) for b in blocks],
+                )
+            if ends is None:
+                await cur.execute(f"DELETE FROM {s}.context WHERE run_id = %s", (run_id,))
+                end = 0
+            else:
+                end = int((await _one(ends))[0])
+            log = (base or []) + appended
+            at = end if step.context.start is None or base is not None else step.context.start
+            if at > end:
+                raise StoreError(
+                    f"context append at position {at} leaves a gap after {end} messages"
+                )
+            if at < end:  # the same step again (a retry): its messages replace themselves
+                await cur.execute(
+                    f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at)
+                )
+            if log:
+                await cur.executemany(
+                    f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
+                    [(run_id, at + i, m) for i, m in enumerate(log)],
+                )
+        self.bytes_written += written
+        self.step_bytes.append(written)
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        """Merge one call snapshot with ``merge_call``, against the stored row locked."""
+        try:
+            async with self._transaction() as conn:
+                self.bytes_written += await _merge(conn.cursor(), self._s, run_id, call)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
+                raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}") from exc
+            raise
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        """Apply a host write with ``overlay_external``, against the stored row locked."""
+        s = self._s
+        async with self._transaction() as conn:
+            cur = await conn.execute(
+                f"SELECT record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
+                (run_id, call_id),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+            merged = overlay_external(decode(row[0], CallRecord), update)
+            await cur.execute(
+                f"UPDATE {s}.calls SET status = %s, record = %s WHERE run_id = %s AND call_id = %s",
+                (merged.status, encode(merged), run_id, call_id),
+            )
+        return merged
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        """Load a run in one read-only snapshot transaction; ``None`` when there is none."""
+        s = self._s
+        async with self._transaction(snapshot=True) as conn:
+            # Four queries, one round trip (pipeline), one snapshot.
+            queries = [
+                await conn.execute(sql, (run_id,))
+                for sql in (
+                    f"SELECT record, checkpoint FROM {s}.runs WHERE run_id = %s",
+                    f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",
+                    f"SELECT record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
+                    f"SELECT block FROM {s}.blocks WHERE run_id = %s ORDER BY position",
+                )
+            ]
+            row, context, calls, blocks = [await q.fetchall() for q in queries]
+        if not row:
+            return None
+        checkpoint = decode(row[0][1], Checkpoint)
+        if checkpoint.format != CHECKPOINT_FORMAT:
+            raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
+        return RunSnapshot(
+            run=decode(row[0][0], RunRecord),
+            checkpoint=checkpoint,
+            context=[decode(m[0], Message) for m in context],
+            calls=[decode(c[0], CallRecord) for c in calls],
+            blocks=[decode(b[0], Block) for b in blocks],
+        )
+
+    # -- feed ------------------------------------------------------------------------------
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        """Append input; a message whose id and revision are already there is returned as is.
+
+        The run's feed is locked for the transaction, so appends of several processes get
+        consecutive numbers; the commit notifies the waiters of every process.
+        """
+        s = self._s
+        async with self._transaction() as conn:
+            await conn.execute(
+                f"SELECT pg_advisory_xact_lock({_LOCK_FEED}, hashtext(%s))",
+                (f"{self.schema}/{run_id}",),
+            )
+            # A statement after the lock: its snapshot sees every append committed before.
+            cur = await conn.execute(
+                f"SELECT (SELECT message FROM {s}.feed WHERE run_id = %s AND key = %s),"
+                f" (SELECT COALESCE(MAX(seq), 0) + 1 FROM {s}.feed WHERE run_id = %s)",
+                (run_id, message.key, run_id),
+            )
+            found, seq = await _one(cur)
+            if found is not None:
+                return decode(found, FeedMessage)
+            stored = replace(message, seq=seq, media=list(message.media))
+            data = encode(stored)
+            await cur.execute(
+                f"INSERT INTO {s}.feed (run_id, seq, key, message) VALUES (%s, %s, %s, %s)",
+                (run_id, seq, message.key, data),
+            )
+            payload = run_id if len(run_id.encode()) < _NOTIFY_MAX else ""
+            await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+        self.bytes_written += len(data)
+        for waiter in self._waiters.get(run_id, ()):
+            waiter.set()
+        return stored
+
+    async def pending(self, run_id: str, after: int) -> int:
+        """The last sequence number when it is above ``after`` and unconsumed, else 0."""
+        async with self._connection() as conn:
+            last, consumed = await self._feed_bounds(conn, run_id)
+        return last if last > max(after, consumed) else 0
+
+    async def claim(self, run_id: str, through: int) -> Claim:
+        """The unconsumed messages up to ``through``."""
+        async with self._transaction(snapshot=True) as conn:
+            last, consumed = await self._feed_bounds(conn, run_id)
+            if through <= consumed:
+                raise StoreError(
+                    f"claim through {through} of run {run_id!r} is at or below consumed {consumed}"
+                )
+            if through > last:
+                raise StoreError(
+                    f"claim through {through} of run {run_id!r} is beyond input {last}"
+                )
+            cur = await conn.execute(
+                f"SELECT message FROM {self._s}.feed WHERE run_id = %s AND seq > %s"
+                " AND seq <= %s ORDER BY seq",
+                (run_id, consumed, through),
+            )
+            rows = await cur.fetchall()
+        return Claim(end_seq=through, messages=[decode(r[0], FeedMessage) for r in rows])
+
+    async def consume(self, run_id: str, through: int) -> None:
+        """Mark input delivered up to ``through``; never moves backwards."""
+        async with self._transaction() as conn:
+            last, _ = await self._feed_bounds(conn, run_id)
+            await conn.execute(
+                f"INSERT INTO {self._s}.feed_state AS f (run_id, consumed) VALUES (%s, %s)"
+                " ON CONFLICT (run_id) DO UPDATE SET consumed ="
+                " GREATEST(f.consumed, excluded.consumed)",
+                (run_id, max(0, min(through, last))),
+            )
+
+    async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
+        """Wait for input above ``after``.
+
+        An append of any process wakes the waiter through ``LISTEN``/``NOTIFY``; a lost
+        notification is covered by polling, backing off to every ``poll_max`` seconds.
+        """
+        if max_wait <= 0:
+            return await self.pending(run_id, after)
+        deadline = time.monotonic() + max_wait
+        interval = min(_POLL_FIRST, self._poll_max)
+        # Registered before each check: a notification that arrives while checking sets the
+        # event, so the next wait returns at once.
+        waiter = asyncio.Event()
+        waiters = self._waiters.setdefault(run_id, set())
+        waiters.add(waiter)
+        try:
+            while True:
+                await self._listen()
+                waiter.clear()
+                seq = await self.pending(run_id, after)
+                left = deadline - time.monotonic()
+                if seq or left <= 0:
+                    return seq
+                try:
+                    await asyncio.wait_for(waiter.wait(), min(interval, left))
+                except TimeoutError:
+                    interval = min(interval * 2, self._poll_max)
+        finally:
+            waiters.discard(waiter)
+            if not waiters and self._waiters.get(run_id) is waiters:
+                del self._waiters[run_id]
+
+    async def _listen(self) -> None:
+        """Start the listener, or restart it when its connection broke."""
+        if self._listener is not None and not self._listener.done():
+            return
+        await self._ready()
+        async with self._opening:
+            if self._listener is not None and not self._listener.done():
+                return
+            if self._listen_conn is not None:
+                await self._listen_conn.close()
+                self._listen_conn = None
+            conn = await self._connect()
+            try:
+                await conn.execute(f"LISTEN {CHANNEL}")
+            except psycopg.Error as exc:
+                await conn.close()
+                raise self._error(exc) from exc
+            self._listen_conn = conn
+            self._listener = asyncio.create_task(
+                self._dispatch(conn), name="steadyrun-postgres-listen"
+            )
+
+    async def _dispatch(self, conn: Connection) -> None:
+        try:
+            async for note in conn.notifies():
+                if note.payload:
+                    groups = [self._waiters.get(note.payload, set())]
+                else:
+                    groups = list(self._waiters.values())
+                for group in groups:
+                    for waiter in group:
+                        waiter.set()
+        except psycopg.Error:
+            # The connection broke: waiters poll until the next wait starts a new listener.
+            return
+
+    async def _feed_bounds(self, conn: Connection, run_id: str) -> tuple[int, int]:
+        cur = await conn.execute(
+            f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM {self._s}.feed WHERE run_id = %s),"
+            f" (SELECT COALESCE(MAX(consumed), 0) FROM {self._s}.feed_state WHERE run_id = %s)",
+            (run_id, run_id),
+        )
+        row = await _one(cur)
+        return int(row[0]), int(row[1])
+
+    # -- run index -------------------------------------------------------------------------
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        agent: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        """Runs by last activity, newest first, through the listing indexes."""
+        where: list[str] = []
+        args: list[Any] = []
+        if status is not None:
+            where.append("status = %s")
+            args.append(status)
+        if agent is not None:
+            where.append("agent = %s")
+            args.append(agent)
+        if updated_before is not None:
+            where.append("updated_us < %s")
+            args.append(_us(updated_before))
+        sql = f"SELECT run_id, agent, status, created_us, updated_us, steps FROM {self._s}.runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_us DESC NULLS LAST, run_id DESC LIMIT %s"
+        args.append(limit)
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, args)
+            rows = await cur.fetchall()
+        return [
+            RunSummary(
+                run_id=r[0],
+                agent=r[1],
+                status=r[2],
+                created_at=_dt(r[3]),
+                updated_at=_dt(r[4]),
+                steps=r[5],
+            )
+            for r in rows
+        ]
+
+
+async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord) -> int:
+    """Merge a call snapshot inside the caller's transaction; returns bytes written.
+
+    The stored row is read ``FOR UPDATE``; when there is none yet, the snapshot is inserted
+    unless a concurrent writer inserted the call first, whose row is then read locked.
+    """
+    while True:
+        await cur.execute(
+            f"SELECT rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
+            (run_id, call.id),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            break
+        data = encode(merge_call(None, call))
+        await cur.execute(
+            f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
+            (run_id, call.id, call.rev, call.status, data),
+        )
+        if await cur.fetchone() is not None:
+            return len(data)
+    if call.rev <= row[0]:
+        return 0  # an older or equal snapshot changes nothing
+    merged = merge_call(decode(row[1], CallRecord), call)
+    data = encode(merged)
+    await cur.execute(
+        f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
+        " WHERE run_id = %s AND call_id = %s",
+        (merged.rev, merged.status, data, run_id, call.id),
+    )
+    return len(data)
+
+
+async def _one(cur: psycopg.AsyncCursor[TupleRow]) -> TupleRow:
+    row = await cur.fetchone()
+    if row is None:  # pragma: no cover - aggregates always return a row
+        raise StoreError("PostgreSQL returned no row for an aggregate")
+    return row
+
+
+def _describe(params: dict[str, Any], schema: str) -> str:
+    """Where the store is, for messages: never the password."""
+    parts = [
+        f"{key}={params[key]}"
+        for key in ("host", "hostaddr", "port", "dbname", "user")
+        if params.get(key)
+    ]
+    return " ".join([*parts, f"schema={schema}"])

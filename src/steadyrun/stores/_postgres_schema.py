@@ -1,0 +1,142 @@
+"""The PostgreSQL schema as an append-only list of migrations; index + 1 is the version.
+
+Never edit a migration that has shipped: add a new one. The table ``steadyrun_schema`` in the
+store's schema holds one row per applied migration, so ``MAX(version)`` is the version a
+database is at. A database at a version above ``len(MIGRATIONS)`` was written by a newer release
+and is refused.
+
+The tables mirror the SQLite store's: encoded documents as ``BYTEA``, times as ``BIGINT``
+microseconds since the epoch. ``{s}`` in a statement stands for the quoted schema name.
+``migrate`` applies what is missing under an advisory lock, so processes starting at once
+migrate once.
+
+Versions:
+    1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+
+from steadyrun._errors import FormatVersionError
+from steadyrun.stores._sqlite import _statements, _us
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERSION_TABLE", "migrate"]
+
+_LOCK_MIGRATE = 0x53524D47  # "SRMG": the namespace (first key) of the migration's advisory lock
+
+VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS {s}.steadyrun_schema (
+    version     INTEGER PRIMARY KEY,
+    applied_us  BIGINT NOT NULL
+)
+"""
+"""The table of applied migrations, created (if missing) before any migration runs."""
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1
+    """
+    CREATE TABLE {s}.runs (
+        run_id      TEXT PRIMARY KEY,
+        agent       TEXT NOT NULL,
+        status      TEXT NOT NULL,
+        created_us  BIGINT,
+        updated_us  BIGINT,
+        steps       BIGINT NOT NULL,
+        record      BYTEA NOT NULL,
+        checkpoint  BYTEA NOT NULL
+    );
+    CREATE INDEX runs_by_update ON {s}.runs (updated_us DESC NULLS LAST, run_id DESC);
+    CREATE INDEX runs_by_status ON {s}.runs (status, updated_us DESC NULLS LAST, run_id DESC);
+    CREATE INDEX runs_by_agent ON {s}.runs (agent, updated_us DESC NULLS LAST, run_id DESC);
+
+    CREATE TABLE {s}.context (
+        run_id   TEXT NOT NULL REFERENCES {s}.runs (run_id) ON DELETE CASCADE,
+        idx      BIGINT NOT NULL,
+        message  BYTEA NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    );
+
+    CREATE TABLE {s}.calls (
+        row_id   BIGINT GENERATED ALWAYS AS IDENTITY,
+        run_id   TEXT NOT NULL REFERENCES {s}.runs (run_id) ON DELETE CASCADE,
+        call_id  TEXT NOT NULL,
+        rev      BIGINT NOT NULL,
+        status   TEXT NOT NULL,
+        record   BYTEA NOT NULL,
+        PRIMARY KEY (run_id, call_id)
+    );
+    CREATE INDEX calls_in_order ON {s}.calls (run_id, row_id);
+
+    CREATE TABLE {s}.blocks (
+        run_id    TEXT NOT NULL REFERENCES {s}.runs (run_id) ON DELETE CASCADE,
+        block_id  TEXT NOT NULL,
+        position  BIGINT NOT NULL,
+        block     BYTEA NOT NULL,
+        PRIMARY KEY (run_id, block_id)
+    );
+
+    CREATE TABLE {s}.feed (
+        run_id   TEXT NOT NULL,
+        seq      BIGINT NOT NULL,
+        key      TEXT NOT NULL,
+        message  BYTEA NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE UNIQUE INDEX feed_by_key ON {s}.feed (run_id, key);
+
+    CREATE TABLE {s}.feed_state (
+        run_id    TEXT PRIMARY KEY,
+        consumed  BIGINT NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The schema version this release writes."""
+
+
+async def migrate(conn: psycopg.AsyncConnection[Any], schema: str, where: str) -> None:
+    """Bring ``schema`` to ``SCHEMA_VERSION`` (``conn`` in autocommit mode); refuse a newer one.
+
+    Raises:
+        FormatVersionError: The database was written by a newer release.
+    """
+    s = f'"{schema}"'
+    if await _version(conn, s, where) == SCHEMA_VERSION:
+        return
+    async with conn.transaction():
+        # Several processes may start at once: one migrates, the others wait, then see it done.
+        await conn.execute(
+            f"SELECT pg_advisory_xact_lock({_LOCK_MIGRATE}, hashtext(%s))", (schema,)
+        )
+        cur = await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        if await cur.fetchone() is None:  # (CREATE SCHEMA IF NOT EXISTS needs more rights)
+            await conn.execute(f"CREATE SCHEMA {s}")
+        await conn.execute(VERSION_TABLE.format(s=s))
+        version = await _version(conn, s, where)
+        now = _us(datetime.now(UTC))
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in _statements(MIGRATIONS[number - 1].format(s=s)):
+                await conn.execute(statement)
+            await conn.execute(
+                f"INSERT INTO {s}.steadyrun_schema (version, applied_us) VALUES (%s, %s)",
+                (number, now),
+            )
+
+
+async def _version(conn: psycopg.AsyncConnection[Any], s: str, where: str) -> int:
+    """The schema version of the database (0 before the first migration)."""
+    cur = await conn.execute("SELECT to_regclass(%s)", (f"{s}.steadyrun_schema",))
+    row = await cur.fetchone()
+    if row is None or row[0] is None:
+        return 0
+    cur = await conn.execute(f"SELECT COALESCE(MAX(version), 0) FROM {s}.steadyrun_schema")
+    row = await cur.fetchone()
+    version = int(row[0]) if row is not None else 0
+    if version > SCHEMA_VERSION:
+        raise FormatVersionError(f"PostgreSQL store {where}", version, SCHEMA_VERSION)
+    return version

@@ -7,8 +7,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
+import pgkit
 import steadyrun as sr
 from steadyrun.chat import ToolResultPart
 from steadyrun.stores import Store
@@ -126,3 +128,42 @@ async def test_sqlite_disk_full_mid_run_then_resume(tmp_path: Path) -> None:
     assert sorted(effects) == list(range(N))  # charge 2 ran once; its lost result: needs_review
     assert [c.status for c in result.calls].count("needs_review") == 1
     await reopened.close()
+
+
+pg_dsn = pgkit.database_fixture()
+
+
+async def test_postgres_connections_dropped_mid_run_then_resume(pg_dsn: str) -> None:
+    store = sr.PostgresStore(pg_dsn)
+    effects: list[int] = []
+    dropped = False
+
+    @sr.tool(side_effects=True)
+    async def charge(n: int) -> str:
+        """Charge once; during the third charge the server drops every connection."""
+        nonlocal dropped
+        effects.append(n)
+        if n == 2 and not dropped:
+            dropped = True
+            async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+        return f"charge {n} done"
+
+    billing = sr.Agent(name="billing", model=loop_model(), tools=[charge])
+    try:
+        with pytest.raises(sr.StoreError):
+            await sr.Runtime(store).run(billing, run_id="r", input="bill")
+    finally:
+        await store.close()
+
+    async with sr.PostgresStore(pg_dsn) as reopened:  # a new process
+        snap = await reopened.load("r")
+        assert snap is not None and snap.run.status == "running"
+        assert len(snap.context) == snap.checkpoint.context_length
+        result = await sr.Runtime(reopened).resume("r", agent=billing)
+        assert result.status == "completed" and result.text == f"charged {N} times"
+    assert sorted(effects) == list(range(N))
+    assert [c.status for c in result.calls].count("needs_review") == 1

@@ -84,8 +84,10 @@ async def test_run_sync_refuses_inside_a_running_loop() -> None:
 
 
 def test_agent_and_limits_report_misuse() -> None:
-    with pytest.raises(sr.UsageError, match="provider adapter"):
-        sr.Agent(name="a", model="openai:gpt-4.1")
+    with pytest.raises(sr.UsageError, match="provider:model"):
+        sr.Agent(name="a", model="gpt-4.1")
+    with pytest.raises(sr.UsageError, match="unknown model provider"):
+        sr.Agent(name="a", model="acme:large")
     with pytest.raises(sr.UsageError, match="ModelClient"):
         sr.Agent(name="a", model=object())  # type: ignore[arg-type]
     with pytest.raises(sr.UsageError, match="non-empty name"):

@@ -1,4 +1,8 @@
-"""The model port and helpers; provider adapters live beside it."""
+"""The model port, provider errors and retries, and choosing a model by name.
+
+Provider adapters live in their own modules (``steadyrun.models.openai``, ``.anthropic``,
+``.google``, ``.compat``, ``.local``), each needing its extra.
+"""
 
 from steadyrun.models._client import (
     ModelClient,
@@ -8,12 +12,47 @@ from steadyrun.models._client import (
     model_requests_allowed,
     stream_response,
 )
+from steadyrun.models._errors import (
+    AuthenticationFailed,
+    BadRequest,
+    ContextOverflow,
+    Overloaded,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    RateLimited,
+    ServerError,
+    error_for_status,
+)
+from steadyrun.models._registry import (
+    ProviderFactory,
+    check_model_spec,
+    register_provider,
+    resolve_model,
+)
+from steadyrun.models._retry import RetryPolicy, call_with_retries
 
 __all__ = [
+    "AuthenticationFailed",
+    "BadRequest",
+    "ContextOverflow",
     "ModelClient",
+    "Overloaded",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderFactory",
+    "ProviderTimeout",
+    "RateLimited",
+    "RetryPolicy",
+    "ServerError",
     "StreamingModelClient",
     "allow_model_requests",
+    "call_with_retries",
     "check_model_requests_allowed",
+    "check_model_spec",
+    "error_for_status",
     "model_requests_allowed",
+    "register_provider",
+    "resolve_model",
     "stream_response",
 ]

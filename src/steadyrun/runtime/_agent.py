@@ -9,7 +9,7 @@ from typing import Any
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelSettings
-from steadyrun.models import ModelClient
+from steadyrun.models import ModelClient, check_model_spec, resolve_model
 from steadyrun.tools import Tool, ToolSet
 
 __all__ = ["Agent", "Limits"]
@@ -77,11 +77,8 @@ class Agent:
         if not self.name or not isinstance(self.name, str):
             raise UsageError("Agent needs a non-empty name; runs store it to find the agent again")
         if isinstance(self.model, str):
-            raise UsageError(
-                f"model {self.model!r}: model names need a provider adapter, and none is installed "
-                "in this release yet; pass a ModelClient (e.g. steadyrun.testing.ScriptedModel)"
-            )
-        if not isinstance(self.model, ModelClient):
+            check_model_spec(self.model)  # a bad name or a missing extra: say so now
+        elif not isinstance(self.model, ModelClient):
             raise UsageError(
                 f"model must be a ModelClient (an object with async respond(request)), "
                 f"got {type(self.model).__name__}"
@@ -93,11 +90,10 @@ class Agent:
         """The agent's tools, checked for duplicate names."""
         return ToolSet(self.tools)
 
-    @property
+    @cached_property
     def client(self) -> ModelClient:
-        """The model client."""
-        assert not isinstance(self.model, str)
-        return self.model
+        """The model client; a model named by a string is created on first use."""
+        return resolve_model(self.model)
 
     def instructions_for(self, run_id: str) -> str:
         """The instructions for one run."""

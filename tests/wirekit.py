@@ -84,7 +84,8 @@ class WireReplay:
         if want.get("method", "POST") != request.method:
             return self._refuse(f"request {index + 1}: method {request.method}, want {want}")
         if not request.url.path.endswith(want["path"]):
-            return self._refuse(f"request {index + 1}: path {request.url.path}, want {want['path']}")
+            path = request.url.path
+            return self._refuse(f"request {index + 1}: path {path}, want {want['path']}")
         if "json" in want:
             problem = subset_mismatch(want["json"], body)
             if problem:

@@ -21,6 +21,7 @@ __all__ = [
     "ModelSettings",
     "Part",
     "ResponseDelta",
+    "ResponseFormat",
     "Role",
     "TextPart",
     "ThinkingPart",
@@ -187,13 +188,40 @@ class ToolDefinition:
 
 
 @dataclass(kw_only=True, slots=True)
+class ResponseFormat:
+    """Ask for a JSON answer matching a schema, where the provider can enforce it natively.
+
+    Attributes:
+        name: A name for the schema (providers that need one get it).
+        schema: The JSON schema of the answer.
+        strict: Whether the provider should enforce the schema exactly.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = True
+
+
+@dataclass(kw_only=True, slots=True)
 class ModelSettings:
-    """Options for a model call; ``None`` leaves the provider's default."""
+    """Options for a model call; ``None`` leaves the provider's default.
+
+    Attributes:
+        temperature: Sampling temperature.
+        max_tokens: Most tokens to generate.
+        stop: Sequences that end generation.
+        tool_choice: ``auto``, ``none``, ``required``, or the name of one tool the model must call.
+        parallel_tool_calls: Whether the model may ask for several calls at once.
+        response_format: A JSON schema for the answer (native structured output).
+        extra: Provider-specific options, passed to the provider's request as they are.
+    """
 
     temperature: float | None = None
     max_tokens: int | None = None
     stop: list[str] | None = None
-    tool_choice: ToolChoice | None = None
+    tool_choice: ToolChoice | str | None = None
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
     extra: dict[str, Any] | None = None
 
 

@@ -9,6 +9,7 @@ from steadyrun.models._client import (
     StreamingModelClient,
     allow_model_requests,
     check_model_requests_allowed,
+    model_requests,
     model_requests_allowed,
     stream_response,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "check_model_requests_allowed",
     "check_model_spec",
     "error_for_status",
+    "model_requests",
     "model_requests_allowed",
     "register_provider",
     "resolve_model",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 from steadyrun._errors import UsageError
@@ -13,6 +14,7 @@ __all__ = [
     "StreamingModelClient",
     "allow_model_requests",
     "check_model_requests_allowed",
+    "model_requests",
     "model_requests_allowed",
     "stream_response",
 ]
@@ -50,6 +52,17 @@ def allow_model_requests(allowed: bool) -> None:
     """Allow or block requests to real model providers in this process (tests block them)."""
     global _allowed
     _allowed = allowed
+
+
+@contextmanager
+def model_requests(allowed: bool) -> Iterator[None]:
+    """Allow or block real model requests inside a ``with`` block (tests of adapters)."""
+    global _allowed
+    before, _allowed = _allowed, allowed
+    try:
+        yield
+    finally:
+        _allowed = before
 
 
 def model_requests_allowed() -> bool:

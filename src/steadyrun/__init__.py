@@ -8,14 +8,17 @@ waits for the outside world, and resumes from its last checkpoint without repeat
 from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import (
+    ConflictError,
     ContentFiltered,
     CorrectionsExhausted,
     FormatVersionError,
     InvalidModelOutput,
+    InvalidResponseError,
     IterationLimitExceeded,
     LimitExceeded,
     ModelCallFailed,
     ModelError,
+    NotPendingError,
     RunFailure,
     RunNotFoundError,
     ScriptExhaustedError,
@@ -23,13 +26,19 @@ from steadyrun._errors import (
     StoreError,
     ToolDefinitionError,
     TurnLimitExceeded,
+    UnknownCallError,
     UsageError,
 )
 from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
 from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
 from steadyrun.runtime import (
+    Accept,
     Agent,
+    Correct,
+    Finish,
+    Guard,
+    GuardView,
     Limits,
     Observer,
     PendingItem,
@@ -47,12 +56,19 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Accept",
     "Agent",
     "CallRecord",
+    "ConflictError",
     "ContentFiltered",
+    "Correct",
     "CorrectionsExhausted",
+    "Finish",
     "FormatVersionError",
+    "Guard",
+    "GuardView",
     "InvalidModelOutput",
+    "InvalidResponseError",
     "IterationLimitExceeded",
     "LimitExceeded",
     "Limits",
@@ -63,6 +79,7 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "NotPendingError",
     "Observer",
     "PendingItem",
     "RunFailure",
@@ -79,6 +96,7 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "TurnLimitExceeded",
+    "UnknownCallError",
     "Usage",
     "UsageError",
     "__version__",

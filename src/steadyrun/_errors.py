@@ -5,7 +5,11 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     SteadyrunError
     ├── UsageError                 the library was called the wrong way; fix the calling code
     │   ├── ToolDefinitionError    a @tool signature or trait is invalid (all problems at once)
-    │   └── RunNotFoundError       no run is stored under that id
+    │   ├── RunNotFoundError       no run is stored under that id
+    │   ├── UnknownCallError       no call (or wait) with that id in the run
+    │   ├── NotPendingError        the call is not waiting for that (late or duplicate answer)
+    │   ├── ConflictError          a different decision or answer was already given
+    │   └── InvalidResponseError   an answer or edited arguments fail their schema
     ├── StoreError                 a store failed to read or write; the last saved step is intact
     │   └── FormatVersionError     stored data has a format version this release does not know
     ├── ModelError                 a model client failed (providers add status and body)
@@ -26,14 +30,17 @@ from this tree.
 from __future__ import annotations
 
 __all__ = [
+    "ConflictError",
     "ContentFiltered",
     "CorrectionsExhausted",
     "FormatVersionError",
     "InvalidModelOutput",
+    "InvalidResponseError",
     "IterationLimitExceeded",
     "LimitExceeded",
     "ModelCallFailed",
     "ModelError",
+    "NotPendingError",
     "RunFailure",
     "RunNotFoundError",
     "ScriptExhaustedError",
@@ -41,6 +48,7 @@ __all__ = [
     "StoreError",
     "ToolDefinitionError",
     "TurnLimitExceeded",
+    "UnknownCallError",
     "UsageError",
     "failure_from_record",
 ]
@@ -74,6 +82,28 @@ class RunNotFoundError(UsageError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r} in this store; start it with Runtime.run()")
+
+
+class UnknownCallError(UsageError):
+    """The run has no call (or no wait) with the given id."""
+
+
+class NotPendingError(UsageError):
+    """The call is not waiting for what was given: a late, duplicate or misdirected answer.
+
+    Nothing was changed.
+    """
+
+
+class ConflictError(UsageError):
+    """A different decision or answer was already recorded; decisions are final."""
+
+
+class InvalidResponseError(UsageError):
+    """An answer, or arguments edited by a reviewer, do not satisfy their schema.
+
+    Nothing was stored; the message says what is wrong.
+    """
 
 
 class StoreError(SteadyrunError):

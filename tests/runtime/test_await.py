@@ -82,10 +82,10 @@ async def test_settle_rejects_bad_input_and_changes_nothing() -> None:
         await runtime.settle("p", "nope", result="a")
     with pytest.raises(sr.RunNotFoundError):
         await runtime.settle("other", "m1.c1", result="a")
-    with pytest.raises(sr.UsageError, match="not waiting"):
+    with pytest.raises(sr.NotPendingError, match="no outcome"):
         await runtime.settle("p", "m1.c2", result="a")  # a succeeded call
     await runtime.settle("p", "m1.c1", result="ok")
-    with pytest.raises(sr.UsageError, match="not waiting"):
+    with pytest.raises(sr.NotPendingError, match="no outcome"):
         await runtime.settle("p", "m1.c1", result="again")  # a duplicate, late answer
     snap = await store.load("p")
     assert snap is not None

@@ -114,6 +114,8 @@ class RunRecord:
         status: See ``RunStatus``.
         text: The final text, once completed.
         completion: The structured completion value, once completed with one.
+        completion_reason: Why a fallback completion was used (``corrections_exhausted``,
+            ``budget_exhausted``, ``guard_rejected``), when one was.
         error_kind: Class name of the ``RunFailure`` of a failed run.
         error: Message of that failure.
         usage: Token usage of the run so far.
@@ -128,6 +130,7 @@ class RunRecord:
     status: RunStatus = "running"
     text: str | None = None
     completion: Any = None
+    completion_reason: str | None = None
     error_kind: str | None = None
     error: str | None = None
     usage: Usage = field(default_factory=Usage)

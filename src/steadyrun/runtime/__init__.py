@@ -1,21 +1,49 @@
 """The run: agents, limits, the loop, recovery, observers and results."""
 
 from steadyrun.runtime._agent import Agent, Limits
+from steadyrun.runtime._completion import (
+    Accept,
+    CompletionFallback,
+    CompletionValidator,
+    Correct,
+    FallbackReason,
+    Finish,
+    Guard,
+    GuardView,
+    Verdict,
+)
 from steadyrun.runtime._observers import Observer
-from steadyrun.runtime._recovery import interrupted_outcome, needs_recovery, settle_interrupted
+from steadyrun.runtime._recovery import (
+    apply_answers,
+    blocks_run,
+    interrupted_outcome,
+    needs_recovery,
+    settle_interrupted,
+)
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._runtime import PendingItem, Runtime
 from steadyrun.runtime._sync import run_sync
 from steadyrun.runtime._texts import Texts
 
 __all__ = [
+    "Accept",
     "Agent",
+    "CompletionFallback",
+    "CompletionValidator",
+    "Correct",
+    "FallbackReason",
+    "Finish",
+    "Guard",
+    "GuardView",
     "Limits",
     "Observer",
     "PendingItem",
     "RunResult",
     "Runtime",
     "Texts",
+    "Verdict",
+    "apply_answers",
+    "blocks_run",
     "interrupted_outcome",
     "needs_recovery",
     "run_sync",

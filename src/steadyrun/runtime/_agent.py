@@ -10,6 +10,7 @@ from typing import Any
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelSettings
 from steadyrun.models import ModelClient, check_model_spec, resolve_model
+from steadyrun.runtime._completion import CompletionFallback, CompletionValidator, Guard
 from steadyrun.tools import Tool, ToolSet
 
 __all__ = ["Agent", "Limits"]
@@ -63,6 +64,13 @@ class Agent:
         limits: Bounds of each run.
         settings: Options for each model call.
         deps: Any object tools receive through ``ToolContext.deps``.
+        guard: Reviews candidate text before it is delivered (see ``Guard``).
+        completion_validator: Checks completion values; feedback goes to the model.
+        completion_fallback: Gives a fixed completion when corrections or iterations run out.
+        strict_settlement: When true, a call needing review holds the run (suspended) until
+            the host settles it with ``Runtime.settle``.
+        can_suspend: Whether tools may suspend runs of this agent (``await_external``,
+            ``require_input``); when false such calls fail with a reason the model sees.
     """
 
     name: str
@@ -72,6 +80,11 @@ class Agent:
     limits: Limits = field(default_factory=Limits)
     settings: ModelSettings = field(default_factory=ModelSettings)
     deps: Any = None
+    guard: Guard | None = None
+    completion_validator: CompletionValidator | None = None
+    completion_fallback: CompletionFallback | None = None
+    strict_settlement: bool = False
+    can_suspend: bool = True
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):

@@ -6,10 +6,13 @@ Every safe point saves a step; a crash anywhere resumes from the last one.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
+from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import (
     ContentFiltered,
     CorrectionsExhausted,
@@ -31,15 +34,22 @@ from steadyrun.chat import (
     ToolCallPart,
     ToolResultPart,
 )
-from steadyrun.records import Block, CallRecord, is_settled
+from steadyrun.records import Block, CallRecord
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
+from steadyrun.runtime._calls import CallRunner, HandoverHook
+from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
 from steadyrun.runtime._observers import ObserverSet
-from steadyrun.runtime._recovery import needs_recovery, settle_interrupted
+from steadyrun.runtime._recovery import (
+    apply_answers,
+    blocks_run,
+    needs_recovery,
+    settle_interrupted,
+)
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
-from steadyrun.stores import Store
+from steadyrun.stores import FeedMessage, Store
 
 __all__ = ["Execution"]
 
@@ -56,6 +66,8 @@ class Execution:
         observers: ObserverSet,
         texts: Texts,
         clock: Callable[[], datetime],
+        on_handover: HandoverHook | None = None,
+        can_suspend: bool = True,
     ) -> None:
         self.state = state
         self.agent = agent
@@ -64,6 +76,18 @@ class Execution:
         self.texts = texts
         self.clock = clock
         self.limits = agent.limits
+        self.calls = CallRunner(
+            state=state,
+            journal=store,
+            tools=agent.toolset,
+            texts=texts,
+            observers=observers,
+            clock=clock,
+            deps=agent.deps,
+            can_suspend=can_suspend and agent.can_suspend,
+            on_handover=on_handover,
+            validate_completion=agent.completion_validator,
+        )
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -116,6 +140,8 @@ class Execution:
                     return outcome
                 continue
             if state.cp.iteration >= self.limits.max_iterations:
+                if self.agent.completion_fallback is not None:
+                    return await self._fallback("budget_exhausted")
                 return await self._fail(
                     IterationLimitExceeded(
                         f"the turn made {state.cp.iteration} model calls without finishing "
@@ -132,9 +158,12 @@ class Execution:
         cp.iteration += 1
         cp.model_calls += 1
         model_call_id = f"m{cp.model_calls}"
+        # A guard's correction is shown to this one model call and never enters the history.
+        correction = cp.extra.pop(_CORRECTION, None)
+        extra = from_plain(correction, list[Message]) if correction else []
         request = ModelRequest(
             instructions=self.agent.instructions_for(state.run_id),
-            messages=list(state.context),
+            messages=[*state.context, *extra],
             tools=self.agent.toolset.definitions(),
             settings=self.agent.settings,
         )
@@ -173,11 +202,44 @@ class Execution:
             return await self._fail(
                 ModelCallFailed(f"model call {model_call_id} ended with finish reason 'error'")
             )
-        self._record_message(model_call_id, response.message)
-        if await self._claim_input(new_turn=False):
-            await self._save()  # new input supersedes this text: answer it instead
+        fresh = await self._fresh_input()
+        if fresh:  # new input supersedes this text: it stays in the history, the run answers
+            self._record_message(model_call_id, response.message)
+            self._take_input(fresh, new_turn=False)
+            await self._save()
             return None
-        return await self._complete(response.message.text)
+        return await self._deliver(model_call_id, response.message)
+
+    async def _deliver(self, model_call_id: str, message: Message) -> RunResult | None:
+        """Put the final text past the guard, then complete (or correct, or finish)."""
+        guard = self.agent.guard
+        text = message.text
+        if guard is None:
+            self._record_message(model_call_id, message)
+            return await self._complete(text)
+        cp = self.state.cp
+        view = GuardView(
+            run_id=self.state.run_id,
+            text=text,
+            messages=list(self.state.context),
+            turn=cp.turn,
+            corrections_left=max(0, self.limits.corrections - cp.corrections),
+        )
+        verdict = guard.review(view)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        if isinstance(verdict, Correct):
+            if cp.corrections >= self.limits.corrections:
+                return await self._out_of_corrections("guard_rejected", "the guard rejected")
+            cp.corrections += 1
+            rejected = [message, Message(role="user", parts=[TextPart(text=verdict.prompt)])]
+            cp.extra[_CORRECTION] = to_plain(rejected, list[Message])
+            await self._save()
+            return None
+        self._record_message(model_call_id, message)
+        if isinstance(verdict, Finish):
+            return await self._complete(text, completion=verdict.value)
+        return await self._complete(text)
 
     # -- model responses -------------------------------------------------------------------
 
@@ -213,8 +275,13 @@ class Execution:
         state = self.state
         self._record_message(model_call_id, response.message)
         batch = []
-        for i, part in enumerate(response.message.tool_calls):
-            tool = self.agent.toolset.get(part.name)
+        parts = response.message.tool_calls
+        tools = [self.agent.toolset.get(p.name) for p in parts]
+        # A completion tool must be the only call of its response; otherwise none runs.
+        completing = next((t for t in tools if t is not None and t.completion), None)
+        not_alone = completing is not None and len(parts) > 1
+        for i, part in enumerate(parts):
+            tool = tools[i]
             record = CallRecord(
                 id=_call_id(model_call_id, i),
                 model_call_id=model_call_id,
@@ -226,6 +293,10 @@ class Execution:
                 replayable=tool.replayable if tool else False,
                 side_effects=tool.side_effects if tool else False,
             )
+            if not_alone and completing is not None:
+                record.status = "failed"
+                record.error = self.texts.completion_not_alone.format(name=completing.name)
+                record.completed_at = self.clock()
             state.put_call(record, saved=False)
             batch.append(record.id)
         state.cp.batch = batch
@@ -255,41 +326,77 @@ class Execution:
     # -- batches ---------------------------------------------------------------------------
 
     async def _recover_batch(self) -> None:
+        """Settle what a crash left open, and carry out what people decided meanwhile."""
         state = self.state
         now = self.clock()
         for record in state.batch_calls():
             if needs_recovery(record):
                 settled = settle_interrupted(record, now, self.texts)
-                await self.store.save_call(state.run_id, settled)
-                state.put_call(settled, saved=True)
+                await self.calls.save(settled)
                 await self.observers.emit("on_tool_settle", state.run_id, settled)
+        strict = self.agent.strict_settlement
+        answers = [(r, apply_answers(r, now, self.texts)) for r in state.batch_calls()]
+        if any(blocks_run(r, strict_settlement=strict) and a is None for r, a in answers):
+            return  # the batch goes on only when every decision and answer is in
+        for _, answered in answers:
+            if answered is not None:
+                await self.calls.save(answered)
+                if answered.settled:
+                    await self.observers.emit("on_tool_settle", state.run_id, answered)
 
     async def _finish_batch(self) -> RunResult | None:
         state = self.state
         runner = BatchRunner(
-            state=state,
-            journal=self.store,
-            tools=self.agent.toolset,
-            texts=self.texts,
-            observers=self.observers,
-            clock=self.clock,
+            calls=self.calls,
             input_pending=self._input_pending,
             max_concurrent=self.limits.max_concurrent_tool_calls,
-            deps=self.agent.deps,
         )
         await runner.run()
         records = state.batch_calls()
-        if any(not is_settled(r.status) for r in records):
+        strict = self.agent.strict_settlement
+        if any(blocks_run(r, strict_settlement=strict) for r in records):
             return await self._suspend()
         state.append(Message(role="tool", parts=[_result_part(r) for r in records]))
         state.cp.phase = "model"
         state.cp.batch = []
+        completion = self._completion_of(records)
+        if completion is not None:
+            value, fixed = completion
+            if fixed or not await self._claim_input(new_turn=False):
+                text = next(r.result for r in records if r.completion is not None)
+                return await self._complete(text or "", completion=value)
+            await self._save()  # new input supersedes the completion: answer it
+            return None
+        if self._uses_correction(records):
+            if state.cp.corrections >= self.limits.corrections:
+                return await self._out_of_corrections(
+                    "corrections_exhausted", "a completion was not accepted"
+                )
+            state.cp.corrections += 1
         direct = self._direct_text(records)
         if direct is not None:
             return await self._complete(direct)
         await self._claim_input(new_turn=False)
         await self._save()
         return None
+
+    def _completion_of(self, records: list[CallRecord]) -> tuple[Any, bool] | None:
+        for record in records:
+            if record.completion is not None and record.status == "succeeded":
+                return record.completion.value, record.completion.fixed
+        return None
+
+    def _uses_correction(self, records: list[CallRecord]) -> bool:
+        """Whether the batch spends a correction: a completion tool failed.
+
+        It failed by raising, by being refused by the validator, or by being called together
+        with other calls.
+        """
+        for record in records:
+            tool = self.agent.toolset.get(record.name)
+            if tool is not None and tool.completion and record.status == "failed":
+                return True
+        return False
 
     def _direct_text(self, records: list[CallRecord]) -> str | None:
         tools = [self.agent.toolset.get(r.name) for r in records]
@@ -305,43 +412,75 @@ class Execution:
 
     async def _claim_input(self, *, new_turn: bool) -> bool:
         """Take new input into the context; whether anything new entered it."""
+        fresh = await self._fresh_input()
+        if fresh:
+            self._take_input(fresh, new_turn=new_turn)
+        return bool(fresh)
+
+    async def _fresh_input(self) -> _Fresh:
+        """Claim what the feed holds and return the messages not yet in the context."""
         state, cp = self.state, self.state.cp
         through = await self.store.pending(state.run_id, cp.claimed_through)
         if not through:
-            return False
+            return _Fresh(0, [])
         claim = await self.store.claim(state.run_id, through)
         fresh = [
             m for m in claim.messages if m.seq > cp.claimed_through and m.key not in state.seen
         ]
-        if fresh and new_turn:
+        if not fresh:  # only duplicates: nothing to take, but the boundary moves past them
+            cp.claimed_through = max(cp.claimed_through, claim.end_seq)
+        return _Fresh(claim.end_seq, fresh)
+
+    def _take_input(self, fresh: _Fresh, *, new_turn: bool) -> None:
+        state, cp = self.state, self.state.cp
+        if new_turn:
             if self.limits.max_turns is not None and cp.turn >= self.limits.max_turns:
                 raise _TurnLimit(cp.turn)  # before anything changes: the input stays unclaimed
             cp.turn += 1
-        cp.claimed_through = max(cp.claimed_through, claim.end_seq)
-        if not fresh:
-            return False
+        cp.claimed_through = max(cp.claimed_through, fresh.end_seq)
         cp.iteration = 0
         cp.phase = "model"
-        for m in fresh:
+        for m in fresh.messages:
             state.mark_seen(m.key)
             parts: list[Part] = [TextPart(text=m.content)]
             parts += [MediaPart(ref=ref) for ref in m.media]
             state.append(
                 Message(role=m.role, parts=parts, id=m.id, revision=m.revision, meta=m.meta)
             )
-        return True
 
     # -- endings and saves -----------------------------------------------------------------
 
-    async def _complete(self, text: str) -> RunResult:
+    async def _complete(
+        self, text: str, *, completion: Any = None, reason: FallbackReason | None = None
+    ) -> RunResult:
         state = self.state
         state.run.status = "completed"
         state.run.text = text
+        state.run.completion = completion
+        state.run.completion_reason = reason
         state.run.error_kind = state.run.error = None
         state.cp.phase = "done"
+        state.cp.batch = []
         await self._save()
         await self.store.consume(state.run_id, state.cp.claimed_through)
         return self._result()
+
+    async def _fallback(self, reason: FallbackReason) -> RunResult:
+        """End the run with the agent's fallback completion, fixed, saying why."""
+        fallback = self.agent.completion_fallback
+        assert fallback is not None
+        value = fallback(reason)
+        return await self._complete("", completion=value, reason=reason)
+
+    async def _out_of_corrections(self, reason: FallbackReason, what: str) -> RunResult:
+        if self.agent.completion_fallback is not None:
+            return await self._fallback(reason)
+        return await self._fail(
+            CorrectionsExhausted(
+                f"{what} and the run has used its {self.limits.corrections} correction(s); "
+                "raise Limits.corrections or give the agent a completion_fallback"
+            )
+        )
 
     async def _suspend(self) -> RunResult:
         self.state.run.status = "suspended"
@@ -370,6 +509,7 @@ class Execution:
             status=status,
             text=run.text if run.status == "completed" else None,
             completion=run.completion,
+            completion_reason=run.completion_reason,
             usage=run.usage,
             calls=list(self.state.calls.values()),
             blocks=list(self.state.blocks),
@@ -377,6 +517,15 @@ class Execution:
             messages=list(self.state.context),
             observer_errors=self.observers.errors,
         )
+
+
+@dataclass(slots=True)
+class _Fresh:
+    end_seq: int
+    messages: list[FeedMessage]
+
+    def __bool__(self) -> bool:
+        return bool(self.messages)
 
 
 class _TurnLimit(Exception):
@@ -398,7 +547,10 @@ def _call_id(model_call_id: str, index: int) -> str:
 
 
 def _result_part(record: CallRecord) -> ToolResultPart:
-    ok = record.status == "succeeded"
+    # Detached calls and submissions are not settled yet, but the model has their receipt.
+    ok = record.status == "succeeded" or (
+        not record.settled and record.handover in ("detached", "submitted")
+    )
     content = record.result if ok or record.error is None else record.error
     return ToolResultPart(
         call_id=record.provider_call_id,
@@ -407,3 +559,6 @@ def _result_part(record: CallRecord) -> ToolResultPart:
         is_error=not ok,
         media=list(record.media),
     )
+
+
+_CORRECTION = "steadyrun.correction"

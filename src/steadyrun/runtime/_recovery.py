@@ -12,7 +12,14 @@ from datetime import datetime
 from steadyrun.records import CallRecord
 from steadyrun.runtime._texts import Texts
 
-__all__ = ["interrupted_outcome", "needs_recovery", "settle_interrupted"]
+__all__ = [
+    "ORIGINAL_ARGUMENTS",
+    "apply_answers",
+    "blocks_run",
+    "interrupted_outcome",
+    "needs_recovery",
+    "settle_interrupted",
+]
 
 
 def needs_recovery(call: CallRecord) -> bool:
@@ -41,3 +48,52 @@ def settle_interrupted(call: CallRecord, now: datetime, texts: Texts) -> CallRec
         return call
     status, result = interrupted_outcome(call, texts)
     return replace(call, rev=call.rev + 1, status=status, result=result, completed_at=now)
+
+
+ORIGINAL_ARGUMENTS = "steadyrun.original_arguments"
+"""Note key keeping the model's own arguments of a call a reviewer edited."""
+
+
+def apply_answers(call: CallRecord, now: datetime, texts: Texts) -> CallRecord | None:
+    """What a call paused for a person becomes on resume, or ``None`` while it still waits.
+
+    An approved confirmation is queued to run (with the reviewer's arguments, if edited); a
+    rejected one is settled ``rejected`` and never runs; an answered input request is queued
+    to re-enter its tool with the answer.
+    """
+    if call.status == "awaiting_decision" and not call.handover and call.decision is not None:
+        decision = call.decision
+        if decision.approve:
+            queued = replace(call, rev=call.rev + 1, status="queued")
+            if decision.arguments is not None and decision.arguments != call.arguments:
+                notes = {**call.notes, ORIGINAL_ARGUMENTS: call.arguments}
+                queued = replace(queued, arguments=decision.arguments, notes=notes)
+            return queued
+        reason = f": {decision.reason}" if decision.reason else ""
+        return replace(
+            call,
+            rev=call.rev + 1,
+            status="rejected",
+            result=texts.rejected.format(name=call.name, reason=reason),
+            completed_at=now,
+        )
+    request = call.input_request
+    if call.status == "awaiting_input" and request is not None and request.response is not None:
+        return replace(call, rev=call.rev + 1, status="queued")
+    return None
+
+
+def blocks_run(call: CallRecord, *, strict_settlement: bool) -> bool:
+    """Whether the run must wait (suspended) for someone else to advance this call.
+
+    Awaited results, confirmations and input requests block; detached calls and submissions
+    do not (the model has their receipt). With strict settlement a call needing review blocks
+    until the host settles it.
+    """
+    if call.status == "waiting":
+        return call.handover == "await"
+    if call.status == "awaiting_decision":
+        return call.handover != "submitted"
+    if call.status == "awaiting_input":
+        return True
+    return strict_settlement and call.status == "needs_review"

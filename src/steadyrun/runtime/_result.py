@@ -21,7 +21,9 @@ class RunResult:
         status: ``completed``, ``suspended`` (waiting for something outside; resume later) or
             ``failed`` (see ``error``).
         text: The final text of a completed run.
-        completion: The structured value of a run completed by a completion tool.
+        completion: The structured value of a run completed by a completion tool (or a
+            guard's ``Finish``, or a fallback).
+        completion_reason: Why a fallback completion was used, when one was.
         usage: Token usage of the whole run.
         calls: Every call record of the run.
         blocks: The run's process, in model order.
@@ -34,6 +36,7 @@ class RunResult:
     status: Literal["completed", "suspended", "failed"]
     text: str | None = None
     completion: Any = None
+    completion_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     calls: list[CallRecord] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
 
 from steadyrun._errors import RunNotFoundError, UsageError
 from steadyrun.chat import MediaPart, Message
-from steadyrun.records import CallRecord, CallUpdate
 from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._calls import HandoverHook
+from steadyrun.runtime._host import HostOperations, PendingItem
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet
 from steadyrun.runtime._result import RunResult
@@ -22,30 +21,11 @@ from steadyrun.stores import FeedMessage, Store
 __all__ = ["PendingItem", "Runtime"]
 
 
-@dataclass(kw_only=True, slots=True)
-class PendingItem:
-    """Something a suspended run waits for, with what a person or system needs to provide it.
-
-    Attributes:
-        kind: ``result``: an awaited external result (answer with ``Runtime.settle``).
-        call_id: The record id of the call.
-        name: The tool name.
-        arguments: The call's arguments (JSON text).
-        payload: What the tool handed over.
-    """
-
-    kind: Literal["result"]
-    call_id: str
-    name: str
-    arguments: str
-    payload: Any = None
-
-
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Runtime:
+class Runtime(HostOperations):
     """Runs agents durably on a store.
 
     Args:
@@ -55,6 +35,9 @@ class Runtime:
         texts: The sentences the runtime writes to the model.
         clock: Returns the current time (UTC); tests pass a fixed clock.
         new_id: Returns a fresh unique id (for input messages sent without one).
+        on_handover: Called with (run id, record) before a submission or a pending
+            confirmation is saved, where the host creates it; raising ``CallRejected`` refuses
+            it (the call is recorded ``rejected`` and the model sees the reason).
 
     Example:
         ``result = await Runtime(MemoryStore()).run(agent, run_id="t-1", input="Hi")``
@@ -69,6 +52,7 @@ class Runtime:
         texts: Texts | None = None,
         clock: Callable[[], datetime] = _utcnow,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        on_handover: HandoverHook | None = None,
     ) -> None:
         self.store = store
         self._agents: dict[str, Agent] = {}
@@ -79,6 +63,7 @@ class Runtime:
         self._clock = clock
         self._new_id = new_id
         self._active: set[str] = set()
+        self._on_handover = on_handover
 
     def _register(self, agent: Agent) -> None:
         known = self._agents.get(agent.name)
@@ -183,62 +168,6 @@ class Runtime:
             ),
         )
 
-    async def settle(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        result: str | None = None,
-        error: str | None = None,
-    ) -> CallRecord:
-        """Record the outcome of a call the run awaits (``await_external``); then ``resume``.
-
-        Give exactly one of ``result`` (the call succeeded) or ``error`` (it failed; the model
-        sees the text).
-        """
-        if (result is None) == (error is None):
-            raise UsageError("settle() takes exactly one of result=... or error=...")
-        call = await self._call(run_id, call_id)
-        if call.handover != "await" or call.status != "waiting":
-            raise UsageError(
-                f"call {call_id!r} of run {run_id!r} is {call.status!r}"
-                f"{' (handover ' + repr(call.handover) + ')' if call.handover else ''}, "
-                "not waiting for an external result"
-            )
-        update = CallUpdate(
-            status="succeeded" if error is None else "failed",
-            result=result,
-            error=error,
-            completed_at=self._clock(),
-        )
-        return await self.store.update_call(run_id, call_id, update)
-
-    async def pending(self, run_id: str) -> list[PendingItem]:
-        """What the run waits for: every call still handed over to the host."""
-        snap = await self.store.load(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        return [
-            PendingItem(
-                kind="result",
-                call_id=c.id,
-                name=c.name,
-                arguments=c.arguments,
-                payload=c.payload,
-            )
-            for c in snap.calls
-            if c.status == "waiting" and c.handover == "await"
-        ]
-
-    async def _call(self, run_id: str, call_id: str) -> CallRecord:
-        snap = await self.store.load(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        for call in snap.calls:
-            if call.id == call_id:
-                return call
-        raise UsageError(f"run {run_id!r} has no call {call_id!r}")
-
     def _execution(self, state: RunState, agent: Agent) -> Execution:
         return Execution(
             state=state,
@@ -247,6 +176,7 @@ class Runtime:
             observers=ObserverSet(self._observers),
             texts=self.texts,
             clock=self._clock,
+            on_handover=self._on_handover,
         )
 
     def _driving(self, run_id: str) -> _Driving:

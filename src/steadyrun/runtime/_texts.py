@@ -12,7 +12,8 @@ class Texts:
     """Model-visible texts the runtime writes. Replace any of them with ``Runtime(texts=...)``.
 
     Placeholders: ``{name}`` the tool name, ``{call_id}`` the model's call id, ``{available}``
-    the tool names, ``{error}`` an error text.
+    the tool names, ``{error}`` an error text, ``{reason}`` a host's or reviewer's reason,
+    ``{arguments}`` arguments as JSON, ``{feedback}`` a validator's feedback.
     """
 
     cancelled: str = (
@@ -38,4 +39,16 @@ class Texts:
         "complete, so none of them ran. Make the calls again with shorter arguments, or fewer "
         "calls at once."
     )
-    cannot_await: str = "{name} cannot wait for an external result here: {error}"
+    cannot_suspend: str = (
+        "{name} needs to wait for a person or system, which is not possible here; do without it "
+        "or ask the user directly."
+    )
+    cannot_detach: str = "{name} cannot hand its work to an outside executor here."
+    refused: str = "The call to {name} was refused: {reason}"
+    rejected: str = "The call to {name} was rejected by a reviewer and did not run{reason}."
+    edited_arguments: str = "(A reviewer changed the arguments before approving: {arguments}) "
+    completion_not_alone: str = (
+        "{name} ends the run and must be called alone, as the only call of a response; none of "
+        "the calls ran. Call it again on its own."
+    )
+    completion_rejected: str = "The result was not accepted: {feedback}"

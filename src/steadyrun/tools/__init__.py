@@ -15,12 +15,13 @@ from __future__ import annotations
 from steadyrun.tools._arguments import ToolArgumentsError
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import MAX_TOOL_NAME_LENGTH, safe_tool_name, validate_tool_name
-from steadyrun.tools._tool import ConcurrencyKey, Retain, Tool, tool
+from steadyrun.tools._tool import ConcurrencyKey, Policy, Retain, Tool, tool
 from steadyrun.tools._toolset import ToolSet
 
 __all__ = [
     "MAX_TOOL_NAME_LENGTH",
     "ConcurrencyKey",
+    "Policy",
     "Retain",
     "Tool",
     "ToolArgumentsError",

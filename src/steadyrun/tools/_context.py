@@ -21,6 +21,11 @@ class ToolContext:
         tool_name: The name of the tool being called.
         provider_call_id: The id the model provider gave the call.
         deps: Whatever the host passed to the run as dependencies.
+        can_suspend: Whether this call may suspend the run (``await_external``,
+            ``require_input``); false in sub-agents and runs that forbid it.
+        input_state: When the tool is re-entered after ``require_input``: the state it gave.
+        input_response: ...and the validated answer.
+        edited_arguments: Whether a reviewer edited the arguments before approving the call.
     """
 
     run_id: str
@@ -28,3 +33,12 @@ class ToolContext:
     tool_name: str
     provider_call_id: str
     deps: Any = None
+    can_suspend: bool = True
+    input_state: Any = None
+    input_response: Any = None
+    edited_arguments: bool = False
+
+    @property
+    def resumed_with_input(self) -> bool:
+        """Whether this is a re-entry carrying an answer to ``require_input``."""
+        return self.input_response is not None

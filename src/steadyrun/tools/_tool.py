@@ -16,7 +16,7 @@ from steadyrun.tools._names import validate_tool_name
 from steadyrun.tools._render import render_result
 from steadyrun.tools._signature import Binding, analyse_function
 
-__all__ = ["ConcurrencyKey", "Retain", "Tool", "tool"]
+__all__ = ["ConcurrencyKey", "Policy", "Retain", "Tool", "tool"]
 
 Retain: TypeAlias = Literal["default", "keep", "intact"]
 """How the runtime treats a tool's results when it trims history."""
@@ -25,7 +25,18 @@ ConcurrencyKey: TypeAlias = str | Callable[[dict[str, Any]], str | None] | None
 """When a tool's calls may overlap: ``None`` (alone), a constant key, or a function of the args."""
 
 _RETAIN_VALUES = ("default", "keep", "intact")
-_BOOL_TRAITS = ("replayable", "side_effects", "direct_result", "main_only", "strict")
+_BOOL_TRAITS = (
+    "replayable",
+    "side_effects",
+    "direct_result",
+    "main_only",
+    "strict",
+    "completion",
+)
+
+Policy: TypeAlias = Callable[[Any], Any]
+"""A function of a ``steadyrun.control.CallView`` returning ``None`` (run the call),
+``steadyrun.control.Submit`` or ``steadyrun.control.Confirm``."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True, eq=False)
@@ -46,6 +57,12 @@ class Tool:
         retain: How the runtime keeps the tool's results when it trims history.
         main_only: Whether only the main agent (not sub-agents) may use the tool.
         strict: Whether providers should enforce the schema exactly, where they can.
+        completion: Whether the tool ends the run with a structured value (its result, or
+            ``steadyrun.control.complete(value, fixed=...)``).
+        policy: Decides per call, before it runs, whether it runs, is submitted to the host,
+            or waits for a person's confirmation.
+        timeout: Seconds a call may run; past it the call is settled as interrupted (or
+            needs review, when it has side effects).
     """
 
     name: str
@@ -59,6 +76,9 @@ class Tool:
     retain: Retain = "default"
     main_only: bool = False
     strict: bool = False
+    completion: bool = False
+    policy: Policy | None = None
+    timeout: float | None = None
     _binding: Binding = field(repr=False)
     _definition: ToolDefinition = field(init=False, repr=False)
 
@@ -69,6 +89,8 @@ class Tool:
             concurrency_key=self.concurrency_key,
             retain=self.retain,
             bools={t: getattr(self, t) for t in _BOOL_TRAITS},
+            policy=self.policy,
+            timeout=self.timeout,
         )
         if problems:
             raise ToolDefinitionError(str(self.name), problems)
@@ -182,6 +204,9 @@ def tool(
     retain: Retain = "default",
     main_only: bool = False,
     strict: bool = False,
+    completion: bool = False,
+    policy: Policy | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -198,6 +223,9 @@ def tool(
     retain: Retain = "default",
     main_only: bool = False,
     strict: bool = False,
+    completion: bool = False,
+    policy: Policy | None = None,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function into a tool; use as ``@tool`` or ``@tool(...)``.
 
@@ -217,6 +245,10 @@ def tool(
         retain: ``"default"``, ``"keep"`` or ``"intact"``: how results survive history trimming.
         main_only: Whether only the main agent may use the tool.
         strict: Whether providers should enforce the schema exactly, where they can.
+        completion: Whether the tool ends the run with a structured value.
+        policy: A function of the call (``CallView``) deciding before it runs: ``None`` to run
+            it, ``Submit(...)`` to hand it to the host, ``Confirm(...)`` to wait for approval.
+        timeout: Seconds a call may run before it is settled as interrupted.
 
     Returns:
         The ``Tool``, or a decorator producing it when called with arguments only.
@@ -232,6 +264,9 @@ def tool(
         "retain": retain,
         "main_only": main_only,
         "strict": strict,
+        "completion": completion,
+        "policy": policy,
+        "timeout": timeout,
     }
 
     def decorate(fn: Callable[..., Any]) -> Tool:
@@ -255,6 +290,8 @@ def _make_tool(
         concurrency_key=traits["concurrency_key"],
         retain=traits["retain"],
         bools={t: traits[t] for t in _BOOL_TRAITS},
+        policy=traits["policy"],
+        timeout=traits["timeout"],
     )
     problems += analysis.problems
     if problems or analysis.binding is None:
@@ -270,9 +307,21 @@ def _make_tool(
 
 
 def _trait_problems(
-    *, description: object, concurrency_key: object, retain: object, bools: dict[str, object]
+    *,
+    description: object,
+    concurrency_key: object,
+    retain: object,
+    bools: dict[str, object],
+    policy: object = None,
+    timeout: object = None,
 ) -> list[str]:
     problems: list[str] = []
+    if policy is not None and not callable(policy):
+        problems.append(f"policy must be a function of the call, got {type(policy).__name__}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        problems.append(f"timeout must be a positive number of seconds or None, got {timeout!r}")
     if not isinstance(description, str):
         problems.append(f"description must be a string, got {type(description).__name__}")
     if retain not in _RETAIN_VALUES:

@@ -1,0 +1,350 @@
+"""One tool call from its policy to its settlement: what the record becomes, and when.
+
+``CallRunner.prepare`` decides before a call runs (unknown tool, invalid arguments, the tool's
+policy: submit or confirm); ``CallRunner.execute`` runs the body and turns what it returned or
+raised into the record's next state. Every change is saved before anything depends on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from steadyrun._codec import to_plain
+from steadyrun._errors import StoreError
+from steadyrun.control import (
+    AwaitExternal,
+    CallRejected,
+    CallView,
+    Complete,
+    Confirm,
+    ControlSignal,
+    Detach,
+    HostFailure,
+    InputRequired,
+    Submit,
+)
+from steadyrun.records import CallCompletion, CallRecord, InputRequest
+from steadyrun.runtime._observers import ObserverSet
+from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
+from steadyrun.runtime._state import RunState
+from steadyrun.runtime._texts import Texts
+from steadyrun.stores import Journal
+from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet
+
+__all__ = ["CallRunner", "HandoverHook", "Runnable"]
+
+HandoverHook = Callable[[str, CallRecord], Awaitable[None]]
+"""Called with (run id, record) before a submission or a pending confirmation is saved; raise
+``CallRejected`` to refuse it."""
+
+CONFIRM_PROMPT = "steadyrun.confirm_prompt"
+
+
+@dataclass(slots=True)
+class Runnable:
+    """A call cleared to run."""
+
+    record: CallRecord
+    tool: Tool
+    args: dict[str, Any]
+    key: str | None  # None: runs alone
+
+
+@dataclass(kw_only=True, slots=True)
+class CallRunner:
+    """Prepares, executes and records the calls of a run."""
+
+    state: RunState
+    journal: Journal
+    tools: ToolSet
+    texts: Texts
+    observers: ObserverSet
+    clock: Callable[[], datetime]
+    deps: Any = None
+    can_suspend: bool = True
+    on_handover: HandoverHook | None = None
+    validate_completion: Callable[[Any], str | None] | None = None
+
+    # -- before the body -------------------------------------------------------------------
+
+    async def prepare(self, record: CallRecord) -> Runnable | None:
+        """Check a queued call and apply its tool's policy; ``None`` when it will not run now."""
+        tool = self.tools.get(record.name)
+        if tool is None:
+            available = ", ".join(self.tools.names) or "none"
+            await self._fail(
+                record, self.texts.unknown_tool.format(name=record.name, available=available)
+            )
+            return None
+        try:
+            args = tool.validate(record.arguments)
+            key = tool.schedule(args)
+        except ToolArgumentsError as exc:
+            await self._fail(
+                record, self.texts.invalid_arguments.format(name=record.name, error=exc)
+            )
+            return None
+        except Exception as exc:  # a concurrency_key function that raised
+            await self._fail(
+                record, self.texts.tool_error.format(name=record.name, error=_describe(exc))
+            )
+            return None
+        if tool.policy is not None and record.decision is None:
+            view = CallView(
+                run_id=self.state.run_id, call_id=record.id, name=record.name, arguments=args
+            )
+            try:
+                outcome = tool.policy(view)
+            except Exception as exc:
+                await self._fail(
+                    record, self.texts.tool_error.format(name=record.name, error=_describe(exc))
+                )
+                return None
+            if isinstance(outcome, Submit):
+                await self._hand_over(
+                    record,
+                    status="awaiting_decision",
+                    handover="submitted",
+                    result=outcome.receipt,
+                    payload=outcome.payload,
+                )
+                return None
+            if isinstance(outcome, Confirm):
+                notes = {**record.notes, CONFIRM_PROMPT: outcome.prompt}
+                await self._hand_over(
+                    record, status="awaiting_decision", payload=outcome.payload, notes=notes
+                )
+                return None
+            if outcome is not None:
+                await self._fail(
+                    record,
+                    self.texts.tool_error.format(
+                        name=record.name,
+                        error=f"its policy returned {type(outcome).__name__}, not Submit, "
+                        "Confirm or None",
+                    ),
+                )
+                return None
+        return Runnable(record=record, tool=tool, args=args, key=key)
+
+    async def _hand_over(self, record: CallRecord, **changes: Any) -> None:
+        """Save a submission or a pending confirmation; the host may refuse it as it is made."""
+        held = replace(record, rev=record.rev + 1, **changes)
+        try:
+            if self.on_handover is not None:
+                await self.on_handover(self.state.run_id, replace(held))
+            await self.save(held)
+        except CallRejected as refusal:
+            await self.save(
+                replace(
+                    record,
+                    rev=record.rev + 2,
+                    status="rejected",
+                    handover="",
+                    result=self.texts.refused.format(name=record.name, reason=refusal.reason),
+                    completed_at=self.clock(),
+                )
+            )
+
+    # -- the body --------------------------------------------------------------------------
+
+    async def execute(self, item: Runnable) -> None:
+        """Run the body of a cleared call and record how it ended."""
+        started = replace(
+            item.record, rev=item.record.rev + 1, status="running", started_at=self.clock()
+        )
+        # The start is durable before the body runs: a crash from here on is recovered as
+        # interrupted or needs_review, never by running the body again.
+        await self.save(started)
+        await self.observers.emit("on_tool_start", self.state.run_id, replace(started))
+        request = started.input_request
+        answered = request is not None and request.response is not None
+        ctx = ToolContext(
+            run_id=self.state.run_id,
+            call_id=started.id,
+            tool_name=started.name,
+            provider_call_id=started.provider_call_id,
+            deps=self.deps,
+            can_suspend=self.can_suspend,
+            input_state=request.state if answered and request else None,
+            input_response=request.response if answered and request else None,
+            edited_arguments=ORIGINAL_ARGUMENTS in started.notes,
+        )
+        try:
+            if item.tool.timeout is not None:
+                value = await asyncio.wait_for(item.tool.invoke(item.args, ctx), item.tool.timeout)
+            else:
+                value = await item.tool.invoke(item.args, ctx)
+        except ControlSignal as signal:
+            settled = self._signalled(started, item.tool, signal)
+        except HostFailure as exc:
+            settled = self._unknown(started, f"{item.tool.name} could not finish: {exc}")
+        except TimeoutError:
+            settled = self._unknown(
+                started, f"{item.tool.name} did not finish within {item.tool.timeout} s"
+            )
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the run itself is being dropped: record nothing, like a crash
+            settled = self._unknown(started, f"{item.tool.name} was cancelled")
+        except Exception as exc:
+            settled = self._failed(started, _describe(exc))
+        else:
+            settled = self._returned(started, item.tool, value)
+        await self.save(settled)
+        await self.observers.emit("on_tool_settle", self.state.run_id, replace(settled))
+
+    def _returned(self, record: CallRecord, tool: Tool, value: Any) -> CallRecord:
+        try:
+            text = tool.render(value)
+            completion = None
+            if tool.completion:
+                to_plain(value, Any)
+                completion = CallCompletion(value=value, fixed=False)
+        except Exception as exc:
+            return self._failed(record, f"its result cannot be stored: {_describe(exc)}")
+        if completion is not None:
+            refused = self._refused_completion(record, value)
+            if refused is not None:
+                return refused
+        original = record.notes.get(ORIGINAL_ARGUMENTS)
+        if original is not None:
+            text = self.texts.edited_arguments.format(arguments=record.arguments) + text
+        return replace(
+            record,
+            rev=record.rev + 1,
+            status="succeeded",
+            result=text,
+            completion=completion,
+            completed_at=self.clock(),
+        )
+
+    def _signalled(self, record: CallRecord, tool: Tool, signal: ControlSignal) -> CallRecord:
+        name = record.name
+        if isinstance(signal, Complete):
+            if not tool.completion:
+                return self._failed(record, "complete() may only be used by completion tools")
+            try:
+                to_plain(signal.value, Any)
+                text = tool.render(signal.value)
+            except Exception as exc:
+                return self._failed(record, f"its completion cannot be stored: {_describe(exc)}")
+            refused = self._refused_completion(record, signal.value)
+            if refused is not None:
+                return refused
+            return replace(
+                record,
+                rev=record.rev + 1,
+                status="succeeded",
+                result=text,
+                completion=CallCompletion(value=signal.value, fixed=signal.fixed),
+                completed_at=self.clock(),
+            )
+        if not self.can_suspend and isinstance(signal, AwaitExternal | InputRequired):
+            return self._failed(record, self.texts.cannot_suspend.format(name=name), prefixed=False)
+        problem = _unstorable(getattr(signal, "payload", None), getattr(signal, "state", None))
+        if problem:
+            return self._failed(record, f"what it handed over cannot be stored: {problem}")
+        if isinstance(signal, AwaitExternal):
+            return replace(
+                record,
+                rev=record.rev + 1,
+                status="waiting",
+                handover="await",
+                payload=signal.payload,
+            )
+        if isinstance(signal, Detach):
+            if not self.can_suspend:
+                return self._failed(
+                    record, self.texts.cannot_detach.format(name=name), prefixed=False
+                )
+            return replace(
+                record,
+                rev=record.rev + 1,
+                status="waiting",
+                handover="detached",
+                result=signal.receipt,
+                payload=signal.payload,
+            )
+        if isinstance(signal, InputRequired):
+            wait = InputRequest(
+                wait_id=f"{record.id}.w{record.rev + 1}",
+                prompt=signal.prompt,
+                response_schema=signal.response_schema,
+                state=signal.state,
+            )
+            return replace(record, rev=record.rev + 1, status="awaiting_input", input_request=wait)
+        return self._failed(record, f"unsupported control signal {type(signal).__name__}")
+
+    def _refused_completion(self, record: CallRecord, value: Any) -> CallRecord | None:
+        """The failed record when the agent's validator rejects a completion value."""
+        if self.validate_completion is None:
+            return None
+        feedback = self.validate_completion(value)
+        if feedback is None:
+            return None
+        error = self.texts.completion_rejected.format(feedback=feedback)
+        return self._failed(record, error, prefixed=False)
+
+    def _unknown(self, record: CallRecord, why: str) -> CallRecord:
+        """A call whose outcome is unknown: settled by its traits, as after a crash."""
+        status, text = interrupted_outcome(record, self.texts)
+        return replace(
+            record,
+            rev=record.rev + 1,
+            status=status,
+            result=f"{text} ({why})",
+            completed_at=self.clock(),
+        )
+
+    def _failed(self, record: CallRecord, error: str, *, prefixed: bool = True) -> CallRecord:
+        text = self.texts.tool_error.format(name=record.name, error=error) if prefixed else error
+        return replace(
+            record, rev=record.rev + 1, status="failed", error=text, completed_at=self.clock()
+        )
+
+    async def _fail(self, record: CallRecord, error: str) -> None:
+        await self.save(
+            replace(
+                record, rev=record.rev + 1, status="failed", error=error, completed_at=self.clock()
+            )
+        )
+
+    async def cancel(self, record: CallRecord) -> None:
+        """Record a call that never started because new input arrived."""
+        result = self.texts.cancelled.format(
+            name=record.name, call_id=record.provider_call_id or record.id
+        )
+        await self.save(
+            replace(
+                record,
+                rev=record.rev + 1,
+                status="cancelled",
+                result=result,
+                completed_at=self.clock(),
+            )
+        )
+
+    async def save(self, record: CallRecord) -> None:
+        """Write a record snapshot and keep it as the run's current one."""
+        await self.journal.save_call(self.state.run_id, record)
+        self.state.put_call(record, saved=True)
+
+
+def _unstorable(*values: Any) -> str | None:
+    for value in values:
+        try:
+            to_plain(value, Any)
+        except StoreError as exc:
+            return str(exc)
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

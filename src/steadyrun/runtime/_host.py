@@ -1,0 +1,260 @@
+"""What the host (a person's UI, another system) writes to runs that wait for it.
+
+Every write is checked before anything is stored: an unknown id, a call that is not waiting
+for this kind of answer, a conflicting second answer, or an answer that fails its schema raises
+a typed ``UsageError`` and changes nothing. Writes are keyed by call id or wait id, never by
+position, and are carried out by the next ``resume`` (even when no process ran meanwhile).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import jsonschema
+
+from steadyrun._errors import (
+    ConflictError,
+    InvalidResponseError,
+    NotPendingError,
+    RunNotFoundError,
+    UnknownCallError,
+    UsageError,
+)
+from steadyrun.records import CallDecision, CallRecord, CallUpdate
+from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._calls import CONFIRM_PROMPT
+from steadyrun.stores import Store
+from steadyrun.tools import ToolArgumentsError
+
+__all__ = ["HostOperations", "PendingItem"]
+
+PendingKind = Literal["result", "decision", "input", "review", "submission", "detached"]
+
+
+@dataclass(kw_only=True, slots=True)
+class PendingItem:
+    """Something a run waits for, or that its host still owns, with what a UI needs.
+
+    Attributes:
+        kind: ``result`` (an awaited result: ``settle``), ``decision`` (a confirmation:
+            ``decide``), ``input`` (an input request: ``answer``), ``review`` (a call needing
+            review: ``settle``), ``submission`` (a submitted call: the host's own decision),
+            ``detached`` (a call going on outside: ``settle`` when it ends).
+        blocking: Whether the run waits for it (suspended until it is answered).
+        call_id: The record id.
+        name: The tool.
+        arguments: The call's arguments (JSON text).
+        payload: What the tool or policy handed over.
+        prompt: What to ask the person (decisions and inputs).
+        wait_id: The id to ``answer`` an input request with.
+        response_schema: The JSON schema an input answer must satisfy.
+    """
+
+    kind: PendingKind
+    blocking: bool
+    call_id: str
+    name: str
+    arguments: str
+    payload: Any = None
+    prompt: str | None = None
+    wait_id: str | None = None
+    response_schema: dict[str, Any] | None = None
+
+
+class HostOperations:
+    """The host's writes; mixed into ``Runtime``."""
+
+    store: Store
+    _agents: dict[str, Agent]
+    _clock: Callable[[], datetime]
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        """Everything the run waits for, and calls its host still owns, in call order."""
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        strict = self._strict(snap.run.agent)
+        items: list[PendingItem] = []
+        for c in snap.calls:
+            base = {"call_id": c.id, "name": c.name, "arguments": c.arguments, "payload": c.payload}
+            if c.status == "waiting" and c.handover == "await":
+                items.append(PendingItem(kind="result", blocking=True, **base))
+            elif c.status == "waiting" and c.handover == "detached":
+                items.append(PendingItem(kind="detached", blocking=False, **base))
+            elif c.status == "awaiting_decision" and c.handover == "submitted":
+                items.append(PendingItem(kind="submission", blocking=False, **base))
+            elif c.status == "awaiting_decision" and c.decision is None:
+                prompt = c.notes.get(CONFIRM_PROMPT) or None
+                items.append(PendingItem(kind="decision", blocking=True, prompt=prompt, **base))
+            elif c.status == "awaiting_input" and c.input_request is not None:
+                if c.input_request.response is None:
+                    items.append(
+                        PendingItem(
+                            kind="input",
+                            blocking=True,
+                            prompt=c.input_request.prompt,
+                            wait_id=c.input_request.wait_id,
+                            response_schema=c.input_request.response_schema,
+                            **base,
+                        )
+                    )
+            elif c.status == "needs_review":
+                items.append(PendingItem(kind="review", blocking=strict, **base))
+        return items
+
+    async def settle(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+    ) -> CallRecord:
+        """Record the outcome of a call the host owns; then ``resume`` if the run waits.
+
+        Works for awaited results (``await_external``), detached calls, submissions, and calls
+        needing review (the host checked what happened). Give exactly one of ``result`` (it
+        succeeded) or ``error`` (it failed; the model sees the text).
+        """
+        if (result is None) == (error is None):
+            raise UsageError("settle() takes exactly one of result=... or error=...")
+        call = await self._call(run_id, call_id)
+        owned = (
+            (call.status == "waiting" and call.handover in ("await", "detached"))
+            or (call.status == "awaiting_decision" and call.handover == "submitted")
+            or call.status == "needs_review"
+        )
+        if not owned:
+            raise NotPendingError(
+                f"call {call_id!r} of run {run_id!r} is {call.status!r}"
+                f"{' (handover ' + repr(call.handover) + ')' if call.handover else ''}: "
+                "there is no outcome of it for the host to record"
+            )
+        update = CallUpdate(
+            status="succeeded" if error is None else "failed",
+            result=result,
+            error=error,
+            completed_at=self._clock(),
+        )
+        return await self.store.update_call(run_id, call_id, update)
+
+    async def decide(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | str | None = None,
+        decided_by: str | None = None,
+    ) -> CallRecord:
+        """Record a final decision on a call waiting for one; then ``resume``.
+
+        An approved call runs on resume (with ``arguments`` instead of the model's, if given:
+        they are validated against the tool's schema now, and the model is told they were
+        edited); a rejected one never runs and the model sees ``reason``. The same decision
+        again is accepted (idempotent); a different one raises ``ConflictError``.
+        """
+        call = await self._call(run_id, call_id)
+        if arguments is not None and not approve:
+            raise UsageError("edited arguments come with an approval, not a rejection")
+        args_text = None
+        if arguments is not None:
+            args_text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            args_text = self._checked_arguments(run_id, call, args_text)
+        if call.decision is not None:
+            same = (call.decision.approve, call.decision.reason, call.decision.arguments) == (
+                approve,
+                reason,
+                args_text,
+            )
+            if same:
+                return call
+            raise ConflictError(
+                f"call {call_id!r} of run {run_id!r} was already "
+                f"{'approved' if call.decision.approve else 'rejected'}; decisions are final"
+            )
+        if call.status != "awaiting_decision":
+            raise NotPendingError(
+                f"call {call_id!r} of run {run_id!r} is {call.status!r}, not waiting for a decision"
+            )
+        decision = CallDecision(
+            approve=approve,
+            reason=reason,
+            arguments=args_text,
+            decided_by=decided_by,
+            decided_at=self._clock(),
+        )
+        return await self.store.update_call(run_id, call_id, CallUpdate(decision=decision))
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+        """Answer an input request by its wait id; then ``resume``.
+
+        The answer is validated against the request's schema first (``InvalidResponseError``,
+        nothing stored). An answer to a wait that is no longer current raises
+        ``NotPendingError``; the same answer again is accepted, a different one raises
+        ``ConflictError``.
+        """
+        call_id = wait_id.rpartition(".w")[0]
+        if not call_id:
+            raise UnknownCallError(f"{wait_id!r} is not a wait id of run {run_id!r}")
+        try:
+            call = await self._call(run_id, call_id)
+        except UnknownCallError:
+            raise UnknownCallError(f"run {run_id!r} has no wait {wait_id!r}") from None
+        request = call.input_request
+        if request is None or request.wait_id != wait_id or call.status != "awaiting_input":
+            raise NotPendingError(
+                f"wait {wait_id!r} of run {run_id!r} is not open (call {call.id!r} is "
+                f"{call.status!r}); a late or duplicate answer changes nothing"
+            )
+        if request.response is not None:
+            if request.response == response:
+                return call
+            raise ConflictError(f"wait {wait_id!r} of run {run_id!r} was already answered")
+        if request.response_schema is not None:
+            try:
+                jsonschema.validate(response, request.response_schema)
+            except jsonschema.ValidationError as exc:
+                where = "/".join(str(p) for p in exc.absolute_path) or "the answer"
+                raise InvalidResponseError(
+                    f"answer to {wait_id!r} does not fit its schema at {where}: {exc.message}"
+                ) from None
+            except jsonschema.SchemaError as exc:
+                raise InvalidResponseError(
+                    f"the schema of {wait_id!r} is not a valid JSON schema: {exc.message}"
+                ) from None
+        return await self.store.update_call(run_id, call.id, CallUpdate(input_response=response))
+
+    def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:
+        agent = next((a for a in self._agents.values() if a.toolset.get(call.name)), None)
+        tool = agent.toolset.get(call.name) if agent else None
+        if tool is None:
+            raise UsageError(
+                f"cannot check edited arguments of {call.name!r}: this runtime does not know "
+                "the run's agent (pass Runtime(store, agents=[...]))"
+            )
+        try:
+            tool.validate(arguments)
+        except ToolArgumentsError as exc:
+            raise InvalidResponseError(
+                f"edited arguments of call {call.id!r} ({call.name}) are invalid: {exc}"
+            ) from None
+        return arguments
+
+    def _strict(self, agent_name: str) -> bool:
+        agent = self._agents.get(agent_name)
+        return agent.strict_settlement if agent else False
+
+    async def _call(self, run_id: str, call_id: str) -> CallRecord:
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        for call in snap.calls:
+            if call.id == call_id:
+                return call
+        raise UnknownCallError(f"run {run_id!r} has no call {call_id!r}")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import steadyrun as sr
-from steadyrun.control import CallView, Confirm, await_external, require_input
+from steadyrun.control import Confirm, await_external, require_input
 from steadyrun.stores import Store
 from steadyrun.testing import FunctionModel, text, tool_calls
 
@@ -149,9 +149,8 @@ def check(world: World, result: sr.RunResult, baseline: sr.RunResult) -> None:
     assert world.bodies.count("refund B") == 0, "a rejected call ran"
     assert b.status == "rejected"
     assert world.bodies.count("refund A") <= 1, "an approved call ran twice"
-    if world.bodies.count("refund A") == 0:  # its start was lost with the crash, never rerun
-        assert a.status == "needs_review"
-    elif a.status != "succeeded":
+    # Not run (its start was recorded, then the crash) or its result lost: never rerun.
+    if world.bodies.count("refund A") == 0 or a.status != "succeeded":
         assert a.status == "needs_review"
     # A start recorded just before a crash: the body may not have run, and never runs later.
     bank = next(c for c in result.calls if c.name == "bank")

@@ -151,3 +151,25 @@ async def test_a_host_result_recorded_before_the_runtime_saved_the_handover_wins
     again = await store.load("r")
     assert again is not None
     assert (again.calls[0].status, again.calls[0].result) == ("succeeded", "delivered")
+
+
+async def test_a_result_the_host_records_before_the_handover_is_saved_wins(store: Store) -> None:
+    runtime: sr.Runtime
+
+    @sr.tool(side_effects=True)
+    async def bank(amount: int, ctx: sr.ToolContext) -> str:
+        """The bank answers faster than the runtime records the handover."""
+        await runtime.settle(ctx.run_id, ctx.call_id, result="wire #9 sent")
+        from steadyrun.control import await_external
+
+        await_external({"amount": amount})
+
+    model = ScriptedModel([tool_calls(("bank", {"amount": 5})), text("Sent.")])
+    runtime = sr.Runtime(store)
+    result = await runtime.run(sr.Agent(name="b", model=model, tools=[bank]), run_id="r", input="x")
+    if result.status == "suspended":  # it saw its own (older) snapshot; the store knows better
+        result = await runtime.resume("r")
+    assert result.status == "completed"
+    call = result.call("m1.c1")
+    assert (call.status, call.result) == ("succeeded", "wire #9 sent")
+    assert model.requests[1].messages[-1].parts[0].content == "wire #9 sent"  # type: ignore[union-attr]

@@ -116,9 +116,11 @@ class HostOperations:
     ) -> CallRecord:
         """Record the outcome of a call the host owns; then ``resume`` if the run waits.
 
-        Works for awaited results (``await_external``), detached calls, submissions, and calls
-        needing review (the host checked what happened). Give exactly one of ``result`` (it
-        succeeded) or ``error`` (it failed; the model sees the text).
+        Works for awaited results (``await_external``), detached calls, submissions, calls
+        needing review (the host checked what happened), and calls still running whose
+        outside system answered before the runtime recorded the handover (the host's write
+        wins). Give exactly one of ``result`` (it succeeded) or ``error`` (it failed; the model
+        sees the text).
         """
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
@@ -127,6 +129,8 @@ class HostOperations:
             (call.status == "waiting" and call.handover in ("await", "detached"))
             or (call.status == "awaiting_decision" and call.handover == "submitted")
             or call.status == "needs_review"
+            # The outside system may answer before the runtime recorded the handover.
+            or call.status == "running"
         )
         if not owned:
             raise NotPendingError(

@@ -121,6 +121,7 @@ _CONTEXT_HINTS = (
     "too many tokens",
     "prompt is too long",
     "input is too long",
+    "exceeds the maximum number of tokens",
 )
 
 

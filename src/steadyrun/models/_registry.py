@@ -42,7 +42,7 @@ def _split(spec: str) -> tuple[str, str]:
     if not sep or not provider or not model:
         raise UsageError(
             f"model {spec!r} is not 'provider:model'; for example 'openai:gpt-4.1', "
-            "'anthropic:claude-sonnet-4-5', 'google:gemini-2.5-flash', "
+            "'anthropic:claude-sonnet-4-6', 'google:gemini-2.5-flash', "
             "'compat:http://localhost:11434/v1#llama3.2'"
         )
     known = sorted({*_BUILTIN, *_CUSTOM})

@@ -30,7 +30,7 @@ from steadyrun._errors import (
     UsageError,
 )
 from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
-from steadyrun.models import ModelClient
+from steadyrun.models import ModelClient, StructuredOutputError, generate_object
 from steadyrun.records import CallRecord
 from steadyrun.runtime import (
     Accept,
@@ -90,6 +90,7 @@ __all__ = [
     "SqliteStore",
     "SteadyrunError",
     "StoreError",
+    "StructuredOutputError",
     "Texts",
     "Tool",
     "ToolArgumentsError",
@@ -100,6 +101,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "__version__",
+    "generate_object",
     "run_sync",
     "tool",
 ]

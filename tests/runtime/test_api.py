@@ -44,6 +44,7 @@ def test_public_names_are_pinned() -> None:
             "ScriptExhaustedError",
             "SqliteStore",
             "SteadyrunError",
+            "StructuredOutputError",
             "StoreError",
             "Texts",
             "Tool",
@@ -55,6 +56,7 @@ def test_public_names_are_pinned() -> None:
             "UnknownCallError",
             "UsageError",
             "__version__",
+            "generate_object",
             "run_sync",
             "tool",
         ]

@@ -32,6 +32,7 @@ from steadyrun.models._registry import (
     resolve_model,
 )
 from steadyrun.models._retry import RetryPolicy, call_with_retries
+from steadyrun.models._structured import StructuredOutputError, StructuredResult, generate_object
 
 __all__ = [
     "AuthenticationFailed",
@@ -47,11 +48,14 @@ __all__ = [
     "RetryPolicy",
     "ServerError",
     "StreamingModelClient",
+    "StructuredOutputError",
+    "StructuredResult",
     "allow_model_requests",
     "call_with_retries",
     "check_model_requests_allowed",
     "check_model_spec",
     "error_for_status",
+    "generate_object",
     "model_requests",
     "model_requests_allowed",
     "register_provider",

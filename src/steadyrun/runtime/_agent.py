@@ -9,11 +9,33 @@ from typing import Any
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelSettings
+from steadyrun.context import ContextPolicy, read_tool
 from steadyrun.models import ModelClient, check_model_spec, resolve_model
 from steadyrun.runtime._completion import CompletionFallback, CompletionValidator, Guard
 from steadyrun.tools import Tool, ToolSet
 
-__all__ = ["Agent", "Limits"]
+__all__ = ["Agent", "ContextReducer", "Limits", "ReducerView"]
+
+
+@dataclass(kw_only=True, frozen=True, slots=True)
+class ReducerView:
+    """What a context reducer knows about the model call it runs before.
+
+    Attributes:
+        run_id: The run.
+        model_call_id: The model call about to be made.
+        turn: The run's turn.
+        iteration: The model call's number within the turn.
+    """
+
+    run_id: str
+    model_call_id: str
+    turn: int
+    iteration: int
+
+
+ContextReducer = Callable[..., Any]
+"""``(view: ReducerView, request: ModelRequest) -> list[Message] | None`` (sync or async)."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -71,6 +93,10 @@ class Agent:
             the host settles it with ``Runtime.settle``.
         can_suspend: Whether tools may suspend runs of this agent (``await_external``,
             ``require_input``); when false such calls fail with a reason the model sees.
+        context: Keeps every run inside the model's window (offloading large results,
+            clearing old rounds, summarizing); adds the ``read_offloaded_result`` tool.
+        context_reducer: Called before every model call with (``ReducerView``, request); a
+            list of messages it returns replaces the run's context (and is what is saved).
     """
 
     name: str
@@ -85,6 +111,8 @@ class Agent:
     completion_fallback: CompletionFallback | None = None
     strict_settlement: bool = False
     can_suspend: bool = True
+    context: ContextPolicy | None = None
+    context_reducer: ContextReducer | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -100,8 +128,11 @@ class Agent:
 
     @cached_property
     def toolset(self) -> ToolSet:
-        """The agent's tools, checked for duplicate names."""
-        return ToolSet(self.tools)
+        """The agent's tools (and the built-in ones it needs), checked for duplicate names."""
+        tools = list(self.tools)
+        if self.context is not None:
+            tools.append(read_tool())
+        return ToolSet(tools)
 
     @cached_property
     def client(self) -> ModelClient:

@@ -68,6 +68,7 @@ class CallRunner:
     can_suspend: bool = True
     on_handover: HandoverHook | None = None
     validate_completion: Callable[[Any], str | None] | None = None
+    read_result: Callable[[str], str | None] | None = None
 
     # -- before the body -------------------------------------------------------------------
 
@@ -173,6 +174,7 @@ class CallRunner:
             input_state=request.state if answered and request else None,
             input_response=request.response if answered and request else None,
             edited_arguments=ORIGINAL_ARGUMENTS in started.notes,
+            read_result=self.read_result,
         )
         try:
             if item.tool.timeout is not None:

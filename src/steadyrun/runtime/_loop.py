@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -20,11 +20,9 @@ from steadyrun._errors import (
     IterationLimitExceeded,
     ModelCallFailed,
     RunFailure,
-    TurnLimitExceeded,
     failure_from_record,
 )
 from steadyrun.chat import (
-    MediaPart,
     Message,
     ModelRequest,
     ModelResponse,
@@ -32,13 +30,19 @@ from steadyrun.chat import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolResultPart,
 )
+from steadyrun.context import (
+    ContextEvent,
+    ContextManager,
+    verbatim_refs,
+)
+from steadyrun.models import resolve_model
 from steadyrun.records import Block, CallRecord
-from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._agent import Agent, ReducerView
 from steadyrun.runtime._batch import BatchRunner
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
+from steadyrun.runtime._input import TurnLimit, fresh_input, take_input, turn_limit_failure
 from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import (
     apply_answers,
@@ -47,9 +51,16 @@ from steadyrun.runtime._recovery import (
     settle_interrupted,
 )
 from steadyrun.runtime._result import RunResult
+from steadyrun.runtime._results import (
+    call_id,
+    completion_of,
+    direct_text,
+    tool_message,
+    uses_correction,
+)
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
-from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores import Store
 
 __all__ = ["Execution"]
 
@@ -76,6 +87,22 @@ class Execution:
         self.texts = texts
         self.clock = clock
         self.limits = agent.limits
+        self.context: ContextManager | None = None
+        if agent.context is not None:
+            policy = agent.context
+
+            def pinned(name: str) -> bool:
+                tool = agent.toolset.get(name)
+                return tool is not None and tool.retain in ("keep", "intact")
+
+            summarizer = (
+                resolve_model(policy.summary_model)
+                if policy.summary_model is not None
+                else agent.client
+            )
+            self.context = ContextManager(
+                policy, model=summarizer, pinned=pinned, emit=self._context_event
+            )
         self.calls = CallRunner(
             state=state,
             journal=store,
@@ -87,6 +114,7 @@ class Execution:
             can_suspend=can_suspend and agent.can_suspend,
             on_handover=on_handover,
             validate_completion=agent.completion_validator,
+            read_result=self.read_result,
         )
 
     # -- entry points ----------------------------------------------------------------------
@@ -95,7 +123,7 @@ class Execution:
         """Drive a new run: claim its first input, then loop."""
         try:
             claimed = await self._claim_input(new_turn=True)
-        except _TurnLimit as exc:
+        except TurnLimit as exc:
             return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
         if not claimed:
             raise AssertionError("a new run starts with input in its feed")
@@ -114,7 +142,7 @@ class Execution:
         if cp.phase == "done":
             try:
                 claimed = await self._claim_input(new_turn=True)
-            except _TurnLimit as exc:
+            except TurnLimit as exc:
                 return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
             if not claimed:
                 await self.store.consume(state.run_id, cp.claimed_through)  # crash before it
@@ -161,12 +189,19 @@ class Execution:
         # A guard's correction is shown to this one model call and never enters the history.
         correction = cp.extra.pop(_CORRECTION, None)
         extra = from_plain(correction, list[Message]) if correction else []
-        request = ModelRequest(
-            instructions=self.agent.instructions_for(state.run_id),
-            messages=[*state.context, *extra],
-            tools=self.agent.toolset.definitions(),
-            settings=self.agent.settings,
-        )
+        instructions = self.agent.instructions_for(state.run_id)
+        tools = self.agent.toolset.definitions()
+
+        def build(context: list[Message]) -> ModelRequest:
+            return ModelRequest(
+                instructions=instructions,
+                messages=[*context, *extra],
+                tools=tools,
+                settings=self.agent.settings,
+            )
+
+        await self._fit_context(model_call_id, build)
+        request = build(state.context)
         try:
             response = await self.agent.client.respond(request)
         except Exception as exc:
@@ -202,10 +237,10 @@ class Execution:
             return await self._fail(
                 ModelCallFailed(f"model call {model_call_id} ended with finish reason 'error'")
             )
-        fresh = await self._fresh_input()
+        fresh = await fresh_input(self.store, self.state)
         if fresh:  # new input supersedes this text: it stays in the history, the run answers
             self._record_message(model_call_id, response.message)
-            self._take_input(fresh, new_turn=False)
+            take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
             await self._save()
             return None
         return await self._deliver(model_call_id, response.message)
@@ -241,6 +276,44 @@ class Execution:
             return await self._complete(text, completion=verdict.value)
         return await self._complete(text)
 
+    async def _fit_context(
+        self, model_call_id: str, build: Callable[[list[Message]], ModelRequest]
+    ) -> None:
+        """Context management and the reducer, before a model call; rewrites are saved."""
+        state = self.state
+        rewritten = False
+        if self.context is not None:
+            new, usage = await self.context.fit(state.context, build)
+            if new is not None:
+                state.rewrite(new)
+                rewritten = True
+            if usage.requests:
+                state.run.usage = state.run.usage + usage
+        reducer = self.agent.context_reducer
+        if reducer is not None:
+            view = ReducerView(
+                run_id=state.run_id,
+                model_call_id=model_call_id,
+                turn=state.cp.turn,
+                iteration=state.cp.iteration,
+            )
+            reduced = reducer(view, build(list(state.context)))
+            if inspect.isawaitable(reduced):
+                reduced = await reduced
+            if reduced is not None and list(reduced) != state.context:
+                state.rewrite(list(reduced))
+                rewritten = True
+                await self.observers.emit(
+                    "on_context",
+                    state.run_id,
+                    ContextEvent(kind="reduced", tokens_before=0, tokens_after=0),
+                )
+        if rewritten:
+            await self._save()  # the new base is durable before the model sees it
+
+    async def _context_event(self, event: ContextEvent) -> None:
+        await self.observers.emit("on_context", self.state.run_id, event)
+
     # -- model responses -------------------------------------------------------------------
 
     def _record_message(self, model_call_id: str, message: Message) -> list[Block]:
@@ -261,7 +334,7 @@ class Execution:
                     id=bid,
                     kind="tool_call",
                     position=position,
-                    call_id=_call_id(model_call_id, calls),
+                    call_id=call_id(model_call_id, calls),
                 )
                 calls += 1
             if block is not None:
@@ -283,7 +356,7 @@ class Execution:
         for i, part in enumerate(parts):
             tool = tools[i]
             record = CallRecord(
-                id=_call_id(model_call_id, i),
+                id=call_id(model_call_id, i),
                 model_call_id=model_call_id,
                 provider_call_id=part.call_id,
                 name=part.name,
@@ -356,10 +429,10 @@ class Execution:
         strict = self.agent.strict_settlement
         if any(blocks_run(r, strict_settlement=strict) for r in records):
             return await self._suspend()
-        state.append(Message(role="tool", parts=[_result_part(r) for r in records]))
+        state.append(tool_message(records, self.agent.toolset, self.agent.context))
         state.cp.phase = "model"
         state.cp.batch = []
-        completion = self._completion_of(records)
+        completion = completion_of(records)
         if completion is not None:
             value, fixed = completion
             if fixed or not await self._claim_input(new_turn=False):
@@ -367,43 +440,27 @@ class Execution:
                 return await self._complete(text or "", completion=value)
             await self._save()  # new input supersedes the completion: answer it
             return None
-        if self._uses_correction(records):
+        if uses_correction(records, self.agent.toolset):
             if state.cp.corrections >= self.limits.corrections:
                 return await self._out_of_corrections(
                     "corrections_exhausted", "a completion was not accepted"
                 )
             state.cp.corrections += 1
-        direct = self._direct_text(records)
+        direct = direct_text(records, self.agent.toolset)
         if direct is not None:
             return await self._complete(direct)
         await self._claim_input(new_turn=False)
         await self._save()
         return None
 
-    def _completion_of(self, records: list[CallRecord]) -> tuple[Any, bool] | None:
-        for record in records:
-            if record.completion is not None and record.status == "succeeded":
-                return record.completion.value, record.completion.fixed
-        return None
-
-    def _uses_correction(self, records: list[CallRecord]) -> bool:
-        """Whether the batch spends a correction: a completion tool failed.
-
-        It failed by raising, by being refused by the validator, or by being called together
-        with other calls.
-        """
-        for record in records:
-            tool = self.agent.toolset.get(record.name)
-            if tool is not None and tool.completion and record.status == "failed":
-                return True
-        return False
-
-    def _direct_text(self, records: list[CallRecord]) -> str | None:
-        tools = [self.agent.toolset.get(r.name) for r in records]
-        direct = bool(records) and all(t is not None and t.direct_result for t in tools)
-        if direct and all(r.status == "succeeded" for r in records):
-            return "\n\n".join(r.result or "" for r in records)
-        return None
+    def read_result(self, ref: str) -> str | None:
+        """A result of this run that is not in the context in full (offloaded or cleared)."""
+        record = self.state.calls.get(ref)
+        if record is None or self.agent.context is None:
+            return None
+        if ref in verbatim_refs(self.state.context):
+            return None
+        return record.result if record.result is not None else record.error
 
     async def _input_pending(self) -> bool:
         return bool(await self.store.pending(self.state.run_id, self.state.cp.claimed_through))
@@ -412,41 +469,10 @@ class Execution:
 
     async def _claim_input(self, *, new_turn: bool) -> bool:
         """Take new input into the context; whether anything new entered it."""
-        fresh = await self._fresh_input()
+        fresh = await fresh_input(self.store, self.state)
         if fresh:
-            self._take_input(fresh, new_turn=new_turn)
+            take_input(self.state, fresh, new_turn=new_turn, max_turns=self.limits.max_turns)
         return bool(fresh)
-
-    async def _fresh_input(self) -> _Fresh:
-        """Claim what the feed holds and return the messages not yet in the context."""
-        state, cp = self.state, self.state.cp
-        through = await self.store.pending(state.run_id, cp.claimed_through)
-        if not through:
-            return _Fresh(0, [])
-        claim = await self.store.claim(state.run_id, through)
-        fresh = [
-            m for m in claim.messages if m.seq > cp.claimed_through and m.key not in state.seen
-        ]
-        if not fresh:  # only duplicates: nothing to take, but the boundary moves past them
-            cp.claimed_through = max(cp.claimed_through, claim.end_seq)
-        return _Fresh(claim.end_seq, fresh)
-
-    def _take_input(self, fresh: _Fresh, *, new_turn: bool) -> None:
-        state, cp = self.state, self.state.cp
-        if new_turn:
-            if self.limits.max_turns is not None and cp.turn >= self.limits.max_turns:
-                raise _TurnLimit(cp.turn)  # before anything changes: the input stays unclaimed
-            cp.turn += 1
-        cp.claimed_through = max(cp.claimed_through, fresh.end_seq)
-        cp.iteration = 0
-        cp.phase = "model"
-        for m in fresh.messages:
-            state.mark_seen(m.key)
-            parts: list[Part] = [TextPart(text=m.content)]
-            parts += [MediaPart(ref=ref) for ref in m.media]
-            state.append(
-                Message(role=m.role, parts=parts, id=m.id, revision=m.revision, meta=m.meta)
-            )
 
     # -- endings and saves -----------------------------------------------------------------
 
@@ -517,48 +543,6 @@ class Execution:
             messages=list(self.state.context),
             observer_errors=self.observers.errors,
         )
-
-
-@dataclass(slots=True)
-class _Fresh:
-    end_seq: int
-    messages: list[FeedMessage]
-
-    def __bool__(self) -> bool:
-        return bool(self.messages)
-
-
-class _TurnLimit(Exception):
-    def __init__(self, turns: int) -> None:
-        super().__init__(turns)
-        self.turns = turns
-
-
-def turn_limit_failure(exc: _TurnLimit, max_turns: int | None) -> TurnLimitExceeded:
-    """The failure for a claim that would start one turn too many."""
-    return TurnLimitExceeded(
-        f"the run has had {exc.turns} turn(s) (Limits.max_turns={max_turns}); "
-        "start a new run to continue the conversation"
-    )
-
-
-def _call_id(model_call_id: str, index: int) -> str:
-    return f"{model_call_id}.c{index + 1}"
-
-
-def _result_part(record: CallRecord) -> ToolResultPart:
-    # Detached calls and submissions are not settled yet, but the model has their receipt.
-    ok = record.status == "succeeded" or (
-        not record.settled and record.handover in ("detached", "submitted")
-    )
-    content = record.result if ok or record.error is None else record.error
-    return ToolResultPart(
-        call_id=record.provider_call_id,
-        name=record.name,
-        content=content or "",
-        is_error=not ok,
-        media=list(record.media),
-    )
 
 
 _CORRECTION = "steadyrun.correction"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyrun.chat import ModelResponse
+from steadyrun.context import ContextEvent
 from steadyrun.records import CallRecord
 
 __all__ = ["Observer", "ObserverSet"]
@@ -32,6 +33,9 @@ class Observer:
 
     def on_tool_settle(self, run_id: str, call: CallRecord) -> Any:
         """A tool call settled (or was handed over)."""
+
+    def on_context(self, run_id: str, event: ContextEvent) -> Any:
+        """Context management rewrote the context (or could not) before a model call."""
 
 
 @dataclass(slots=True)

@@ -42,6 +42,7 @@ class RunState:
         self.blocks = blocks
         self.seen = set(checkpoint.seen_inputs)
         self._appended: list[Message] = []
+        self._base: list[Message] | None = None
         self._unsaved_calls: dict[str, CallRecord] = {}
         self._new_blocks: list[Block] = []
 
@@ -70,6 +71,13 @@ class RunState:
         """Append a message to the model context."""
         self.context.append(message)
         self._appended.append(message)
+        self.cp.context_length = len(self.context)
+
+    def rewrite(self, messages: list[Message]) -> None:
+        """Replace the whole context (clearing, a summary, a reducer); saved once as a new base."""
+        self.context = list(messages)
+        self._base = list(messages)
+        self._appended = []
         self.cp.context_length = len(self.context)
 
     def add_block(self, block: Block) -> None:
@@ -101,12 +109,15 @@ class RunState:
                 self.cp, batch=list(self.cp.batch), seen_inputs=list(self.cp.seen_inputs)
             ),
             context=ContextChange(
-                append=self._appended, start=len(self.context) - len(self._appended)
+                base=self._base,
+                append=self._appended,
+                start=len(self.context) - len(self._appended),
             ),
             blocks=self._new_blocks,
             calls=list(self._unsaved_calls.values()),
         )
         self._appended = []
+        self._base = None
         self._new_blocks = []
         self._unsaved_calls = {}
         return step

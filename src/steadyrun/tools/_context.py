@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["ToolContext"]
@@ -26,6 +27,8 @@ class ToolContext:
         input_state: When the tool is re-entered after ``require_input``: the state it gave.
         input_response: ...and the validated answer.
         edited_arguments: Whether a reviewer edited the arguments before approving the call.
+        read_result: The runtime's reader of this run's offloaded and cleared results by
+            reference (used by the built-in read tool; ``None`` outside context management).
     """
 
     run_id: str
@@ -37,6 +40,7 @@ class ToolContext:
     input_state: Any = None
     input_response: Any = None
     edited_arguments: bool = False
+    read_result: Callable[[str], str | None] | None = None
 
     @property
     def resumed_with_input(self) -> bool:

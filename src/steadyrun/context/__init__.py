@@ -1,0 +1,50 @@
+"""Context management: token counting, offloading, clearing, summaries, a reducer hook."""
+
+from steadyrun.context._manager import ContextEvent, ContextManager
+from steadyrun.context._policy import DEFAULT_SUMMARY_INSTRUCTION, ContextPolicy
+from steadyrun.context._read_tool import READ_TOOL, read_tool
+from steadyrun.context._rounds import (
+    CALLS_META,
+    SUMMARY_META,
+    clear_rounds,
+    offload_text,
+    rounds,
+    split_for_summary,
+    transcript,
+    verbatim_refs,
+)
+from steadyrun.context._tokens import (
+    CachedCounter,
+    EstimateCounter,
+    ProviderCounter,
+    TiktokenCounter,
+    TokenCounter,
+    count_tokens,
+    estimate_message,
+    estimate_request,
+)
+
+__all__ = [
+    "CALLS_META",
+    "DEFAULT_SUMMARY_INSTRUCTION",
+    "READ_TOOL",
+    "SUMMARY_META",
+    "CachedCounter",
+    "ContextEvent",
+    "ContextManager",
+    "ContextPolicy",
+    "EstimateCounter",
+    "ProviderCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "clear_rounds",
+    "count_tokens",
+    "estimate_message",
+    "estimate_request",
+    "offload_text",
+    "read_tool",
+    "rounds",
+    "split_for_summary",
+    "transcript",
+    "verbatim_refs",
+]

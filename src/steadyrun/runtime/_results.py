@@ -1,0 +1,88 @@
+"""Pure helpers of the loop: ids, how a batch's results look to the model, what a batch means."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from steadyrun.chat import Message, Part, ToolResultPart
+from steadyrun.context import CALLS_META, ContextPolicy, offload_text
+from steadyrun.records import CallRecord
+from steadyrun.tools import ToolSet
+
+__all__ = [
+    "call_id",
+    "completion_of",
+    "direct_text",
+    "result_part",
+    "tool_message",
+    "uses_correction",
+]
+
+
+def call_id(model_call_id: str, index: int) -> str:
+    """The record id of the ``index``-th tool call of a model call."""
+    return f"{model_call_id}.c{index + 1}"
+
+
+def result_part(record: CallRecord) -> ToolResultPart:
+    """What the model sees of one settled (or handed-over) call."""
+    # Detached calls and submissions are not settled yet, but the model has their receipt.
+    ok = record.status == "succeeded" or (
+        not record.settled and record.handover in ("detached", "submitted")
+    )
+    content = record.result if ok or record.error is None else record.error
+    return ToolResultPart(
+        call_id=record.provider_call_id,
+        name=record.name,
+        content=content or "",
+        is_error=not ok,
+        media=list(record.media),
+    )
+
+
+def tool_message(
+    records: list[CallRecord], tools: ToolSet, policy: ContextPolicy | None
+) -> Message:
+    """The results of a batch in call order, large ones offloaded, tagged with record ids."""
+    parts: list[Part] = []
+    for record in records:
+        part = result_part(record)
+        tool = tools.get(record.name)
+        intact = tool is not None and tool.retain == "intact"
+        large = policy is not None and len(part.content.encode()) > policy.offload_bytes()
+        if policy is not None and large and not intact:
+            content = offload_text(part.content, record.id, policy.preview_chars, record.name)
+            part = replace(part, content=content)
+        parts.append(part)
+    return Message(role="tool", parts=parts, meta={CALLS_META: ",".join(r.id for r in records)})
+
+
+def completion_of(records: list[CallRecord]) -> tuple[Any, bool] | None:
+    """The (value, fixed) of the batch's accepted completion, if it has one."""
+    for record in records:
+        if record.completion is not None and record.status == "succeeded":
+            return record.completion.value, record.completion.fixed
+    return None
+
+
+def uses_correction(records: list[CallRecord], tools: ToolSet) -> bool:
+    """Whether the batch spends a correction: a completion tool failed.
+
+    It failed by raising, by being refused by the validator, or by being called together with
+    other calls.
+    """
+    for record in records:
+        tool = tools.get(record.name)
+        if tool is not None and tool.completion and record.status == "failed":
+            return True
+    return False
+
+
+def direct_text(records: list[CallRecord], tools: ToolSet) -> str | None:
+    """The turn's text when every call is of a direct-result tool and all succeeded."""
+    found = [tools.get(r.name) for r in records]
+    direct = bool(records) and all(t is not None and t.direct_result for t in found)
+    if direct and all(r.status == "succeeded" for r in records):
+        return "\n\n".join(r.result or "" for r in records)
+    return None

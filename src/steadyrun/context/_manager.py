@@ -17,6 +17,7 @@ from steadyrun.context._policy import ContextPolicy
 from steadyrun.context._rounds import (
     SUMMARY_META,
     clear_rounds,
+    clearable_bytes,
     split_for_summary,
     transcript,
 )
@@ -75,7 +76,14 @@ class ContextManager:
         tokens = await count_tokens(self.counter, request)
         rewritten: list[Message] | None = None
         usage = Usage()
-        if tokens > policy.clear_share * budget:
+        # Each clearing is a new base of the log: clear only when it frees about a tenth of
+        # the budget (or the summary threshold is reached), so bases stay rare and a step's
+        # save stays bounded by the window, not by the history.
+        near_summary = tokens > policy.summary_share * budget
+        if tokens > policy.clear_share * budget and (
+            near_summary
+            or clearable_bytes(context, policy.keep_rounds, self.pinned) >= 0.4 * budget
+        ):
             cleared = clear_rounds(context, policy.keep_rounds, self.pinned)
             if cleared is not None:
                 after = await count_tokens(self.counter, build(cleared))
@@ -83,7 +91,10 @@ class ContextManager:
                     ContextEvent(kind="cleared", tokens_before=tokens, tokens_after=after)
                 )
                 rewritten, context, tokens = cleared, cleared, after
-        if tokens > policy.summary_share * budget and self._may_summarize(context):
+        # Summarize past its share, or when clearing could not bring the request under the
+        # clearing share (the placeholders of cleared rounds have piled up).
+        stuck = rewritten is not None and tokens > policy.clear_share * budget
+        if (tokens > policy.summary_share * budget or stuck) and self._may_summarize(context):
             try:
                 summarized, usage = await self._summarize(context, budget)
             except Exception as exc:

@@ -17,6 +17,7 @@ __all__ = [
     "SUMMARY_META",
     "Round",
     "clear_rounds",
+    "clearable_bytes",
     "offload_text",
     "record_ids",
     "rounds",
@@ -95,6 +96,21 @@ def clear_rounds(
             parts.append(part)
         out[r.start + 1] = replace(tool_message, parts=parts)
     return out if changed else None
+
+
+def clearable_bytes(messages: list[Message], keep: int, pinned: Callable[[str], bool]) -> int:
+    """Bytes of results ``clear_rounds`` would replace (a cheap check before rewriting)."""
+    found = rounds(messages)
+    total = 0
+    for r in found[: max(0, len(found) - keep)]:
+        for part in messages[r.start + 1].parts:
+            if (
+                isinstance(part, ToolResultPart)
+                and not pinned(part.name)
+                and not part.content.startswith(CLEARED_PREFIX)
+            ):
+                total += len(part.content)
+    return total
 
 
 def split_for_summary(

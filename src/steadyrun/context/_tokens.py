@@ -97,11 +97,27 @@ def estimate_request(request: ModelRequest) -> int:
 
 
 class EstimateCounter:
-    """The default counter: the documented estimate."""
+    """The default counter: the documented estimate.
+
+    Messages in a run's context do not change once added, so their counts are remembered
+    between calls (only for the messages of the last request, which bounds the memory).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Message, int]] = {}
 
     def count(self, request: ModelRequest) -> int:
         """The estimate of ``request``."""
-        return estimate_request(request)
+        known: dict[int, tuple[Message, int]] = {}
+        total = _text_tokens(request.instructions) + sum(_tool_tokens(t) for t in request.tools)
+        for message in request.messages:
+            # Keyed by identity, holding the message so its id cannot be reused meanwhile.
+            hit = self._known.get(id(message))
+            n = hit[1] if hit is not None and hit[0] is message else estimate_message(message)
+            known[id(message)] = (message, n)
+            total += n
+        self._known = known
+        return total
 
 
 class TiktokenCounter:

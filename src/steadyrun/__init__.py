@@ -30,6 +30,7 @@ from steadyrun._errors import (
     UsageError,
 )
 from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
+from steadyrun.context import ContextPolicy
 from steadyrun.models import ModelClient, StructuredOutputError, generate_object
 from steadyrun.records import CallRecord
 from steadyrun.runtime import (
@@ -61,6 +62,7 @@ __all__ = [
     "CallRecord",
     "ConflictError",
     "ContentFiltered",
+    "ContextPolicy",
     "Correct",
     "CorrectionsExhausted",
     "Finish",

@@ -16,6 +16,7 @@ def test_public_names_are_pinned() -> None:
             "CallRecord",
             "ConflictError",
             "ContentFiltered",
+            "ContextPolicy",
             "Correct",
             "Finish",
             "Guard",

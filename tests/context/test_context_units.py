@@ -306,3 +306,17 @@ async def test_an_async_reducer_may_leave_the_context_alone() -> None:
     )
     assert result.text == "hi" and [m.text for m in result.messages] == ["x", "hi"]
     assert TextPart  # noqa: B018 (imported for readers of this file)
+
+
+async def test_cached_counts_ignore_message_ids() -> None:
+    calls: list[int] = []
+
+    class Client:
+        async def count_tokens(self, request: ModelRequest) -> int:
+            calls.append(1)
+            return 7
+
+    cached = CachedCounter(ProviderCounter(Client()))
+    await cached.count(ModelRequest(messages=[Message.user("hi", id="run-a:input")]))
+    await cached.count(ModelRequest(messages=[Message.user("hi", id="run-b:input")]))
+    assert len(calls) == 1

@@ -201,9 +201,16 @@ class CachedCounter:
 
     async def count(self, request: ModelRequest) -> int:
         """The cached count of ``request``, asking ``inner`` on a miss."""
+        from dataclasses import replace
+
         from steadyrun._codec import encode
 
-        key = hashlib.sha256(encode(request)).hexdigest()
+        # What the provider counts: ids, revisions and host meta of messages are not sent.
+        bare = replace(
+            request,
+            messages=[replace(m, id=None, revision=None, meta=None) for m in request.messages],
+        )
+        key = hashlib.sha256(encode(bare)).hexdigest()
         if key in self._cache:
             self.hits += 1
             self._cache.move_to_end(key)

@@ -39,11 +39,13 @@ from steadyrun.chat import (
 )
 
 __all__ = [
+    "COUNT_FIELDS",
     "DEFAULT_MAX_TOKENS",
     "MediaAccess",
     "arguments_text",
     "build_params",
     "check_settings",
+    "count_params",
     "finish_reason",
     "merge_settings",
     "provider_details",
@@ -171,6 +173,38 @@ async def build_params(
     if extra:
         params["extra_body"] = extra
     return params
+
+
+COUNT_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+        "speed",
+    }
+)
+"""The body fields ``POST /v1/messages/count_tokens`` takes (the SDK's ``count_tokens``)."""
+
+
+def count_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.count_tokens`` from those of ``build_params``.
+
+    Keeps what the count endpoint takes (``COUNT_FIELDS``), from the mapped request and from
+    ``extra`` alike (``thinking``, ``output_config``...), and drops what only generation takes:
+    ``max_tokens``, ``stop_sequences``, ``stream`` and ``extra`` options such as ``metadata``,
+    ``service_tier`` or sampling parameters.
+    """
+    out = {key: value for key, value in params.items() if key in COUNT_FIELDS}
+    extra: dict[str, Any] = params.get("extra_body") or {}
+    kept = {key: value for key, value in extra.items() if key in COUNT_FIELDS}
+    if kept:
+        out["extra_body"] = kept
+    return out
 
 
 def _tool(tool: ToolDefinition) -> dict[str, Any]:

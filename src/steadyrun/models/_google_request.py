@@ -39,7 +39,7 @@ from steadyrun.chat import (
 )
 from steadyrun.models._google_response import PROVIDER, decode_signature
 
-__all__ = ["GoogleCall", "MediaReader", "MediaUrl", "build_call"]
+__all__ = ["GoogleCall", "MediaReader", "MediaUrl", "build_call", "count_config"]
 
 MediaReader = Callable[[MediaRef], Awaitable[bytes]]
 """Gives the bytes of a media reference."""
@@ -55,10 +55,12 @@ class GoogleCall:
     Attributes:
         contents: The conversation as Gemini contents.
         config: Everything else: system instruction, tools, generation options.
+        system: The texts of the system instruction, in order.
     """
 
     contents: list[types.Content]
     config: types.GenerateContentConfig
+    system: list[str] = field(default_factory=list)
 
 
 def _ours(details: dict[str, Any] | None) -> bool:
@@ -301,4 +303,20 @@ async def build_call(
     config = _config(
         request, settings, builder.system, include_thoughts=include_thoughts, timeout=http_timeout
     )
-    return GoogleCall(contents=builder.contents, config=config)
+    return GoogleCall(contents=builder.contents, config=config, system=builder.system)
+
+
+def count_config(call: GoogleCall, *, vertex: bool) -> types.CountTokensConfig:
+    """The ``count_tokens`` config for the request of ``call``.
+
+    The SDK sends a ``CountTokensConfig``'s ``system_instruction`` and ``tools`` on Vertex AI
+    only: with the Gemini Developer API it refuses them (``ValueError``) and counts ``contents``
+    alone, so they are set only when ``vertex``. The HTTP options (no SDK retries, the timeout)
+    are those of the generation call.
+    """
+    config = types.CountTokensConfig(http_options=call.config.http_options)
+    if vertex:
+        config.system_instruction = call.config.system_instruction
+        tools = [tool for tool in call.config.tools or [] if isinstance(tool, types.Tool)]
+        config.tools = tools or None
+    return config

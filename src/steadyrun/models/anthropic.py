@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import fields
 from typing import Any
 
 import anthropic
@@ -31,6 +31,7 @@ from steadyrun.models._anthropic_convert import (
     MediaAccess,
     build_params,
     check_settings,
+    count_params,
     merge_settings,
     response_from_message,
 )
@@ -43,7 +44,7 @@ from steadyrun.models._retry import RetryPolicy, call_with_retries
 
 __all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel"]
 
-_SETTINGS = frozenset(f.name for f in fields(ModelSettings))
+_SETTINGS = frozenset(f.name for f in dataclasses.fields(ModelSettings))
 
 
 class _StreamingRequired(Exception):
@@ -66,6 +67,8 @@ class AnthropicModel:
     unchanged), tool calls and results, images and PDFs, tool definitions, ``tool_choice``,
     ``max_tokens`` (required by the API: ``DEFAULT_MAX_TOKENS`` unless set), stop sequences,
     usage with cached and thinking tokens, and errors as typed ``ProviderError``s.
+    ``count_tokens`` counts a request's input tokens with the Messages API's count endpoint
+    (``ProviderCounter(model)`` uses it for ``ContextPolicy``).
 
     Extended thinking is switched on through the API's own option, per call or as a default::
 
@@ -203,6 +206,33 @@ class AnthropicModel:
         async for delta in self._stream(params):
             yield delta
 
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """Count the input tokens of ``request`` with ``POST /v1/messages/count_tokens``.
+
+        The count request is the message request ``respond`` would send, less what the count
+        endpoint does not take: the same ``model``, ``system``, ``messages``, ``tools``,
+        ``tool_choice``, and ``thinking``/``output_config``/``cache_control``/``speed`` from
+        ``extra``; ``max_tokens``, ``stop_sequences``, ``temperature`` and other ``extra``
+        options (``metadata``, ``service_tier``...) are left out, as they do not change the
+        input. Failures are typed and retried like ``respond``'s. The endpoint is free but rate
+        limited: wrap the counter in ``CachedCounter`` to count an identical request once.
+
+        Args:
+            request: The request to count (its settings merged over the model's defaults).
+
+        Returns:
+            The ``input_tokens`` the API counted: system prompt, messages and tools.
+
+        Raises:
+            ProviderError: The typed error of the last attempt.
+            UsageError: For a request the adapter cannot map (as ``respond`` would).
+        """
+        check_model_requests_allowed(PROVIDER)
+        params = count_params(await self._params(request, counting=True))
+        return await call_with_retries(
+            lambda: self._count_once(params), self.retry, sleep=self.sleep
+        )
+
     async def aclose(self) -> None:
         """Close the SDK client if this model created it."""
         if self._owns_client:
@@ -210,9 +240,21 @@ class AnthropicModel:
 
     # -- internals ---------------------------------------------------------------------------
 
-    async def _params(self, request: ModelRequest) -> dict[str, Any]:
+    async def _params(self, request: ModelRequest, *, counting: bool = False) -> dict[str, Any]:
         settings = merge_settings(self._defaults, request.settings)
+        if counting:  # an output option the API refuses does not stop a count of the input
+            settings = dataclasses.replace(settings, temperature=None)
         return await build_params(self.model, request, settings, self._media)
+
+    async def _count_once(self, params: dict[str, Any]) -> int:
+        try:
+            counted = await self._client.messages.count_tokens(**params)
+        except Exception as exc:
+            error = provider_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+        return counted.input_tokens
 
     async def _respond_once(self, params: dict[str, Any]) -> ModelResponse:
         try:

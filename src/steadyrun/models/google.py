@@ -21,10 +21,17 @@ from google.genai.client import AsyncClient
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelRequest, ModelResponse, ModelSettings, ResponseDelta
+from steadyrun.context import estimate_request
 from steadyrun.models._client import check_model_requests_allowed
 from steadyrun.models._errors import ServerError
 from steadyrun.models._google_errors import map_error
-from steadyrun.models._google_request import GoogleCall, MediaReader, MediaUrl, build_call
+from steadyrun.models._google_request import (
+    GoogleCall,
+    MediaReader,
+    MediaUrl,
+    build_call,
+    count_config,
+)
 from steadyrun.models._google_response import PROVIDER, ResponseMapper, response_from
 from steadyrun.models._retry import RetryPolicy, call_with_retries
 
@@ -51,6 +58,8 @@ class GoogleModel:
     The SDK's own retries are off: calls are retried by ``retry`` (a ``RetryPolicy``) on rate
     limits, overload, server errors, timeouts and connection failures; a stream is retried only
     before its first chunk. Every SDK exception becomes a typed ``ProviderError``.
+    ``count_tokens`` counts a request's input tokens with ``countTokens`` (``ProviderCounter(
+    model)`` uses it for ``ContextPolicy``).
 
     Attributes:
         model: The model name, e.g. ``gemini-2.5-flash``.
@@ -225,6 +234,54 @@ class GoogleModel:
             await _close(chunks)
         yield mapper.finish()
 
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """Count the input tokens of ``request`` with ``models.count_tokens`` (``countTokens``).
+
+        The contents are mapped as ``respond`` maps them (media included, read through
+        ``media_reader``/``media_url``). With the Gemini Developer API the SDK sends only the
+        contents (it refuses a system instruction and tools in a count call), so the API counts
+        the conversation and steadyrun's documented estimate
+        (``steadyrun.context.estimate_request``) is added for the system instruction and the
+        function declarations; built-in tools from ``extra`` are not counted. With a Vertex AI
+        client the SDK sends the system instruction and tools too, and the whole count is the
+        API's. A request without contents is estimated, without a call. Failures are typed and
+        retried like ``respond``'s; wrap the counter in ``CachedCounter`` to count an identical
+        request once.
+
+        Args:
+            request: The request to count (its settings merged over the model's defaults).
+
+        Returns:
+            The tokens of the request's input (``totalTokens``, plus the estimate above).
+
+        Raises:
+            ProviderError: A typed error (after the retries the policy allows).
+            UsageError: Real requests are blocked, no API key, or the request cannot be mapped.
+        """
+        check_model_requests_allowed(PROVIDER)
+        client = self._sdk()
+        call = await self._prepare(request)
+        vertex = _is_vertex(client)
+        uncounted = ModelRequest(instructions="\n".join(call.system), tools=request.tools)
+        if not call.contents:
+            return estimate_request(uncounted)
+        config = count_config(call, vertex=vertex)
+
+        async def once() -> types.CountTokensResponse:
+            try:
+                return await client.models.count_tokens(
+                    model=self.model, contents=call.contents, config=config
+                )
+            except Exception as exc:
+                mapped = map_error(exc)
+                if mapped is None:
+                    raise
+                raise mapped from exc
+
+        counted = await call_with_retries(once, self.retry, sleep=self.retry_sleep)
+        total = counted.total_tokens or 0  # proto3 JSON leaves a zero out
+        return total if vertex else total + estimate_request(uncounted)
+
     async def _open(
         self, client: AsyncClient, call: GoogleCall
     ) -> tuple[AsyncIterator[types.GenerateContentResponse], types.GenerateContentResponse]:
@@ -246,6 +303,11 @@ class GoogleModel:
                 raise
             raise mapped from exc
         return chunks, first
+
+
+def _is_vertex(client: AsyncClient) -> bool:
+    """Whether the SDK client talks to Vertex AI (the SDK keeps this on its API client)."""
+    return bool(getattr(getattr(client, "_api_client", None), "vertexai", False))
 
 
 async def _close(chunks: AsyncIterator[Any] | None) -> None:

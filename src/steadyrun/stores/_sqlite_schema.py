@@ -29,12 +29,14 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_by_status ON runs (status, updated_us DESC, run_id DESC);
     CREATE INDEX runs_by_agent ON runs (agent, updated_us DESC, run_id DESC);
 
+    -- A rowid table: messages of a kilobyte or more would each spill into a mostly empty
+    -- overflow page in a WITHOUT ROWID table.
     CREATE TABLE context (
         run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
         idx      INTEGER NOT NULL,
         message  BLOB NOT NULL,
         PRIMARY KEY (run_id, idx)
-    ) WITHOUT ROWID;
+    );
 
     CREATE TABLE calls (
         run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,

@@ -150,6 +150,9 @@ class JournalOnly:
     async def load(self, run_id: str) -> RunSnapshot | None:
         return await self._store.load(run_id)
 
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        return await self._store.load_call(run_id, call_id)
+
     async def close(self) -> None:
         await self._store.close()
 

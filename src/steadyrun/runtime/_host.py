@@ -255,10 +255,10 @@ class HostOperations:
         return agent.strict_settlement if agent else False
 
     async def _call(self, run_id: str, call_id: str) -> CallRecord:
-        snap = await self.store.load(run_id)
-        if snap is None:
+        # One row, not the whole run: host writes come often and runs grow long.
+        call = await self.store.load_call(run_id, call_id)
+        if call is not None:
+            return call
+        if await self.store.load(run_id) is None:  # only on this error path
             raise RunNotFoundError(run_id)
-        for call in snap.calls:
-            if call.id == call_id:
-                return call
         raise UnknownCallError(f"run {run_id!r} has no call {call_id!r}")

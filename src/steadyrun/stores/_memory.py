@@ -126,6 +126,12 @@ class MemoryStore:
         stored.calls[call_id] = encode(merged)
         return merged
 
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        """One call record, or ``None``."""
+        stored = self._runs.get(run_id)
+        data = stored.calls.get(call_id) if stored is not None else None
+        return decode(data, CallRecord) if data is not None else None
+
     async def load(self, run_id: str) -> RunSnapshot | None:
         """Load a run; ``None`` when there is none."""
         stored = self._runs.get(run_id)

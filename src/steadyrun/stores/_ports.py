@@ -125,6 +125,10 @@ class Journal(Protocol):
         """Load a run, or ``None`` when there is none."""
         ...
 
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        """One call record (what host operations read), or ``None`` when there is none."""
+        ...
+
 
 @dataclass(kw_only=True, slots=True)
 class RunSummary:

@@ -312,6 +312,16 @@ class PostgresStore:
             )
         return merged
 
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        """One call record by its key, or ``None``."""
+        async with self._transaction(snapshot=True) as conn:
+            cur = await conn.execute(
+                f"SELECT record FROM {self._s}.calls WHERE run_id = %s AND call_id = %s",
+                (run_id, call_id),
+            )
+            row = await cur.fetchone()
+        return decode(row[0], CallRecord) if row is not None else None
+
     async def load(self, run_id: str) -> RunSnapshot | None:
         """Load a run in one read-only snapshot transaction; ``None`` when there is none."""
         s = self._s

@@ -277,6 +277,17 @@ class SqliteStore:
 
         return await self._run(write)
 
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        """One call record by its key, or ``None``."""
+
+        def read(conn: sqlite3.Connection) -> CallRecord | None:
+            row = conn.execute(
+                "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
+            ).fetchone()
+            return decode(row[0], CallRecord) if row is not None else None
+
+        return await self._run(read)
+
     async def load(self, run_id: str) -> RunSnapshot | None:
         """Load a run in one read transaction; ``None`` when there is none."""
 

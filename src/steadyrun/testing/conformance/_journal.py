@@ -414,3 +414,14 @@ async def runs_are_independent(store: Store) -> None:
         b.calls, [call("c1", status="running", arguments='{"run": "run-b"}')], "run-b's calls"
     )
     expect(await store.load("run-c") is None, "a run that was never saved loads as None")
+
+
+@CHECKS.rule("load_call_reads_one_record")
+async def load_call_reads_one_record(store: Store) -> None:
+    """``load_call`` returns the current (merged) record, and ``None`` for unknown ids."""
+    await store.save_step(RUN, step(calls=[call("c1"), call("c2")]))
+    await store.save_call(RUN, call("c1", rev=2, status="succeeded", result="ok"))
+    found = await store.load_call(RUN, "c1")
+    expect(found is not None and found.status == "succeeded", "load_call sees the merged record")
+    expect(await store.load_call(RUN, "nope") is None, "an unknown call is None")
+    expect(await store.load_call("no-such-run", "c1") is None, "an unknown run is None")

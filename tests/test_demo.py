@@ -14,7 +14,7 @@ import pytest
 
 import steadyrun
 from steadyrun import SqliteStore
-from steadyrun._cli import NO_PROVIDERS, main
+from steadyrun._cli import main
 from steadyrun._demo import _story
 from steadyrun._demo._worker import FAULT_ENV
 
@@ -79,12 +79,37 @@ def test_installed_console_script() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_demo_with_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--model", "openai:gpt-4.1"]) == 2
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("nope:model", "unknown model provider 'nope'"),
+        ("gpt-4.1", "is not 'provider:model'"),
+        ("openai:gpt-4.1", "needs an API key: set OPENAI_API_KEY"),
+        ("anthropic:claude-sonnet-4-5", "set ANTHROPIC_API_KEY"),
+        ("google:gemini-2.5-flash", "set GOOGLE_API_KEY or GEMINI_API_KEY"),
+    ],
+)
+def test_demo_with_an_unusable_model_exits_2(
+    spec: str, says: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found before any worker starts and without any request: no network is needed.
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    assert main(["demo", "--model", spec]) == 2
     captured = capsys.readouterr()
-    assert NO_PROVIDERS in captured.err
-    assert "model providers are not installed in this release" in captured.err
+    assert captured.err.startswith(f"steadyrun demo: --model {spec}: ")
+    assert says in captured.err
     assert captured.out == ""
+
+
+def test_demo_with_a_missing_local_model_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = f"local:{tmp_path / 'missing.gguf'}"
+    assert main(["demo", "--model", spec]) == 2
+    err = capsys.readouterr().err
+    # With the local extra: the file is missing; without it: how to install the extra.
+    assert "does not exist" in err or "pip install 'steadyrun[local]'" in err
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

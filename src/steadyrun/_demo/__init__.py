@@ -4,6 +4,9 @@ The run lives in a SQLite file. A worker process runs it with a scripted model (
 always the same story) until its refund has moved the money; the demo then kills that process
 with SIGKILL, shows what the file holds, and resumes the run in a new worker process. The
 "bank" is a ledger file beside the database, so it proves how often the refund really ran.
+
+``--model SPEC`` tells the story with a real model instead (``resolve_model(SPEC)`` in each
+worker). A real model may not follow the script, so its checks are reported, not enforced.
 """
 
 from __future__ import annotations
@@ -24,23 +27,67 @@ from steadyrun._errors import SteadyrunError
 if TYPE_CHECKING:
     from steadyrun._demo._story import DemoFiles
 
-__all__ = ["run_demo"]
+__all__ = ["model_problem", "run_demo"]
 
 _MAX_WIDTH = 100
 _STDERR_LINES = 15
 
+# provider -> the environment variables its API key may come from (one is enough)
+_KEYS = {
+    "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "google": ("GOOGLE_API_KEY", "GEMINI_API_KEY"),
+}
 
-def run_demo(*, color: bool = True, db: str | Path | None = None, keep: bool = False) -> int:
+
+def model_problem(spec: str) -> str:
+    """Why ``spec`` cannot run the demo (empty when it can), found without any request.
+
+    Checks the spec's form, its provider and extra, the API key in the environment for the
+    hosted providers, and what the adapter's constructor checks (a local model's file...).
+    """
+    from steadyrun._errors import UsageError
+    from steadyrun.models import check_model_spec, resolve_model
+
+    try:
+        check_model_spec(spec)
+        provider = spec.partition(":")[0]
+        keys = _KEYS.get(provider, ())
+        if keys and not any(os.environ.get(k) for k in keys):
+            return (
+                f"the {provider!r} provider needs an API key: set {' or '.join(keys)} "
+                "(or try local:gemma3-270m, which runs on this machine)"
+            )
+        client = resolve_model(spec)
+    except UsageError as exc:
+        return str(exc)
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()
+    return ""
+
+
+def run_demo(
+    *,
+    color: bool = True,
+    db: str | Path | None = None,
+    keep: bool = False,
+    model: str | None = None,
+) -> int:
     """Run the demo on standard output.
 
     Args:
         color: Print with colors (when the terminal has them).
         db: The SQLite file to create and keep; by default one in a temporary directory.
         keep: Keep the temporary directory instead of removing it at the end.
+        model: A model spec (``local:gemma3-270m``, ``openai:gpt-4.1``...) to tell the story
+            with instead of the scripted model; check it first with ``model_problem``.
 
     Returns:
-        0 when every invariant the demo checks held, 1 when one did not or the demo failed,
-        2 when ``db`` cannot be used.
+        0 when every invariant the demo checks held (with a real model: when the demo ran to
+        its end, whatever the model did), 1 when one did not or the demo failed, 2 when
+        ``db`` cannot be used.
     """
     from steadyrun import __version__
 
@@ -71,12 +118,22 @@ def run_demo(*, color: bool = True, db: str | Path | None = None, keep: bool = F
                 ": an order-support agent survives a crash mid-refund",
             )
         )
-        console.print(
-            Text(
-                "No model configured: using a scripted model (steadyrun.testing.ScriptedModel)",
-                style="yellow",
+        if model is None:
+            console.print(
+                Text(
+                    "No model configured: using a scripted model (steadyrun.testing.ScriptedModel)",
+                    style="yellow",
+                )
             )
-        )
+        else:
+            console.print(
+                Text(
+                    f"Model: {model}, a real model. It may not follow the demo's story (look "
+                    "orders up, refund, get killed mid-refund, resume): the checks at the end "
+                    "are reported, but only a failure of the demo itself fails its exit code.",
+                    style="yellow",
+                )
+            )
         if tmp is None:
             kept = "--db: kept after the demo"
         elif keep:
@@ -92,7 +149,7 @@ def run_demo(*, color: bool = True, db: str | Path | None = None, keep: bool = F
             )
         )
         try:
-            return asyncio.run(run_story(console, files))
+            return asyncio.run(run_story(console, files, model=model))
         except DemoFailure as exc:
             lines = exc.stderr.rstrip().splitlines()[-_STDERR_LINES:]
             if lines:

@@ -96,6 +96,8 @@ class Narrator(Observer):
             self.line(
                 model_call_id, Text.assemble(("model: ", "magenta"), "answers the customer (below)")
             )
+        elif not message.tool_calls:  # a real model may say nothing at all
+            self.line(model_call_id, Text.assemble(("model: ", "magenta"), "answers with no text"))
         calls = message.tool_calls
         if calls:
             names = ", ".join(c.name for c in calls)
@@ -152,9 +154,10 @@ def answer_panel(text: str) -> Panel:
     return Panel(Text(text), title="final answer", title_align="left", border_style="green")
 
 
-def usage_line(usage: Usage) -> str:
+def usage_line(usage: Usage, *, scripted: bool = True) -> str:
     """The run's usage in one line."""
+    note = " (placeholder counts from the scripted model)" if scripted else ""
     return (
         f"{usage.requests} model requests, {usage.input_tokens} input + "
-        f"{usage.output_tokens} output tokens (placeholder counts from the scripted model)"
+        f"{usage.output_tokens} output tokens{note}"
     )

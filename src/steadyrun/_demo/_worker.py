@@ -7,6 +7,8 @@ The demo starts it twice, as ``python -m steadyrun._demo._worker MODE ...``:
   the parent kills it with SIGKILL, before the refund's result can be saved.
 - ``resume`` (process 2) resumes the run from the SQLite file with the second script.
 
+With ``--model SPEC`` both use that model (``resolve_model(SPEC)``) instead of the scripts.
+
 Its stdout is the live timeline (the ``Narrator``), which the parent relays, plus control lines
 for the parent that start with ``CONTROL``: ``moved`` when the refund moved the money, ``done``
 when the run returned. Both carry ``observer_errors``: how often the timeline printer raised.
@@ -44,8 +46,9 @@ from steadyrun._demo._shop import (
 )
 from steadyrun._demo._show import Narrator
 from steadyrun.chat import ModelResponse
+from steadyrun.models import ModelClient, resolve_model
 from steadyrun.records import CallRecord
-from steadyrun.runtime import Agent, Runtime
+from steadyrun.runtime import Agent, Limits, Runtime
 from steadyrun.stores import SqliteStore
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
@@ -55,6 +58,7 @@ CONTROL = "@@steadyrun-demo@@ "
 FAULT_ENV = "STEADYRUN_DEMO_FAULT"
 FAULTS = ("no-crash", "refund-twice", "hang", "error", "printer-error")
 _HANG = 120.0  # seconds a killed-to-be worker waits before giving up on its parent
+_REAL_LIMITS = Limits(max_iterations=8)  # a real model that never settles stops here
 
 ColorSystem = Literal["standard", "256", "truecolor", "windows"]
 _COLOR_SYSTEMS: dict[str, ColorSystem | None] = {
@@ -74,8 +78,10 @@ def worker_command(
     width: int,
     color_system: str | None,
     encoding: str,
+    model: str | None = None,
 ) -> list[str]:
     """The command line of a worker that prints like the parent's console would."""
+    more = ["--model", model] if model is not None else []
     return [
         sys.executable,
         "-m",
@@ -91,6 +97,7 @@ def worker_command(
         color_system or "none",
         "--encoding",
         encoding,
+        *more,
     ]
 
 
@@ -136,33 +143,41 @@ def _emit(event: str, **data: Any) -> None:
     sys.stdout.flush()
 
 
-async def _run(printer: _Printer, shop: Shop, db: Path, fault: str) -> None:
+def _agent(model: ModelClient, tools: Any) -> Agent:
+    if isinstance(model, ScriptedModel):
+        return Agent(name=AGENT, model=model, instructions=INSTRUCTIONS, tools=tools)
+    return Agent(
+        name=AGENT, model=model, instructions=INSTRUCTIONS, tools=tools, limits=_REAL_LIMITS
+    )
+
+
+async def _run(
+    printer: _Printer, shop: Shop, db: Path, fault: str, model: ModelClient | None
+) -> None:
     async def crash() -> None:
         if fault != "hang":
             _emit("moved", observer_errors=printer.errors, pid=os.getpid())
         await asyncio.sleep(_HANG)  # the parent kills this process here
         raise RuntimeError(f"worker {os.getpid()} was not killed within {_HANG:g} s")
 
-    script = ScriptedModel([text("Hello.")]) if fault == "no-crash" else before_crash_script()
-    agent = Agent(
-        name=AGENT,
-        model=script,
-        instructions=INSTRUCTIONS,
-        tools=make_tools(shop, crash),
-    )
+    if model is None:
+        model = ScriptedModel([text("Hello.")]) if fault == "no-crash" else before_crash_script()
+    agent = _agent(model, make_tools(shop, crash))
     printer.line("user", Text(CUSTOMER, style="italic"))
     async with SqliteStore(db) as store:
         result = await Runtime(store, observers=[printer]).run(agent, run_id=RUN_ID, input=CUSTOMER)
     _emit("done", status=result.status, observer_errors=result.observer_errors)
 
 
-async def _resume(printer: _Printer, shop: Shop, db: Path, fault: str) -> None:
-    if fault == "refund-twice":
+async def _resume(
+    printer: _Printer, shop: Shop, db: Path, fault: str, model: ModelClient | None
+) -> None:
+    if model is None and fault == "refund-twice":
         args = {"order_id": "A-1001", "amount_cents": 4999, "reason": "again"}
-        script = ScriptedModel([tool_calls(("refund", args)), text("Refunded.")])
-    else:
-        script = after_restart_script()
-    agent = Agent(name=AGENT, model=script, instructions=INSTRUCTIONS, tools=make_tools(shop))
+        model = ScriptedModel([tool_calls(("refund", args)), text("Refunded.")])
+    elif model is None:
+        model = after_restart_script()
+    agent = _agent(model, make_tools(shop))
     async with SqliteStore(db) as store:
         result = await Runtime(store, observers=[printer]).resume(RUN_ID, agent=agent)
     _emit("done", status=result.status, observer_errors=result.observer_errors)
@@ -177,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=100)
     parser.add_argument("--color-system", choices=tuple(_COLOR_SYSTEMS), default="none")
     parser.add_argument("--encoding", default="utf-8")
+    parser.add_argument("--model", default=None)
     args = parser.parse_args(argv)
     fault = os.environ.get(FAULT_ENV, "")
     if fault and fault not in FAULTS:
@@ -196,8 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     printer = _Printer(console, fail_once=fault == "printer-error")
     shop = Shop(args.ledger, notify=lambda line: printer.line("", Text(line, style="bold blue")))
+    model = resolve_model(args.model) if args.model else None
     story = _run if args.mode == "run" else _resume
-    asyncio.run(story(printer, shop, args.db, fault))
+    asyncio.run(story(printer, shop, args.db, fault, model))
     return 0
 
 

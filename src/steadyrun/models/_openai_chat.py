@@ -51,11 +51,14 @@ class ChatDialect:
         max_tokens_field: ``max_completion_tokens`` (OpenAI) or ``max_tokens`` (most servers).
         send_reasoning: Send thinking back in the field it came in (``reasoning_content`` or
             ``reasoning``); OpenAI rejects unknown message fields and returns no reasoning text.
+        null_content: An assistant turn of only tool calls has ``"content": null`` (OpenAI);
+            otherwise ``""`` (llama.cpp's server rejects null there).
     """
 
     provider: str
     max_tokens_field: str = "max_completion_tokens"
     send_reasoning: bool = False
+    null_content: bool = True
 
 
 # -- request --------------------------------------------------------------------------------
@@ -155,7 +158,8 @@ async def _media(ref: MediaRef, media: MediaResolver) -> dict[str, Any]:
 def _assistant(message: Message, dialect: ChatDialect) -> dict[str, Any]:
     text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
     calls = message.tool_calls
-    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    empty = None if dialect.null_content else ""
+    out: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else empty}
     if dialect.send_reasoning:
         for part in message.parts:
             if isinstance(part, ThinkingPart) and part.text:

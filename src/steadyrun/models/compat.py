@@ -54,7 +54,7 @@ class CompatModel(OpenAIChatModel):
     provider: ClassVar[str] = "compat"
     key_env: ClassVar[str] = "COMPAT_API_KEY"
     dialect: ClassVar[ChatDialect] = ChatDialect(
-        provider="compat", max_tokens_field="max_tokens", send_reasoning=True
+        provider="compat", max_tokens_field="max_tokens", send_reasoning=True, null_content=False
     )
 
     def __init__(

@@ -183,11 +183,9 @@ class Execution:
 
     async def _model_turn(self) -> RunResult | None:
         state, cp = self.state, self.state.cp
-        cp.iteration += 1
-        cp.model_calls += 1
-        model_call_id = f"m{cp.model_calls}"
+        model_call_id = f"m{cp.model_calls + 1}"
         # A guard's correction is shown to this one model call and never enters the history.
-        correction = cp.extra.pop(_CORRECTION, None)
+        correction = cp.extra.get(_CORRECTION)
         extra = from_plain(correction, list[Message]) if correction else []
         instructions = self.agent.instructions_for(state.run_id)
         tools = self.agent.toolset.definitions()
@@ -200,7 +198,12 @@ class Execution:
                 settings=self.agent.settings,
             )
 
+        # Fitting may save a rewritten context: the counters and a pending correction change
+        # only after it, so a crash in between replays this model call as it was.
         await self._fit_context(model_call_id, build)
+        cp.iteration += 1
+        cp.model_calls += 1
+        cp.extra.pop(_CORRECTION, None)
         request = build(state.context)
         try:
             response = await self.agent.client.respond(request)
@@ -295,7 +298,7 @@ class Execution:
                 run_id=state.run_id,
                 model_call_id=model_call_id,
                 turn=state.cp.turn,
-                iteration=state.cp.iteration,
+                iteration=state.cp.iteration + 1,
             )
             reduced = reducer(view, build(list(state.context)))
             if inspect.isawaitable(reduced):

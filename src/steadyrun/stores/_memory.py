@@ -28,6 +28,7 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
@@ -68,15 +69,15 @@ class MemoryStore:
 
     async def save_step(self, run_id: str, step: Step) -> None:
         """Write one step atomically: everything is encoded before anything is changed."""
-        if step.run.run_id != run_id:
-            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
-        run_b = encode(step.run)
-        cp_b = encode(step.checkpoint)
-        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
-        appended = [encode(m) for m in step.context.append]
-        blocks = {b.id: encode(b) for b in step.blocks}
-        written = len(run_b) + len(cp_b) + sum(map(len, appended)) + sum(map(len, blocks.values()))
-        written += sum(map(len, base)) if base is not None else 0
+        enc = encode_step(run_id, step)
+        run_b, cp_b, base, appended, written = (
+            enc.run,
+            enc.checkpoint,
+            enc.base,
+            enc.append,
+            enc.size,
+        )
+        blocks = {block_id: data for block_id, _, data in enc.blocks}
         # Merge the call snapshots (after the step's removals) before changing anything, so a
         # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)

@@ -42,6 +42,7 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
 from steadyrun.stores._sqlite import _dt, _us
@@ -212,17 +213,17 @@ class PostgresStore:
 
     async def save_step(self, run_id: str, step: Step) -> None:
         """Write one step in one transaction."""
-        if step.run.run_id != run_id:
-            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
         s = self._s
         run = step.run
-        run_b = encode(run)
-        cp_b = encode(step.checkpoint)
-        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
-        appended = [encode(m) for m in step.context.append]
-        blocks = [(b.id, b.position, encode(b)) for b in step.blocks]
-        written = len(run_b) + len(cp_b) + sum(map(len, appended))
-        written += sum(len(b[2]) for b in blocks) + (sum(map(len, base)) if base else 0)
+        enc = encode_step(run_id, step)
+        run_b, cp_b, base, appended, written = (
+            enc.run,
+            enc.checkpoint,
+            enc.base,
+            enc.append,
+            enc.size,
+        )
+        blocks = enc.blocks
         times = (_us(run.created_at), _us(run.updated_at))
 
         async with self._transaction() as conn:

@@ -33,6 +33,7 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -167,16 +168,16 @@ class SqliteStore:
 
     async def save_step(self, run_id: str, step: Step) -> None:
         """Write one step in one transaction."""
-        if step.run.run_id != run_id:
-            raise StoreError(f"step of run {step.run.run_id!r} saved under {run_id!r}")
         run = step.run
-        run_b = encode(run)
-        cp_b = encode(step.checkpoint)
-        base = [encode(m) for m in step.context.base] if step.context.base is not None else None
-        appended = [encode(m) for m in step.context.append]
-        blocks = [(b.id, b.position, encode(b)) for b in step.blocks]
-        written = len(run_b) + len(cp_b) + sum(map(len, appended))
-        written += sum(len(b[2]) for b in blocks) + (sum(map(len, base)) if base else 0)
+        enc = encode_step(run_id, step)
+        run_b, cp_b, base, appended, written = (
+            enc.run,
+            enc.checkpoint,
+            enc.base,
+            enc.append,
+            enc.size,
+        )
+        blocks = enc.blocks
 
         def write(conn: sqlite3.Connection) -> int:
             calls_written = 0

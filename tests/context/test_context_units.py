@@ -8,7 +8,7 @@ import json
 import pytest
 
 import steadyrun as sr
-from steadyrun.chat import MediaPart, MediaRef, Message, ModelRequest, TextPart, ToolDefinition
+from steadyrun.chat import MediaPart, MediaRef, Message, ModelRequest, ToolDefinition
 from steadyrun.context import (
     DEFAULT_SUMMARY_INSTRUCTION,
     SUMMARY_META,
@@ -305,7 +305,6 @@ async def test_an_async_reducer_may_leave_the_context_alone() -> None:
         sr.Agent(name="n", model=model, context_reducer=nothing), run_id="r", input="x"
     )
     assert result.text == "hi" and [m.text for m in result.messages] == ["x", "hi"]
-    assert TextPart  # noqa: B018 (imported for readers of this file)
 
 
 async def test_cached_counts_ignore_message_ids() -> None:

@@ -12,6 +12,8 @@ from steadyrun.chat import ModelSettings
 from steadyrun.context import ContextPolicy, read_tool
 from steadyrun.models import ModelClient, check_model_spec, resolve_model
 from steadyrun.runtime._completion import CompletionFallback, CompletionValidator, Guard
+from steadyrun.runtime._extension import Extension
+from steadyrun.runtime._extset import check_extensions
 from steadyrun.tools import Tool, ToolSet
 
 __all__ = ["Agent", "ContextReducer", "Limits", "ReducerView"]
@@ -97,6 +99,8 @@ class Agent:
             clearing old rounds, summarizing); adds the ``read_offloaded_result`` tool.
         context_reducer: Called before every model call with (``ReducerView``, request); a
             list of messages it returns replaces the run's context (and is what is saved).
+        extensions: Extensions (planning, sub-agents, skills, memory, your own); each run gets
+            its own instance of each, with its state saved in the run's checkpoint.
     """
 
     name: str
@@ -113,6 +117,7 @@ class Agent:
     can_suspend: bool = True
     context: ContextPolicy | None = None
     context_reducer: ContextReducer | None = None
+    extensions: Sequence[Extension] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -124,6 +129,7 @@ class Agent:
                 f"model must be a ModelClient (an object with async respond(request)), "
                 f"got {type(self.model).__name__}"
             )
+        check_extensions(self.extensions)
         _ = self.toolset  # report tool problems when the agent is defined, not mid-run
 
     @cached_property
@@ -132,6 +138,8 @@ class Agent:
         tools = list(self.tools)
         if self.context is not None:
             tools.append(read_tool())
+        for ext in self.extensions:
+            tools.extend(ext.tools())
         return ToolSet(tools)
 
     @cached_property

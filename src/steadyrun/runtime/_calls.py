@@ -8,6 +8,7 @@ raised into the record's next state. Every change is saved before anything depen
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -28,6 +29,8 @@ from steadyrun.control import (
     Submit,
 )
 from steadyrun.records import CallCompletion, CallRecord, InputRequest
+from steadyrun.runtime._extension import ToolCall
+from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
 from steadyrun.runtime._state import RunState
@@ -42,6 +45,8 @@ HandoverHook = Callable[[str, CallRecord], Awaitable[None]]
 ``CallRejected`` to refuse it."""
 
 CONFIRM_PROMPT = "steadyrun.confirm_prompt"
+USAGE_NOTE = "steadyrun.usage"
+"""Note key of the usage of model calls a tool made itself (JSON), counted when its batch closes."""
 
 
 @dataclass(slots=True)
@@ -69,6 +74,7 @@ class CallRunner:
     on_handover: HandoverHook | None = None
     validate_completion: Callable[[Any], str | None] | None = None
     read_result: Callable[[str], str | None] | None = None
+    extensions: ExtensionSet | None = None
 
     # -- before the body -------------------------------------------------------------------
 
@@ -104,6 +110,10 @@ class CallRunner:
                 await self._fail(
                     record, self.texts.tool_error.format(name=record.name, error=_describe(exc))
                 )
+                return None
+            if isinstance(outcome, Submit | Confirm) and not self.can_suspend:
+                text = self.texts.cannot_suspend.format(name=record.name)
+                await self._fail(record, text)
                 return None
             if isinstance(outcome, Submit):
                 await self._hand_over(
@@ -175,12 +185,16 @@ class CallRunner:
             input_response=request.response if answered and request else None,
             edited_arguments=ORIGINAL_ARGUMENTS in started.notes,
             read_result=self.read_result,
+            extensions=self.extensions.by_name if self.extensions is not None else {},
         )
         try:
+            body = self._body(
+                ToolCall(record=replace(started), tool=item.tool, args=item.args, context=ctx)
+            )
             if item.tool.timeout is not None:
-                value = await asyncio.wait_for(item.tool.invoke(item.args, ctx), item.tool.timeout)
+                value = await asyncio.wait_for(body, item.tool.timeout)
             else:
-                value = await item.tool.invoke(item.args, ctx)
+                value = await body
         except ControlSignal as signal:
             settled = self._signalled(started, item.tool, signal)
         except HostFailure as exc:
@@ -198,8 +212,38 @@ class CallRunner:
             settled = self._failed(started, _describe(exc))
         else:
             settled = self._returned(started, item.tool, value)
+        settled = self._annotated(settled, ctx)
         await self.save(settled)
         await self.observers.emit("on_tool_settle", self.state.run_id, replace(settled))
+        if self.extensions is not None:
+            await self.extensions.notify("on_tool_outcome", self.state.run_id, replace(settled))
+
+    async def _body(self, call: ToolCall) -> Any:
+        """The tool's body, inside the extensions' tool middleware."""
+        if self.extensions is None:
+            return await call.tool.invoke(call.args, call.context)
+
+        async def invoke(c: ToolCall) -> Any:
+            return await c.tool.invoke(c.args, c.context)
+
+        return await self.extensions.run_tool(call, invoke)
+
+    def _annotated(self, record: CallRecord, ctx: ToolContext) -> CallRecord:
+        """Notes saved with the settled record: the tool's own usage, extension states it changed.
+
+        Kept on the record, which is written before anything depends on it, so a crash before
+        the next checkpoint loses neither.
+        """
+        notes = {}
+        if ctx.usage is not None:
+            notes[USAGE_NOTE] = json.dumps(to_plain(ctx.usage, Any))
+        if self.extensions is not None:
+            changed = self.extensions.changed_states()
+            if changed:
+                notes[EXT_STATE] = json.dumps(changed)
+        if not notes:
+            return record
+        return replace(record, notes={**record.notes, **notes})
 
     def _returned(self, record: CallRecord, tool: Tool, value: Any) -> CallRecord:
         try:

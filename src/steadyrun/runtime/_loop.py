@@ -7,6 +7,7 @@ Every safe point saves a step; a crash anywhere resumes from the last one.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -30,6 +31,7 @@ from steadyrun.chat import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    Usage,
 )
 from steadyrun.context import (
     ContextEvent,
@@ -40,8 +42,11 @@ from steadyrun.models import resolve_model
 from steadyrun.records import Block, CallRecord
 from steadyrun.runtime._agent import Agent, ReducerView
 from steadyrun.runtime._batch import BatchRunner
-from steadyrun.runtime._calls import CallRunner, HandoverHook
+from steadyrun.runtime._calls import USAGE_NOTE, CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
+from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
+from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
+from steadyrun.runtime._handle import RunHandle
 from steadyrun.runtime._input import TurnLimit, fresh_input, take_input, turn_limit_failure
 from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import (
@@ -79,6 +84,8 @@ class Execution:
         clock: Callable[[], datetime],
         on_handover: HandoverHook | None = None,
         can_suspend: bool = True,
+        extensions: ExtensionSet | None = None,
+        subagent: bool = False,
     ) -> None:
         self.state = state
         self.agent = agent
@@ -87,9 +94,16 @@ class Execution:
         self.texts = texts
         self.clock = clock
         self.limits = agent.limits
+        self.subagent = subagent
+        self.ext = extensions
+        if self.ext is None and agent.extensions:
+            self.ext = self._restore_extensions(agent)
         self.context: ContextManager | None = None
         if agent.context is not None:
             policy = agent.context
+            if self.ext is not None and self.ext.reserved_tokens:
+                reserved = policy.reserved_tokens + self.ext.reserved_tokens
+                policy = replace(policy, reserved_tokens=reserved)
 
             def pinned(name: str) -> bool:
                 tool = agent.toolset.get(name)
@@ -115,7 +129,32 @@ class Execution:
             on_handover=on_handover,
             validate_completion=agent.completion_validator,
             read_result=self.read_result,
+            extensions=self.ext,
         )
+        if self.ext is not None and not subagent:
+            handle = RunHandle(
+                run_id=state.run_id,
+                agent=agent,
+                subagent=subagent,
+                store=store,
+                observers=observers,
+                texts=texts,
+                clock=clock,
+                extensions=self.ext,
+                save_call=self.calls.save,
+            )
+            for ext in self.ext.instances:
+                ext.attach(handle)
+
+    def _restore_extensions(self, agent: Agent) -> ExtensionSet:
+        """The run's extension instances, in the state its last records and checkpoint left."""
+        cp = self.state.cp
+        ext = ExtensionSet.for_run(agent.extensions, dict(cp.extra.get(EXT_STATE) or {}))
+        if cp.phase == "batch":  # states changed by calls settled after the last checkpoint
+            settled = [r for r in self.state.batch_calls() if r.completed_at is not None]
+            settled.sort(key=lambda r: (r.completed_at, r.rev))
+            ext.overlay(settled)
+        return ext
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -134,6 +173,8 @@ class Execution:
         """Drive a stored run on from its last checkpoint."""
         state = self.state
         cp = state.cp
+        if self.ext is not None and not self.subagent:
+            await self.ext.notify("on_restore", state.run_id)
         if len(state.context) != cp.context_length:
             raise RuntimeError(
                 f"run {state.run_id!r}: context log has {len(state.context)} messages, "
@@ -188,6 +229,15 @@ class Execution:
         correction = cp.extra.get(_CORRECTION)
         extra = from_plain(correction, list[Message]) if correction else []
         instructions = self.agent.instructions_for(state.run_id)
+        if self.ext is not None:
+            view = TurnView(
+                run_id=state.run_id,
+                agent=self.agent.name,
+                subagent=self.subagent,
+                turn=cp.turn,
+                iteration=cp.iteration + 1,
+            )
+            instructions = self.ext.instructions(instructions, view)
         tools = self.agent.toolset.definitions()
 
         def build(context: list[Message]) -> ModelRequest:
@@ -206,7 +256,7 @@ class Execution:
         cp.extra.pop(_CORRECTION, None)
         request = build(state.context)
         try:
-            response = await self.agent.client.respond(request)
+            response = await self._call_model(model_call_id, request)
         except Exception as exc:
             return await self._fail(
                 ModelCallFailed(
@@ -215,12 +265,14 @@ class Execution:
                 )
             )
         await self.observers.emit("on_model_response", state.run_id, model_call_id, response)
+        if self.ext is not None:
+            await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
         # The runtime counts requests itself: a provider's usage may leave them out.
         state.run.usage = state.run.usage + replace(response.usage, requests=1)
         calls = response.message.tool_calls
         finish = response.finish_reason
         if calls and finish == "tool_calls":
-            self._open_batch(model_call_id, response)
+            await self._open_batch(model_call_id, response)
             await self._save()
             return None
         if calls and finish == "length":
@@ -247,6 +299,24 @@ class Execution:
             await self._save()
             return None
         return await self._deliver(model_call_id, response.message)
+
+    async def _call_model(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
+        """The model call, inside the extensions' model middleware."""
+        client = self.agent.client
+        if self.ext is None:
+            return await client.respond(request)
+
+        async def respond(call: ModelCall) -> ModelResponse:
+            return await client.respond(call.request)
+
+        call = ModelCall(
+            run_id=self.state.run_id,
+            model_call_id=model_call_id,
+            agent=self.agent.name,
+            subagent=self.subagent,
+            request=request,
+        )
+        return await self.ext.call_model(call, respond)
 
     async def _deliver(self, model_call_id: str, message: Message) -> RunResult | None:
         """Put the final text past the guard, then complete (or correct, or finish)."""
@@ -347,11 +417,15 @@ class Execution:
                 blocks.append(block)
         return blocks
 
-    def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
+    async def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
         state = self.state
+        parts = response.message.tool_calls
+        denied: dict[int, str] = {}
+        if self.ext is not None:
+            review = ToolBatch(run_id=state.run_id, model_call_id=model_call_id, calls=tuple(parts))
+            denied = dict((await self.ext.review_batch(review)).denied)
         self._record_message(model_call_id, response.message)
         batch = []
-        parts = response.message.tool_calls
         tools = [self.agent.toolset.get(p.name) for p in parts]
         # A completion tool must be the only call of its response; otherwise none runs.
         completing = next((t for t in tools if t is not None and t.completion), None)
@@ -372,6 +446,10 @@ class Execution:
             if not_alone and completing is not None:
                 record.status = "failed"
                 record.error = self.texts.completion_not_alone.format(name=completing.name)
+                record.completed_at = self.clock()
+            elif i in denied:
+                record.status = "failed"
+                record.error = denied[i]
                 record.completed_at = self.clock()
             state.put_call(record, saved=False)
             batch.append(record.id)
@@ -407,9 +485,11 @@ class Execution:
         now = self.clock()
         for record in state.batch_calls():
             if needs_recovery(record):
-                settled = settle_interrupted(record, now, self.texts)
+                recovered = await self.ext.recover(record) if self.ext is not None else None
+                settled = recovered or settle_interrupted(record, now, self.texts)
                 await self.calls.save(settled)
-                await self.observers.emit("on_tool_settle", state.run_id, settled)
+                if settled.settled:
+                    await self.observers.emit("on_tool_settle", state.run_id, settled)
         strict = self.agent.strict_settlement
         answers = [(r, apply_answers(r, now, self.texts)) for r in state.batch_calls()]
         if any(blocks_run(r, strict_settlement=strict) and a is None for r, a in answers):
@@ -433,6 +513,7 @@ class Execution:
         if any(blocks_run(r, strict_settlement=strict) for r in records):
             return await self._suspend()
         state.append(tool_message(records, self.agent.toolset, self.agent.context))
+        state.run.usage = state.run.usage + _tools_usage(records)
         state.cp.phase = "model"
         state.cp.batch = []
         completion = completion_of(records)
@@ -475,6 +556,9 @@ class Execution:
         fresh = await fresh_input(self.store, self.state)
         if fresh:
             take_input(self.state, fresh, new_turn=new_turn, max_turns=self.limits.max_turns)
+            if self.ext is not None:
+                taken = self.state.context[-len(fresh.messages) :]
+                await self.ext.claimed(self.state.run_id, taken)
         return bool(fresh)
 
     # -- endings and saves -----------------------------------------------------------------
@@ -490,6 +574,8 @@ class Execution:
         state.run.error_kind = state.run.error = None
         state.cp.phase = "done"
         state.cp.batch = []
+        if self.ext is not None and not self.subagent:
+            await self.ext.notify("on_complete", state.run_id, list(state.context))
         await self._save()
         await self.store.consume(state.run_id, state.cp.claimed_through)
         return self._result()
@@ -525,6 +611,10 @@ class Execution:
         return self._result()
 
     async def _save(self) -> None:
+        if self.ext is not None and not self.subagent:
+            state = self.state
+            state.cp.extra[EXT_STATE] = self.ext.all_states()
+            state.run.usage = state.run.usage + self.ext.take_usage()
         await self.store.save_step(self.state.run_id, self.state.take_step(self.clock()))
 
     def _result(self) -> RunResult:
@@ -545,7 +635,18 @@ class Execution:
             error=error,
             messages=list(self.state.context),
             observer_errors=self.observers.errors,
+            extensions=self.ext.published() if self.ext is not None else {},
         )
 
 
 _CORRECTION = "steadyrun.correction"
+
+
+def _tools_usage(records: list[CallRecord]) -> Usage:
+    """Usage of model calls the batch's tools made themselves (sub-agents, say)."""
+    total = Usage()
+    for record in records:
+        note = record.notes.get(USAGE_NOTE)
+        if note:
+            total = total + from_plain(json.loads(note), Usage)
+    return total

@@ -30,6 +30,7 @@ class RunResult:
         error: Why the run failed.
         messages: The model context at the end.
         observer_errors: Observer callbacks that raised during this execution.
+        extensions: What the run's extensions publish, by extension name (the plan, say).
     """
 
     run_id: str
@@ -43,6 +44,12 @@ class RunResult:
     error: RunFailure | None = None
     messages: list[Message] = field(default_factory=list)
     observer_errors: int = 0
+    extensions: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def plan(self) -> Any:
+        """The run's plan, published by the ``planning`` extension (``None`` without one)."""
+        return self.extensions.get("planning")
 
     def call(self, call_id: str) -> CallRecord:
         """The record with this id; ``KeyError`` when there is none."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ToolContext"]
@@ -29,6 +29,8 @@ class ToolContext:
         edited_arguments: Whether a reviewer edited the arguments before approving the call.
         read_result: The runtime's reader of this run's offloaded and cleared results by
             reference (used by the built-in read tool; ``None`` outside context management).
+        extensions: The run's extension instances by name (see ``Extension.of``).
+        usage: Token usage of model calls the tool made itself (see ``report_usage``).
     """
 
     run_id: str
@@ -41,6 +43,15 @@ class ToolContext:
     input_response: Any = None
     edited_arguments: bool = False
     read_result: Callable[[str], str | None] | None = None
+    extensions: Mapping[str, Any] = field(default_factory=dict)
+    usage: Any = None
+
+    def report_usage(self, usage: Any) -> None:
+        """Count a model call the tool made (a ``steadyrun.Usage``) in the run's usage.
+
+        It is kept with the call's record, so it is counted once even across a crash.
+        """
+        self.usage = usage if self.usage is None else self.usage + usage
 
     @property
     def resumed_with_input(self) -> bool:

@@ -1,0 +1,247 @@
+"""Sub-agents: the main agent hands tasks to child agents through delegation tools.
+
+Each delegation drives a durable child run (id ``<run>/<call>``) on the same store. The child
+cannot suspend, uses the main agent's tools except ``main_only`` ones (delegation and planning
+among them) or, for a typed delegate, its own; its call records are copied under the delegation
+call (``parent_id``) and its usage is counted in the run's. After a crash the delegation resumes
+the child from its own checkpoint, unless the child left a side effect whose outcome is unknown:
+then the delegation is ``needs_review`` and nothing repeats it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from steadyrun._errors import UsageError
+from steadyrun.models import ModelClient
+from steadyrun.records import CallRecord
+from steadyrun.runtime._agent import Agent, Limits
+from steadyrun.runtime._completion import Correct, GuardView, Verdict
+from steadyrun.runtime._extension import Extension
+from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._recovery import needs_recovery
+from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
+
+__all__ = ["Delegate", "SubAgentFailed", "SubAgents"]
+
+GENERAL_INSTRUCTIONS = (
+    "You are a sub-agent working on one task for another agent. Use your tools as needed, then "
+    "answer with the result; your answer is all the other agent will see."
+)
+
+
+@dataclass(kw_only=True, frozen=True)
+class Delegate:
+    """A named child agent with its own instructions, tools, model, limits and output type.
+
+    Attributes:
+        name: Names the delegation tool (``delegate_<name>``) and the child agent.
+        description: When to use it, as the main agent's model reads it.
+        instructions: The child's instructions.
+        tools: The child's own tools; ``None``: the main agent's tools (not ``main_only`` ones).
+        model: The child's model; ``None``: the main agent's.
+        output: A type (pydantic model, dataclass, ``TypedDict``...) the child's result must
+            have: the child ends by calling ``submit_result`` with it, validated before the
+            main agent sees it. ``None``: the child's final text.
+        limits: The child's limits; ``max_iterations`` is its budget of model calls.
+    """
+
+    name: str
+    description: str
+    instructions: str = GENERAL_INSTRUCTIONS
+    tools: Sequence[Tool | Callable[..., Any]] | None = None
+    model: ModelClient | str | None = None
+    output: Any = None
+    limits: Limits = field(default_factory=lambda: Limits(max_iterations=10))
+
+    def __post_init__(self) -> None:
+        problems = validate_tool_name(f"delegate_{self.name}")
+        if problems:
+            raise UsageError(f"Delegate name {self.name!r}: " + "; ".join(problems))
+        if not self.description.strip():
+            raise UsageError(f"Delegate {self.name!r} needs a description for the model")
+
+
+class SubAgentFailed(Exception):
+    """A sub-agent's run failed; the delegation call fails with this message."""
+
+
+class SubAgents(Extension):
+    """Delegation tools: ``delegate`` (a general sub-agent) and one per typed ``Delegate``.
+
+    Args:
+        delegates: Typed delegates, each offered as ``delegate_<name>``.
+        general: Whether to offer ``delegate``, a sub-agent with the main agent's model and
+            tools (not ``main_only`` ones).
+        limits: Limits of the general sub-agent.
+
+    Delegations of one response run in parallel (up to ``Limits.max_concurrent_tool_calls``).
+    """
+
+    name = "subagents"
+
+    def __init__(
+        self,
+        delegates: Sequence[Delegate] = (),
+        *,
+        general: bool = True,
+        limits: Limits | None = None,
+    ) -> None:
+        names = [d.name for d in delegates]
+        if len(set(names)) != len(names):
+            raise UsageError(f"delegate names must be unique, got {names}")
+        if not delegates and not general:
+            raise UsageError("SubAgents needs delegates or general=True")
+        self.delegates = {d.name: d for d in delegates}
+        self.general = general
+        self.limits = limits or Limits(max_iterations=10)
+        self.handle: RunHandle | None = None
+        self._agents: dict[str, Agent] = {}
+        self._lock = asyncio.Lock()
+
+    def for_run(self) -> SubAgents:
+        """An instance for one run (child agents are built once per run, on first use)."""
+        clone = SubAgents(tuple(self.delegates.values()), general=self.general, limits=self.limits)
+        return clone
+
+    def attach(self, handle: RunHandle) -> None:
+        """Keep the run's handle: delegations drive child runs through it."""
+        self.handle = handle
+
+    def tool_names(self) -> set[str]:
+        """The names of the delegation tools."""
+        names = {f"delegate_{n}" for n in self.delegates}
+        return names | {"delegate"} if self.general else names
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def tools(self) -> Sequence[Tool]:
+        """The delegation tools (main agent only; several may run at once)."""
+        out = []
+        if self.general:
+            out.append(self._tool(None))
+        out += [self._tool(d) for d in self.delegates.values()]
+        return out
+
+    def _tool(self, spec: Delegate | None) -> Tool:
+        ext = self
+
+        async def delegate(task: str, ctx: ToolContext) -> Any:
+            return await ext.of(ctx).delegate(spec, task, ctx)
+
+        if spec is None:
+            name = "delegate"
+            description = (
+                "Hand a self-contained task to a sub-agent that has your tools; it works on its "
+                "own and returns its result. Several delegations can run at once."
+            )
+        else:
+            name, description = f"delegate_{spec.name}", spec.description
+        delegate.__doc__ = (
+            f"{description}\n\nArgs:\n    task: The task, with everything the sub-agent needs "
+            "to know (it does not see this conversation)."
+        )
+        return tool(name=name, main_only=True, side_effects=True, concurrency_key="")(delegate)
+
+    # -- delegation --------------------------------------------------------------------------
+
+    async def delegate(self, spec: Delegate | None, task: str, ctx: ToolContext) -> Any:
+        """Drive the child run of this delegation call to its end and return its result."""
+        handle = self.handle
+        if handle is None:
+            raise UsageError("SubAgents is not attached to a run")
+        agent = await self._agent(spec, handle)
+        result = await handle.run_subagent(agent, call_id=ctx.call_id, task=task)
+        await handle.record_subcalls(ctx.call_id, result.calls)
+        ctx.report_usage(result.usage)
+        if result.status != "completed":
+            why = result.error or "it could not finish without waiting for someone"
+            raise SubAgentFailed(f"the sub-agent did not finish: {why}")
+        if spec is not None and spec.output is not None:
+            return result.completion
+        return result.text or ""
+
+    async def _agent(self, spec: Delegate | None, handle: RunHandle) -> Agent:
+        key = spec.name if spec is not None else ""
+        async with self._lock:
+            agent = self._agents.get(key)
+            if agent is None:
+                agent = _child_agent(spec, handle, self.limits)
+                self._agents[key] = agent
+            return agent
+
+    async def recover_call(self, record: CallRecord) -> CallRecord | None:
+        """Resume a delegation a crash interrupted, unless its child left an unknown effect."""
+        if record.name not in self.tool_names() or self.handle is None:
+            return None
+        calls = await self.handle.child_snapshot_calls(record.id) or []
+        unknown = [c for c in calls if needs_recovery(c) and c.side_effects and not c.replayable]
+        if unknown:
+            names = ", ".join(sorted({c.name for c in unknown}))
+            return replace(
+                record,
+                rev=record.rev + 1,
+                status="needs_review",
+                result=(
+                    f"The delegation was interrupted while its sub-agent was running {names}, "
+                    "whose outcome is unknown; check it before delegating this task again."
+                ),
+                completed_at=record.started_at,
+            )
+        # The child resumes from its own checkpoint: nothing it finished runs again.
+        return replace(record, rev=record.rev + 1, status="queued", started_at=None)
+
+
+def _child_agent(spec: Delegate | None, handle: RunHandle, limits: Limits) -> Agent:
+    main = handle.agent
+    if spec is None:
+        return Agent(
+            name=f"{main.name}.subagent",
+            model=main.client,
+            instructions=GENERAL_INSTRUCTIONS,
+            tools=handle.subagent_tools(),
+            limits=limits,
+            settings=main.settings,
+            deps=main.deps,
+            can_suspend=False,
+        )
+    tools: list[Tool | Callable[..., Any]] = (
+        list(spec.tools) if spec.tools is not None else list(handle.subagent_tools())
+    )
+    guard = None
+    instructions = spec.instructions
+    if spec.output is not None:
+        tools.append(_output_tool(spec.output))
+        guard = _UseOutputTool()
+        instructions += "\n\nEnd by calling submit_result with your result."
+    return Agent(
+        name=f"{main.name}.{spec.name}",
+        model=spec.model if spec.model is not None else main.client,
+        instructions=instructions,
+        tools=tools,
+        limits=spec.limits,
+        deps=main.deps,
+        guard=guard,
+        can_suspend=False,
+    )
+
+
+def _output_tool(output: Any) -> Tool:
+    async def submit_result(result: Any) -> Any:
+        return result
+
+    submit_result.__annotations__ = {"result": output, "return": output}
+    submit_result.__doc__ = (
+        "Submit your final result; it ends your work.\n\nArgs:\n    result: The result."
+    )
+    return tool(completion=True, replayable=True)(submit_result)
+
+
+class _UseOutputTool:
+    """A typed delegate answers through its output tool, not in plain text."""
+
+    def review(self, view: GuardView) -> Verdict:
+        return Correct(prompt="Do not answer in text: call submit_result with your result.")

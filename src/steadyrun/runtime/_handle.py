@@ -1,0 +1,114 @@
+"""``RunHandle``: what an extension may do with the run it belongs to.
+
+Chiefly: drive a sub-agent as a durable child run. The child's id is derived from the
+delegation call, so running the same delegation again resumes the child from its own
+checkpoint instead of starting it over; its calls are copied under the delegation call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from steadyrun.records import CallRecord
+from steadyrun.runtime._result import RunResult
+from steadyrun.runtime._state import RunState
+from steadyrun.stores import FeedMessage, Store
+from steadyrun.tools import Tool
+
+if TYPE_CHECKING:
+    from steadyrun.runtime._agent import Agent
+    from steadyrun.runtime._extset import ExtensionSet
+    from steadyrun.runtime._observers import ObserverSet
+    from steadyrun.runtime._texts import Texts
+
+__all__ = ["RunHandle", "child_run_id"]
+
+
+def child_run_id(run_id: str, call_id: str) -> str:
+    """The id of the sub-agent run a delegation call drives."""
+    return f"{run_id}/{call_id}"
+
+
+class RunHandle:
+    """A run, as its extensions see it.
+
+    Attributes:
+        run_id: The run.
+        agent: The run's agent (for a sub-agent run: the sub-agent).
+        subagent: Whether this execution is a sub-agent's.
+        store: The run's store.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        agent: Agent,
+        subagent: bool,
+        store: Store,
+        observers: ObserverSet,
+        texts: Texts,
+        clock: Callable[[], datetime],
+        extensions: ExtensionSet,
+        save_call: Callable[[CallRecord], Awaitable[None]],
+    ) -> None:
+        self.run_id = run_id
+        self.agent = agent
+        self.subagent = subagent
+        self.store = store
+        self._observers = observers
+        self._texts = texts
+        self._clock = clock
+        self._extensions = extensions
+        self._save_call = save_call
+
+    def subagent_tools(self) -> list[Tool]:
+        """The main agent's tools a sub-agent may use: all but ``main_only`` ones."""
+        return [t for t in self.agent.toolset if not t.main_only]
+
+    async def child_snapshot_calls(self, call_id: str) -> list[CallRecord] | None:
+        """The call records of the sub-agent run a delegation call drives (``None``: none yet)."""
+        snap = await self.store.load(child_run_id(self.run_id, call_id))
+        return None if snap is None else snap.calls
+
+    async def run_subagent(self, agent: Agent, *, call_id: str, task: str) -> RunResult:
+        """Drive the sub-agent run of delegation ``call_id`` until it ends; start it if new.
+
+        The sub-agent cannot suspend: a call of it that would wait for a person or a system
+        fails with a reason its model sees. It shares this run's extension instances.
+        """
+        from steadyrun.runtime._loop import Execution
+
+        run_id = child_run_id(self.run_id, call_id)
+        snap = await self.store.load(run_id)
+        if snap is None:
+            await self.store.append(
+                run_id, FeedMessage(id=f"{run_id}:task", revision="1", role="user", content=task)
+            )
+            state = RunState.new(run_id, agent.name, self._clock())
+        else:
+            state = RunState.restore(snap)
+        execution = Execution(
+            state=state,
+            agent=agent,
+            store=self.store,
+            observers=self._observers,
+            texts=self._texts,
+            clock=self._clock,
+            can_suspend=False,
+            extensions=self._extensions,
+            subagent=True,
+        )
+        return await (execution.start() if snap is None else execution.resume())
+
+    async def record_subcalls(self, parent_id: str, calls: list[CallRecord]) -> list[CallRecord]:
+        """Copy a sub-agent's call records into this run, under the delegation call."""
+        copies = []
+        for call in calls:
+            copy = replace(call, id=f"{parent_id}/{call.id}", parent_id=parent_id)
+            await self._save_call(copy)
+            copies.append(copy)
+        return copies

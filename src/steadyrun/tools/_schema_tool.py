@@ -1,0 +1,179 @@
+"""Tools defined by a JSON schema rather than a Python signature (e.g. tools of MCP servers)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from jsonschema.protocols import Validator
+from pydantic import BaseModel
+
+from steadyrun._errors import ToolDefinitionError
+from steadyrun.tools._arguments import ToolArgumentsError
+from steadyrun.tools._context import ToolContext
+from steadyrun.tools._signature import Binding
+from steadyrun.tools._tool import Tool
+
+__all__ = ["schema_tool"]
+
+_MAX_PROBLEMS = 8
+_REQUIRED = re.compile(r"'(.*)' is a required property")
+
+
+class _NoArguments(BaseModel):
+    """Placeholder argument model: a schema tool validates with its JSON schema instead."""
+
+
+@dataclass(kw_only=True, frozen=True, slots=True, eq=False)
+class _SchemaTool(Tool):
+    """A tool whose arguments are checked against a JSON schema and passed on as one dict."""
+
+    _validator: Validator = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        Tool.__post_init__(self)
+        object.__setattr__(self, "_validator", _validator_for(self.name, self.parameters))
+
+    def validate(self, arguments: str) -> dict[str, Any]:
+        """Parse the raw argument JSON and check it against the tool's JSON schema.
+
+        Args:
+            arguments: The JSON text of the call's arguments; blank text counts as ``{}``.
+
+        Returns:
+            The arguments object as written (no defaults are filled in).
+
+        Raises:
+            ToolArgumentsError: The text is not a JSON object or does not fit the schema.
+        """
+        if not arguments.strip():
+            arguments = "{}"
+        try:
+            value = json.loads(arguments)
+        except ValueError as exc:
+            raise ToolArgumentsError(
+                self.name, [f"the arguments are not valid JSON ({exc})"]
+            ) from None
+        if not isinstance(value, dict):
+            raise ToolArgumentsError(
+                self.name, [f"the arguments must be a JSON object, got {_json_type(value)}"]
+            )
+        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+        if errors:
+            problems = [_describe(error) for error in errors[:_MAX_PROBLEMS]]
+            if len(errors) > _MAX_PROBLEMS:
+                problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more problem(s)")
+            raise ToolArgumentsError(self.name, problems)
+        return value
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+        """Call ``function(args, ctx)``; sync functions run in a worker thread.
+
+        Args:
+            args: Validated arguments, as returned by ``validate``.
+            ctx: The call's context.
+
+        Returns:
+            Whatever the function returned.
+        """
+        if self._binding.is_async:
+            return await self.function(dict(args), ctx)
+        result = await asyncio.to_thread(self.function, dict(args), ctx)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def schema_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    function: Callable[[dict[str, Any], ToolContext | None], Any],
+    **traits: Any,
+) -> Tool:
+    """Make a tool from a JSON schema and a function taking the arguments as one dict.
+
+    For tools described elsewhere (an MCP server, an OpenAPI document), where argument names
+    need not be Python identifiers. Arguments are validated with ``jsonschema`` (the schema's
+    ``$schema`` dialect, else draft 2020-12) and passed on exactly as the model wrote them.
+
+    Args:
+        name: The tool name (must be valid; see ``safe_tool_name``).
+        description: What the tool does, as the model reads it.
+        parameters: JSON schema of the arguments object.
+        function: Called as ``function(arguments, ctx)`` with the validated arguments and the
+            call's ``ToolContext`` (``None`` when invoked outside a run); sync or async.
+        **traits: The traits of ``@tool`` (``side_effects``, ``replayable``,
+            ``concurrency_key``, ``policy``, ``timeout``, ...).
+
+    Returns:
+        The tool.
+
+    Raises:
+        ToolDefinitionError: The name, a trait or the schema is invalid (all problems at once).
+    """
+    known = set(Tool.__dataclass_fields__) - {"name", "description", "parameters", "function"}
+    problems = [f"unknown trait {t!r}" for t in sorted(traits) if t not in known or t[0] == "_"]
+    if not callable(function):
+        problems.append(f"function must be callable, got {type(function).__name__}")
+    if problems:
+        raise ToolDefinitionError(str(name), problems)
+    # The name, the traits and the schema are checked as the tool is built.
+    is_async = inspect.iscoroutinefunction(function)
+    binding = Binding(function=function, is_async=is_async, model=_NoArguments, fields=())
+    return _SchemaTool(
+        name=name,
+        description=description,
+        parameters=parameters,
+        function=function,
+        _binding=binding,
+        **traits,
+    )
+
+
+def _validator_for(name: str, schema: object) -> Validator:
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(
+            name, [f"parameters must be a JSON schema object, got {type(schema).__name__}"]
+        )
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        problem = f"parameters is not a valid JSON schema: {exc.message}"
+        raise ToolDefinitionError(name, [problem]) from None
+    validator: Validator = cls(schema)
+    return validator
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    missing = _REQUIRED.fullmatch(error.message) if error.validator == "required" else None
+    if missing:
+        where = f"{path}.{missing[1]}" if path else missing[1]
+        return f"{where}: missing required {'field' if path else 'argument'}"
+    if error.validator == "additionalProperties" and not path:
+        return f"(arguments): {error.message}"
+    return f"{path or '(arguments)'}: {error.message}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__

@@ -1,0 +1,117 @@
+"""Randomized, seeded fault injection on real stores: random runs, random SIGKILLs, resume.
+
+Each run's plan (calls of every kind: plain, side-effecting, replayable, confirmed, awaited,
+input requests, steering input) and kill points (SQL statements, store writes, tool bodies,
+host operations, and random delays between them) come from its seed; see ``randomkit``. The
+checks (``randomkit.check_run``) run after every run and are counted; the counts show at the
+end of the pytest output (``conftest.pytest_terminal_summary``) and in one line per test.
+
+CI runs a short seeded version (``CHAOS_SEED`` fixed); ``--long`` or
+``STEADYRUN_CHAOS_LONG=1`` runs thousands of kills with a random seed. ``CHAOS_SEED=N``
+replays suite N, ``CHAOS_SEED=N/i`` only its run ``i``; ``CHAOS_RUNS`` sets the number of runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from randomkit import (  # noqa: E402
+    TOTALS,
+    Checker,
+    ForkServer,
+    Observed,
+    RunOutcome,
+    check_run,
+    make_plan,
+    observe,
+    read_effects,
+    run_child,
+    run_suite,
+    settings,
+    summary_line,
+)
+
+import pgkit  # noqa: E402
+
+pg_dsn = pgkit.database_fixture(prefix="steadyrun_random")
+
+RUNS_SQLITE = 44
+RUNS_POSTGRES = 18
+MIN_KILLS_PER_RUN = 1.5  # in CI mode: a suite far below this killed too little to mean much
+
+
+def _check(
+    store: str, outcomes: list[RunOutcome], runs: int, show: pytest.CaptureFixture[str]
+) -> None:
+    with show.disabled():
+        print(f"\n{summary_line(store)}")
+    violations = [v for o in outcomes for v in o.violations]
+    assert not violations, "\n".join(violations[:50])
+    assert TOTALS.kills[store] >= MIN_KILLS_PER_RUN * len(outcomes) or len(outcomes) < 5
+
+
+def test_random_kills_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], chaos_long: bool
+) -> None:
+    conf = settings(chaos_long, RUNS_SQLITE)
+
+    def fresh(name: str) -> tuple[str, Path]:
+        folder = tmp_path / name
+        folder.mkdir()
+        return f"sqlite:{folder / 'runs.db'}", folder / "effects.txt"
+
+    outcomes = run_suite("sqlite", fresh, tmp_path, conf)
+    _check("sqlite", outcomes, conf.runs, capsys)
+
+
+def test_random_kills_postgres(
+    pg_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], chaos_long: bool
+) -> None:
+    conf = settings(chaos_long, RUNS_POSTGRES)
+    numbers = itertools.count(1)
+
+    def fresh(name: str) -> tuple[str, Path]:
+        folder = tmp_path / name
+        folder.mkdir()
+        return f"postgres:random_{next(numbers)}|{pg_dsn}", folder / "effects.txt"
+
+    outcomes = run_suite("postgres", fresh, tmp_path, conf)
+    _check("postgres", outcomes, conf.runs, capsys)
+
+
+def test_the_checks_see_violations(tmp_path: Path) -> None:
+    """The checks are not vacuous: an uninterrupted run passes, tampered evidence does not."""
+    seed = 0  # a plan with input requests, steering, a rejected refund and charges
+    assert {c.kind for batch in make_plan(seed) for c in batch} >= {"steer", "confirm", "side"}
+    spec, effects = f"sqlite:{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
+    server = ForkServer(tmp_path)
+    try:
+        child = run_child(server, spec, seed, "0", effects)
+    finally:
+        server.close()
+    assert child.report is not None, child.stderr
+    final, lines = observe(spec), read_effects(effects)
+
+    def violations(final: Observed, lines: list[tuple[str, str, str]]) -> list[str]:
+        ck = Checker("tampered")
+        check_run(ck, make_plan(seed), child.report or {}, [], final, lines)
+        assert ck.checked > 50
+        return ck.violations
+
+    assert violations(final, lines) == []
+    charge = next(line for line in lines if line[0] == "charge")
+    assert any("started 2 times" in v for v in violations(final, [*lines, charge]))
+    assert final.snapshot is not None
+    rejected = next(c for c in final.snapshot.calls if c.status == "rejected")
+    refund = ("refund", rejected.id, "run")
+    assert any("rejected" in v for v in violations(final, [*lines, refund]))
+    lost = Observed(final.snapshot, final.feed[:1], final.consumed)
+    assert any("feed" in v for v in violations(lost, lines))
+    rejected.status = "succeeded"
+    assert any("ended succeeded" in v for v in violations(final, lines))

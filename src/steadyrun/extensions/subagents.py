@@ -55,7 +55,7 @@ class Delegate:
     tools: Sequence[Tool | Callable[..., Any]] | None = None
     model: ModelClient | str | None = None
     output: Any = None
-    limits: Limits = field(default_factory=lambda: Limits(max_iterations=10))
+    limits: Limits = field(default_factory=lambda: Limits(max_iterations=10, corrections=2))
 
     def __post_init__(self) -> None:
         problems = validate_tool_name(f"delegate_{self.name}")

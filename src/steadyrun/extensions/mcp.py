@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final, TextIO, cast
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
@@ -149,19 +150,11 @@ class _Stdio:
     params: StdioServerParameters
     errlog: TextIO | None
 
-    @property
-    def describe(self) -> str:
-        return " ".join([self.params.command, *self.params.args])
-
 
 @dataclass(frozen=True)
 class _Http:
     url: str
     headers: dict[str, str]
-
-    @property
-    def describe(self) -> str:
-        return self.url
 
 
 class McpServer:
@@ -172,12 +165,12 @@ class McpServer:
     """
 
     def __init__(
-        self, endpoint: _Stdio | _Http, *, name: str | None, connect_timeout: float
+        self, endpoint: _Stdio | _Http, *, describe: str, name: str | None, connect_timeout: float
     ) -> None:
         """Use ``McpServer.stdio`` or ``McpServer.http`` instead."""
         self._endpoint = endpoint
         self._name = name
-        self._describe = endpoint.describe
+        self._describe = describe  # for messages: the command line, or the URL sans userinfo
         self._connect_timeout = connect_timeout
         self._client: Client | None = None
         self._stack: AsyncExitStack | None = None
@@ -212,7 +205,10 @@ class McpServer:
         params = StdioServerParameters(
             command=command, args=list(args), env=dict(env) if env else None, cwd=cwd
         )
-        return cls(_Stdio(params, errlog), name=name, connect_timeout=connect_timeout)
+        shown = " ".join([command, *args])
+        return cls(
+            _Stdio(params, errlog), describe=shown, name=name, connect_timeout=connect_timeout
+        )
 
     @classmethod
     def http(
@@ -235,8 +231,10 @@ class McpServer:
         Returns:
             The (not yet connected) server.
         """
+        parts = urlsplit(url)
+        shown = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
         endpoint = _Http(url, dict(headers or {}))
-        return cls(endpoint, name=name, connect_timeout=connect_timeout)
+        return cls(endpoint, describe=shown, name=name, connect_timeout=connect_timeout)
 
     @property
     def name(self) -> str:
@@ -269,17 +267,13 @@ class McpServer:
                     client_info=mcp_types.Implementation(name="steadyrun", version=__version__),
                 )
                 await stack.enter_async_context(client)
-        except Exception as exc:
+        except BaseException as exc:
             await stack.aclose()
-            reason = (
-                f"no answer within {self._connect_timeout} s"
-                if isinstance(exc, TimeoutError)
-                else _reason(exc)
-            )
+            if not isinstance(exc, Exception):
+                raise
+            timed_out = isinstance(exc, TimeoutError)
+            reason = f"no answer within {self._connect_timeout} s" if timed_out else _reason(exc)
             raise McpError(f"cannot connect to MCP server {self._describe!r}: {reason}") from exc
-        except BaseException:
-            await stack.aclose()
-            raise
         self._stack, self._client = stack, client
         return self
 

@@ -149,3 +149,24 @@ async def test_sub_agents_do_not_get_the_planning_tools() -> None:
     result = await sr.Runtime(sr.MemoryStore()).run(a, run_id="p", input="go")
     assert result.text == "main done"
     assert result.call("m1.c1").result == "sub done"
+
+
+async def test_observers_see_each_new_plan() -> None:
+    seen: list[list[str]] = []
+
+    class Watch(sr.Observer):
+        def on_publish(self, run_id: str, name: str, value: object) -> None:
+            assert name == "planning"
+            seen.append([f"{i.id}:{i.status}" for i in value])  # type: ignore[attr-defined]
+
+    model = ScriptedModel(
+        [
+            tool_calls(("create_task", {"title": "a"})),
+            tool_calls(("list_tasks", {})),
+            tool_calls(("update_task", {"task_id": "t1", "status": "completed"})),
+            text("done"),
+        ]
+    )
+    runtime = sr.Runtime(sr.MemoryStore(), observers=[Watch()])
+    await runtime.run(agent(model), run_id="p", input="go")
+    assert seen == [["t1:pending"], ["t1:completed"]]

@@ -53,6 +53,7 @@ class ExtensionSet:
         self.instances = list(instances)
         self.by_name = {e.name: e for e in self.instances}
         self._saved: dict[str, Any] = {}
+        self._shown: dict[str, Any] = {}
 
     @classmethod
     def for_run(cls, templates: Sequence[Extension], saved: dict[str, Any]) -> ExtensionSet:
@@ -107,6 +108,14 @@ class ExtensionSet:
             if value is not None:
                 out[ext.name] = value
         return out
+
+    def changed_publications(self) -> dict[str, Any]:
+        """Published values that changed since last asked (``None``: no longer published)."""
+        now = self.published()
+        changed = {k: v for k, v in now.items() if self._shown.get(k) != v}
+        changed.update({k: None for k in self._shown if k not in now})
+        self._shown = now
+        return changed
 
     def take_usage(self) -> Usage:
         """Usage of the extensions' own model calls since last taken."""

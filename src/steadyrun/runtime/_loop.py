@@ -616,6 +616,9 @@ class Execution:
             state.cp.extra[EXT_STATE] = self.ext.all_states()
             state.run.usage = state.run.usage + self.ext.take_usage()
         await self.store.save_step(self.state.run_id, self.state.take_step(self.clock()))
+        if self.ext is not None and not self.subagent:
+            for name, value in self.ext.changed_publications().items():
+                await self.observers.emit("on_publish", self.state.run_id, name, value)
 
     def _result(self) -> RunResult:
         run = self.state.run

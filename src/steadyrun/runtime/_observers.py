@@ -37,6 +37,9 @@ class Observer:
     def on_context(self, run_id: str, event: ContextEvent) -> Any:
         """Context management rewrote the context (or could not) before a model call."""
 
+    def on_publish(self, run_id: str, name: str, value: Any) -> Any:
+        """An extension's published value (the ``planning`` extension's plan, say) changed."""
+
 
 @dataclass(slots=True)
 class ObserverSet:

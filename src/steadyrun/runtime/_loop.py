@@ -7,7 +7,6 @@ Every safe point saves a step; a crash anywhere resumes from the last one.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -29,9 +28,7 @@ from steadyrun.chat import (
     ModelResponse,
     Part,
     TextPart,
-    ThinkingPart,
     ToolCallPart,
-    Usage,
 )
 from steadyrun.context import (
     ContextEvent,
@@ -39,10 +36,11 @@ from steadyrun.context import (
     verbatim_refs,
 )
 from steadyrun.models import resolve_model
-from steadyrun.records import Block, CallRecord
+from steadyrun.records import Block
+from steadyrun.runtime._admission import open_batch, record_message, tools_usage
 from steadyrun.runtime._agent import Agent, ReducerView
 from steadyrun.runtime._batch import BatchRunner
-from steadyrun.runtime._calls import USAGE_NOTE, CallRunner, HandoverHook
+from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
 from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
@@ -57,7 +55,6 @@ from steadyrun.runtime._recovery import (
 )
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._results import (
-    call_id,
     completion_of,
     direct_text,
     tool_message,
@@ -390,32 +387,7 @@ class Execution:
     # -- model responses -------------------------------------------------------------------
 
     def _record_message(self, model_call_id: str, message: Message) -> list[Block]:
-        state = self.state
-        state.append(message)
-        blocks = []
-        calls = 0
-        for i, part in enumerate(message.parts):
-            block: Block | None = None
-            position = state.cp.next_position
-            bid = f"{model_call_id}.b{i + 1}"
-            if isinstance(part, TextPart):
-                block = Block(id=bid, kind="content", position=position, text=part.text)
-            elif isinstance(part, ThinkingPart):
-                block = Block(id=bid, kind="thinking", position=position, text=part.text)
-            elif isinstance(part, ToolCallPart):
-                block = Block(
-                    id=bid,
-                    kind="tool_call",
-                    position=position,
-                    call_id=call_id(model_call_id, calls),
-                )
-                calls += 1
-            if block is not None:
-                block.model_call_id = model_call_id
-                block.turn = state.cp.turn
-                state.add_block(block)
-                blocks.append(block)
-        return blocks
+        return record_message(self.state, model_call_id, message)
 
     async def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
         state = self.state
@@ -424,37 +396,16 @@ class Execution:
         if self.ext is not None:
             review = ToolBatch(run_id=state.run_id, model_call_id=model_call_id, calls=tuple(parts))
             denied = dict((await self.ext.review_batch(review)).denied)
-        self._record_message(model_call_id, response.message)
-        batch = []
-        tools = [self.agent.toolset.get(p.name) for p in parts]
-        # A completion tool must be the only call of its response; otherwise none runs.
-        completing = next((t for t in tools if t is not None and t.completion), None)
-        not_alone = completing is not None and len(parts) > 1
-        for i, part in enumerate(parts):
-            tool = tools[i]
-            record = CallRecord(
-                id=call_id(model_call_id, i),
-                model_call_id=model_call_id,
-                provider_call_id=part.call_id,
-                name=part.name,
-                arguments=part.arguments,
-                rev=1,
-                status="queued",
-                replayable=tool.replayable if tool else False,
-                side_effects=tool.side_effects if tool else False,
-            )
-            if not_alone and completing is not None:
-                record.status = "failed"
-                record.error = self.texts.completion_not_alone.format(name=completing.name)
-                record.completed_at = self.clock()
-            elif i in denied:
-                record.status = "failed"
-                record.error = denied[i]
-                record.completed_at = self.clock()
-            state.put_call(record, saved=False)
-            batch.append(record.id)
-        state.cp.batch = batch
-        state.cp.phase = "batch"
+        record_message(state, model_call_id, response.message)
+        open_batch(
+            state,
+            model_call_id,
+            parts,
+            tools=self.agent.toolset,
+            texts=self.texts,
+            now=self.clock(),
+            denied=denied,
+        )
 
     async def _correct_length(
         self, model_call_id: str, response: ModelResponse
@@ -513,7 +464,7 @@ class Execution:
         if any(blocks_run(r, strict_settlement=strict) for r in records):
             return await self._suspend()
         state.append(tool_message(records, self.agent.toolset, self.agent.context))
-        state.run.usage = state.run.usage + _tools_usage(records)
+        state.run.usage = state.run.usage + tools_usage(records)
         state.cp.phase = "model"
         state.cp.batch = []
         completion = completion_of(records)
@@ -643,13 +594,3 @@ class Execution:
 
 
 _CORRECTION = "steadyrun.correction"
-
-
-def _tools_usage(records: list[CallRecord]) -> Usage:
-    """Usage of model calls the batch's tools made themselves (sub-agents, say)."""
-    total = Usage()
-    for record in records:
-        note = record.notes.get(USAGE_NOTE)
-        if note:
-            total = total + from_plain(json.loads(note), Usage)
-    return total

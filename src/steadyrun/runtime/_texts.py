@@ -1,21 +1,110 @@
-"""Every sentence the runtime writes to the model, in one place a host can replace."""
+"""Every sentence the runtime writes to the model, in one place a host can replace.
+
+``Texts()`` is English; ``Texts.chinese()`` (or ``Texts.for_language("zh")``) is Simplified
+Chinese. Any field can be overridden on top of either, with ``Texts(field=...)`` or
+``texts.replace(field=...)``. Each field has a fixed set of ``{placeholders}`` (those of its
+English default); an override that misses one, adds one, uses a positional ``{}`` or is not a
+valid format string is refused with ``UsageError`` when the ``Texts`` is built, so a bad
+override fails at configuration time, not as a broken prompt in the middle of a run.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import string
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
-__all__ = ["Texts"]
+from steadyrun._errors import UsageError
+from steadyrun.runtime._texts_zh import CHINESE
+
+__all__ = ["LANGUAGES", "PLACEHOLDERS", "Texts"]
+
+LANGUAGES: Mapping[str, str] = MappingProxyType({"en": "English", "zh": "Simplified Chinese"})
+"""The built-in languages: code -> name."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
 class Texts:
     """Model-visible texts the runtime writes. Replace any of them with ``Runtime(texts=...)``.
 
-    Placeholders: ``{name}`` the tool name, ``{call_id}`` the model's call id, ``{available}``
-    the tool names, ``{error}`` an error text, ``{reason}`` a host's or reviewer's reason,
-    ``{arguments}`` arguments as JSON, ``{feedback}`` a validator's feedback.
+    Values are ``str.format`` templates; every placeholder receives text. Write literal braces
+    as ``{{`` and ``}}``. ``docs/texts.md`` lists each field with its placeholders.
+
+    Attributes:
+        cancelled: A queued call dropped because new input arrived.
+        interrupted_replayable: A replayable call a crash interrupted.
+        interrupted: A call without side effects a crash interrupted.
+        needs_review: A call with side effects a crash interrupted (outcome unknown).
+        interrupted_detail: One of the three above, with why the call's outcome is unknown.
+        tool_host_failure: Why: the host failed while the tool ran.
+        tool_timed_out: Why: the tool ran past its timeout (``{timeout}`` in seconds).
+        tool_cancelled: Why: the tool's task was cancelled.
+        unknown_tool: The model called a tool that does not exist.
+        no_tools: ``{available}`` of ``unknown_tool`` when the agent has no tools.
+        invalid_arguments: A call's arguments do not fit the tool's schema.
+        tool_error: A tool (or its policy or scheduling) raised.
+        bad_policy_outcome: ``{error}`` of ``tool_error``: a policy returned something else.
+        result_unstorable: ``{error}`` of ``tool_error``: the result is not storable.
+        complete_outside_completion: ``{error}`` of ``tool_error``: misuse of ``complete()``.
+        completion_unstorable: ``{error}`` of ``tool_error``: the completion is not storable.
+        handover_unstorable: ``{error}`` of ``tool_error``: a payload or state is not storable.
+        unsupported_signal: ``{error}`` of ``tool_error``: an unknown control signal.
+        length_cut: The model's tool calls were cut by the output length limit.
+        cannot_suspend: A tool needs to wait, where runs cannot wait (sub-agents).
+        cannot_detach: A tool detaches, where runs cannot wait (sub-agents).
+        refused: The host refused a call as it was handed over.
+        rejected: A reviewer rejected a confirmation (``{reason}`` is ``rejected_reason`` or
+            empty).
+        rejected_reason: The reviewer's reason, as appended to ``rejected``.
+        edited_arguments: Put before a result when a reviewer edited the arguments.
+        completion_not_alone: A completion tool was called together with other calls.
+        completion_rejected: The agent's completion validator rejected a completion.
+        offload_note: After the preview of a result too large for the context.
+        cleared_note: In place of an old result cleared to save context.
+        cleared_note_plain: In place of a cleared result without a reference.
+        read_unknown_ref: The read tool was given a reference it does not know.
+        read_range: After a part of a result read with the read tool.
+        read_range_more: After a part of a result read with the read tool, when more follows.
+        summary_instruction: The instructions of the summary call.
+        summary_request: The user message of the summary call.
+        summary_omitted: Before a transcript whose oldest part did not fit the summary call.
+        summary_marker: The message that replaces the summarized part of a conversation.
+        transcript_summary: An earlier summary, in a transcript to summarize.
+        transcript_thinking: A thinking part, in a transcript to summarize.
+        transcript_call: A tool call, in a transcript to summarize.
+        transcript_result: A tool result, in a transcript to summarize.
+        transcript_error: A tool error, in a transcript to summarize.
+        planning_instructions: The planning extension's instructions.
+        planning_current_plan: The plan, after the planning instructions.
+        plan_created: Result of ``create_task``.
+        plan_updated: Result of ``update_task``.
+        plan_task_notes: A task's notes, after the task in the result of ``get_task``.
+        plan_empty: Result of ``list_tasks`` for an empty plan.
+        plan_needs_title: Error: a task without a title.
+        plan_full: Error: the plan holds its maximum number of tasks.
+        plan_bad_status: Error: an unknown task status.
+        plan_unknown_task: Error: an unknown task id.
+        plan_no_tasks: ``{known}`` of ``plan_unknown_task`` when the plan is empty.
+        search_no_match: Result of the tool search when nothing matches.
+        search_found: Result of the tool search: the tools it made available.
+        tool_not_found_yet: A deferred tool was called before the search made it available.
+        subagent_instructions: The instructions of the general sub-agent.
+        subagent_output_instructions: Added to a typed delegate's instructions.
+        subagent_use_output_tool: Correction when a typed delegate answers in text.
+        subagent_failed: Error of a delegation whose sub-agent did not finish.
+        subagent_would_wait: ``{why}`` of ``subagent_failed`` when the sub-agent had to wait.
+        delegation_interrupted: A delegation a crash interrupted during a side effect.
+        delegate_description: The description of the general ``delegate`` tool.
+        delegate_task_arg: The description of the ``task`` argument of delegate tools.
+        submit_result_description: The description of a typed delegate's ``submit_result``.
+        submit_result_arg: The description of the ``result`` argument of ``submit_result``.
     """
 
+    # -- calls the runtime settles itself --------------------------------------------------
     cancelled: str = (
         "Call {call_id} to {name} was cancelled before it started because new input arrived. "
         "Read the new input, then call the tool again if it is still needed."
@@ -31,9 +120,22 @@ class Texts:
         "Call {call_id} to {name} was interrupted before it finished and may or may not have taken "
         "effect. Do not repeat it before checking whether it took effect."
     )
+    interrupted_detail: str = "{outcome} ({why})"
+    tool_host_failure: str = "{name} could not finish: {error}"
+    tool_timed_out: str = "{name} did not finish within {timeout} s"
+    tool_cancelled: str = "{name} was cancelled"
+
+    # -- errors the model can fix ----------------------------------------------------------
     unknown_tool: str = "There is no tool named {name!r}. Available tools: {available}."
+    no_tools: str = "none"
     invalid_arguments: str = "Invalid arguments for {name}: {error}. Fix them and call again."
     tool_error: str = "{name} failed: {error}"
+    bad_policy_outcome: str = "its policy returned {kind}, not Submit, Confirm or None"
+    result_unstorable: str = "its result cannot be stored: {error}"
+    complete_outside_completion: str = "complete() may only be used by completion tools"
+    completion_unstorable: str = "its completion cannot be stored: {error}"
+    handover_unstorable: str = "what it handed over cannot be stored: {error}"
+    unsupported_signal: str = "unsupported control signal {kind}"
     length_cut: str = (
         "Your last response was cut off by the output length limit before its tool calls were "
         "complete, so none of them ran. Make the calls again with shorter arguments, or fewer "
@@ -44,11 +146,276 @@ class Texts:
         "or ask the user directly."
     )
     cannot_detach: str = "{name} cannot hand its work to an outside executor here."
+
+    # -- people and hosts ------------------------------------------------------------------
     refused: str = "The call to {name} was refused: {reason}"
     rejected: str = "The call to {name} was rejected by a reviewer and did not run{reason}."
+    rejected_reason: str = ": {reason}"
     edited_arguments: str = "(A reviewer changed the arguments before approving: {arguments}) "
+
+    # -- completions -----------------------------------------------------------------------
     completion_not_alone: str = (
         "{name} ends the run and must be called alone, as the only call of a response; none of "
         "the calls ran. Call it again on its own."
     )
     completion_rejected: str = "The result was not accepted: {feedback}"
+
+    # -- context management ----------------------------------------------------------------
+    offload_note: str = (
+        "[Result of {name} is {size} characters; the first {shown} are shown. Read more with "
+        'read_offloaded_result(ref="{ref}", offset={shown}).]'
+    )
+    cleared_note: str = (
+        "[Result cleared to save context ({size} chars); read it again with "
+        'read_offloaded_result(ref="{ref}").]'
+    )
+    cleared_note_plain: str = "[Result cleared to save context ({size} chars).]"
+    read_unknown_ref: str = "there is no offloaded or cleared result {ref!r} in this run"
+    read_range: str = "[characters {start}-{end} of {total}]"
+    read_range_more: str = "[characters {start}-{end} of {total}; continue with offset={end}]"
+    summary_instruction: str = (
+        "You compress the earlier part of an agent's conversation so the agent can continue its "
+        "work without it. Write a faithful, dense summary: the user's goals and constraints, "
+        "decisions made, facts learned from tools (ids, numbers, names), what was done and what "
+        "is still open. Do not invent anything. Do not address the user. Plain text only."
+    )
+    summary_request: str = "Summarize this conversation:\n\n{transcript}"
+    summary_omitted: str = "[... the oldest part is omitted ...]"
+    summary_marker: str = "[Summary of the conversation so far]\n{summary}"
+    transcript_summary: str = "[earlier summary]\n{summary}"
+    transcript_thinking: str = "{role} (thinking): {text}"
+    transcript_call: str = "{role} called {name}({arguments})"
+    transcript_result: str = "result of {name}: {content}"
+    transcript_error: str = "result of {name} (error): {content}"
+
+    # -- planning extension ----------------------------------------------------------------
+    planning_instructions: str = (
+        "Plan multi-step work with create_task, keep each task's status current with "
+        "update_task (one task in_progress at a time), and read it with list_tasks."
+    )
+    planning_current_plan: str = "Current plan:\n{plan}"
+    plan_created: str = "created {task_id}: {title}"
+    plan_updated: str = "{task_id} is {status}: {title}"
+    plan_task_notes: str = "notes: {notes}"
+    plan_empty: str = "the plan is empty"
+    plan_needs_title: str = "a task needs a title"
+    plan_full: str = "the plan already holds {max_tasks} tasks"
+    plan_bad_status: str = "status must be one of {statuses}"
+    plan_unknown_task: str = "no task {task_id!r} in the plan (tasks: {known})"
+    plan_no_tasks: str = "none"
+
+    # -- deferred tools extension ----------------------------------------------------------
+    search_no_match: str = "no tools match; try other words"
+    search_found: str = "These tools are now available:\n{tools}"
+    tool_not_found_yet: str = "{name} is not available yet; call {search_tool} to find it first"
+
+    # -- sub-agents extension --------------------------------------------------------------
+    subagent_instructions: str = (
+        "You are a sub-agent working on one task for another agent. Use your tools as needed, "
+        "then answer with the result; your answer is all the other agent will see."
+    )
+    subagent_output_instructions: str = "End by calling submit_result with your result."
+    subagent_use_output_tool: str = "Do not answer in text: call submit_result with your result."
+    subagent_failed: str = "the sub-agent did not finish: {why}"
+    subagent_would_wait: str = "it could not finish without waiting for someone"
+    delegation_interrupted: str = (
+        "The delegation was interrupted while its sub-agent was running {names}, whose outcome "
+        "is unknown; check it before delegating this task again."
+    )
+    delegate_description: str = (
+        "Hand a self-contained task to a sub-agent that has your tools; it works on its own and "
+        "returns its result. Several delegations can run at once."
+    )
+    delegate_task_arg: str = (
+        "The task, with everything the sub-agent needs to know (it does not see this conversation)."
+    )
+    submit_result_description: str = "Submit your final result; it ends your work."
+    submit_result_arg: str = "The result."
+
+    def __post_init__(self) -> None:
+        """Check every field against its placeholders; all problems are reported at once."""
+        problems = [
+            problem
+            for name, allowed in PLACEHOLDERS.items()
+            if (problem := _check(name, getattr(self, name), allowed)) is not None
+        ]
+        if problems:
+            raise UsageError("invalid Texts:\n" + "\n".join(f"  {p}" for p in problems))
+
+    # -- choosing and overriding -----------------------------------------------------------
+
+    @classmethod
+    def english(cls, **changes: str) -> Texts:
+        """The English texts (the defaults), with ``changes`` applied.
+
+        Args:
+            **changes: Fields to override, by name.
+
+        Returns:
+            The texts.
+
+        Raises:
+            UsageError: A change names no field, or does not fit its field's placeholders.
+        """
+        return cls().replace(**changes)
+
+    @classmethod
+    def chinese(cls, **changes: str) -> Texts:
+        """The Simplified Chinese texts, with ``changes`` applied.
+
+        Args:
+            **changes: Fields to override, by name.
+
+        Returns:
+            The texts.
+
+        Raises:
+            UsageError: A change names no field, or does not fit its field's placeholders.
+        """
+        _check_names(changes)
+        return cls(**{**CHINESE, **changes})
+
+    @classmethod
+    def for_language(cls, language: str, **changes: str) -> Texts:
+        """The texts of a built-in language, with ``changes`` applied.
+
+        Args:
+            language: A language code: ``"en"`` or ``"zh"`` (case-insensitive; regional
+                variants such as ``"en-GB"``, ``"zh-CN"`` or ``"zh-Hans"`` are accepted;
+                Traditional Chinese variants are not).
+            **changes: Fields to override, by name.
+
+        Returns:
+            The texts.
+
+        Raises:
+            UsageError: The language is not built in, or a change does not fit its field.
+        """
+        code = _language_code(language)
+        if code == "zh":
+            return cls.chinese(**changes)
+        return cls.english(**changes)
+
+    @staticmethod
+    def languages() -> Mapping[str, str]:
+        """The built-in languages: code -> English name."""
+        return LANGUAGES
+
+    @staticmethod
+    def placeholders() -> Mapping[str, frozenset[str]]:
+        """Each field's placeholder names (those of its English default)."""
+        return PLACEHOLDERS
+
+    def replace(self, **changes: str) -> Texts:
+        """A copy with some fields overridden (like ``dataclasses.replace``, with checks).
+
+        Args:
+            **changes: Fields to override, by name.
+
+        Returns:
+            The new texts; ``self`` is unchanged.
+
+        Raises:
+            UsageError: A change names no field, or does not fit its field's placeholders.
+        """
+        _check_names(changes)
+        return dataclasses.replace(self, **changes) if changes else self
+
+
+_FORMATTER = string.Formatter()
+
+
+def _names(text: str) -> tuple[set[str], list[str]]:
+    """The placeholder names of a format string, and what is wrong with its fields.
+
+    Raises:
+        ValueError: The string is not a valid format string (unbalanced braces and the like).
+    """
+    names: set[str] = set()
+    problems: list[str] = []
+    for _literal, field, spec, _conversion in _FORMATTER.parse(text):
+        if field is None:
+            continue
+        if field == "" or field[0].isdigit():
+            problems.append(f"positional placeholder {{{field}}} (use a name)")
+        elif not field.isidentifier():
+            problems.append(f"placeholder {{{field}}} (use a plain name, no attribute or index)")
+            base = field.split(".", 1)[0].split("[", 1)[0]
+            if base.isidentifier():
+                names.add(base)
+        else:
+            names.add(field)
+        if spec and "{" in spec:
+            inner, inner_problems = _names(spec)
+            names |= inner
+            problems += inner_problems
+    return names, problems
+
+
+def _braced(names: set[str] | frozenset[str]) -> str:
+    return ", ".join(f"{{{n}}}" for n in sorted(names))
+
+
+def _check(field: str, value: object, allowed: frozenset[str]) -> str | None:
+    """What is wrong with ``value`` as the text of ``field``; ``None`` when it is fine."""
+    if not isinstance(value, str):
+        return f"{field} must be a str, got {type(value).__name__}"
+    takes = f"it takes exactly {_braced(allowed)}" if allowed else "it takes no placeholders"
+    try:
+        used, problems = _names(value)
+    except ValueError as exc:
+        return (
+            f"{field} is not a valid format string ({exc}); write literal braces as {{{{ and }}}}"
+        )
+    if missing := allowed - used:
+        problems.append(f"missing {_braced(missing)}")
+    if extra := used - allowed:
+        problems.append(f"extra {_braced(extra)}")
+    if not problems:
+        try:  # a conversion or format spec that text cannot take, found now, not mid-run
+            value.format(**dict.fromkeys(allowed, "x"))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            problems.append(f"it does not format ({type(exc).__name__}: {exc})")
+    if problems:
+        return f"{field}: {'; '.join(problems)}; {takes}"
+    return None
+
+
+def _check_names(changes: Mapping[str, Any]) -> None:
+    unknown = [name for name in changes if name not in PLACEHOLDERS]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, PLACEHOLDERS, n=1)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    fields = "field" if len(hints) == 1 else "fields"
+    raise UsageError(f"Texts has no {fields} {', '.join(hints)}; docs/texts.md lists them all")
+
+
+def _language_code(language: object) -> str:
+    known = ", ".join(f"{code!r} ({name})" for code, name in LANGUAGES.items())
+    if isinstance(language, str):
+        tag = language.strip().lower().replace("_", "-")
+        if tag == "en" or tag.startswith("en-"):
+            return "en"
+        if tag in ("zh", "zh-cn", "zh-sg", "zh-my", "zh-hans") or tag.startswith("zh-hans-"):
+            return "zh"
+    raise UsageError(
+        f"no built-in texts for language {language!r}; the known languages are {known}. "
+        "For another language, override the fields of Texts.english() (docs/texts.md)"
+    )
+
+
+def _placeholders() -> Mapping[str, frozenset[str]]:
+    out = {}
+    for f in dataclasses.fields(Texts):
+        assert isinstance(f.default, str), f.name
+        names, problems = _names(f.default)
+        assert not problems, (f.name, problems)
+        out[f.name] = frozenset(names)
+    return MappingProxyType(out)
+
+
+PLACEHOLDERS: Mapping[str, frozenset[str]] = _placeholders()
+"""Each field's placeholder names, as its English default defines them."""

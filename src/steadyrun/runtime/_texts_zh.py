@@ -1,0 +1,136 @@
+"""The Simplified Chinese model-visible texts: ``Texts.chinese()``.
+
+One entry per field of ``Texts``, with the same placeholders as the English default (checked
+when the ``Texts`` is built, and by the tests). Identifiers the model must use as they are
+(tool names, argument names, status values such as ``in_progress``) stay untranslated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+__all__ = ["CHINESE"]
+
+CHINESE: Mapping[str, str] = MappingProxyType(
+    {
+        # -- calls the runtime settles itself ----------------------------------------------
+        "cancelled": (
+            "对 {name} 的调用 {call_id} 尚未开始就已取消，因为有新的输入到达。"
+            "请先阅读新的输入；如果仍然需要，再重新调用该工具。"
+        ),
+        "interrupted_replayable": (
+            "对 {name} 的调用 {call_id} 在完成前被中断。可以放心地再次调用。"
+        ),
+        "interrupted": (
+            "对 {name} 的调用 {call_id} 在完成前被中断；它没有改变本次对话之外的任何内容。"
+            "如果仍需要它的结果，请再次调用。"
+        ),
+        "needs_review": (
+            "对 {name} 的调用 {call_id} 在完成前被中断，可能已经生效，也可能没有。"
+            "在确认它是否已经生效之前，不要重复调用。"
+        ),
+        "interrupted_detail": "{outcome}（{why}）",
+        "tool_host_failure": "{name} 未能完成：{error}",
+        "tool_timed_out": "{name} 未在 {timeout} 秒内完成",
+        "tool_cancelled": "{name} 已被取消",
+        # -- errors the model can fix ------------------------------------------------------
+        "unknown_tool": "没有名为 {name!r} 的工具。可用的工具：{available}。",
+        "no_tools": "无",
+        "invalid_arguments": "{name} 的参数无效：{error}。请修正后重新调用。",
+        "tool_error": "{name} 执行失败：{error}",
+        "bad_policy_outcome": "它的策略返回了 {kind}，而不是 Submit、Confirm 或 None",
+        "result_unstorable": "它的结果无法保存：{error}",
+        "complete_outside_completion": "只有完成工具才能使用 complete()",
+        "completion_unstorable": "它的完成值无法保存：{error}",
+        "handover_unstorable": "它移交的内容无法保存：{error}",
+        "unsupported_signal": "不支持的控制信号 {kind}",
+        "length_cut": (
+            "你上一条回复在工具调用写完之前就被输出长度限制截断了，因此其中的调用都没有执行。"
+            "请重新发起这些调用：缩短参数，或者一次少发几个调用。"
+        ),
+        "cannot_suspend": (
+            "{name} 需要等待某个人或系统的回应，但这里无法等待；"
+            "请在不使用它的情况下完成，或直接询问用户。"
+        ),
+        "cannot_detach": "{name} 在这里无法把工作交给外部执行者。",
+        # -- people and hosts --------------------------------------------------------------
+        "refused": "对 {name} 的调用被拒绝：{reason}",
+        "rejected": "对 {name} 的调用被审核者驳回，没有执行{reason}。",
+        "rejected_reason": "：{reason}",
+        "edited_arguments": "（审核者在批准前修改了参数：{arguments}）",
+        # -- completions -------------------------------------------------------------------
+        "completion_not_alone": (
+            "{name} 会结束本次运行，必须单独调用，即作为一条回复中唯一的调用；"
+            "这些调用都没有执行。请单独再调用一次。"
+        ),
+        "completion_rejected": "结果未被接受：{feedback}",
+        # -- context management ------------------------------------------------------------
+        "offload_note": (
+            "[{name} 的结果共 {size} 个字符，此处只显示前 {shown} 个。"
+            '可用 read_offloaded_result(ref="{ref}", offset={shown}) 读取更多内容。]'
+        ),
+        "cleared_note": (
+            "[为节省上下文，此结果已被清除（{size} 个字符）；"
+            '可用 read_offloaded_result(ref="{ref}") 重新读取。]'
+        ),
+        "cleared_note_plain": "[为节省上下文，此结果已被清除（{size} 个字符）。]",
+        "read_unknown_ref": "本次运行中没有已转存或已清除的结果 {ref!r}",
+        "read_range": "[第 {start}-{end} 个字符，共 {total} 个]",
+        "read_range_more": "[第 {start}-{end} 个字符，共 {total} 个；请用 offset={end} 继续读取]",
+        "summary_instruction": (
+            "你负责压缩一个智能体对话中较早的部分，使智能体在没有这部分内容的情况下也能继续工作。"
+            "请写一份忠实而精炼的摘要：用户的目标和约束、已经做出的决定、从工具中得到的事实"
+            "（编号、数字、名称）、已经完成的工作以及尚未解决的事项。"
+            "不要编造任何内容。不要对用户说话。只使用纯文本。"
+        ),
+        "summary_request": "请总结以下对话：\n\n{transcript}",
+        "summary_omitted": "[……最早的部分已省略……]",
+        "summary_marker": "[此前对话的摘要]\n{summary}",
+        "transcript_summary": "[更早的摘要]\n{summary}",
+        "transcript_thinking": "{role}（思考）：{text}",
+        "transcript_call": "{role} 调用了 {name}({arguments})",
+        "transcript_result": "{name} 的结果：{content}",
+        "transcript_error": "{name} 的结果（出错）：{content}",
+        # -- planning extension ------------------------------------------------------------
+        "planning_instructions": (
+            "多步骤的工作请用 create_task 制定计划，用 update_task 随时更新每个任务的状态"
+            "（同一时间只能有一个任务处于 in_progress），并用 list_tasks 查看计划。"
+        ),
+        "planning_current_plan": "当前计划：\n{plan}",
+        "plan_created": "已创建 {task_id}：{title}",
+        "plan_updated": "{task_id} 现为 {status}：{title}",
+        "plan_task_notes": "备注：{notes}",
+        "plan_empty": "计划为空",
+        "plan_needs_title": "任务需要一个标题",
+        "plan_full": "计划已满，已有 {max_tasks} 个任务",
+        "plan_bad_status": "status 必须是以下之一：{statuses}",
+        "plan_unknown_task": "计划中没有任务 {task_id!r}（现有任务：{known}）",
+        "plan_no_tasks": "无",
+        # -- deferred tools extension ------------------------------------------------------
+        "search_no_match": "没有匹配的工具；请换些词再试",
+        "search_found": "以下工具现在可以使用：\n{tools}",
+        "tool_not_found_yet": "{name} 目前还不可用；请先调用 {search_tool} 找到它",
+        # -- sub-agents extension ----------------------------------------------------------
+        "subagent_instructions": (
+            "你是一个子智能体，正在为另一个智能体完成一项任务。根据需要使用你的工具，"
+            "然后给出结果；另一个智能体只能看到你的回答。"
+        ),
+        "subagent_output_instructions": "最后请调用 submit_result 提交你的结果。",
+        "subagent_use_output_tool": "不要用文字作答：请调用 submit_result 提交你的结果。",
+        "subagent_failed": "子智能体没有完成：{why}",
+        "subagent_would_wait": "它必须等待他人才能完成",
+        "delegation_interrupted": (
+            "委派在其子智能体运行 {names} 时被中断，结果未知；"
+            "再次委派这项任务之前，请先确认它是否已经生效。"
+        ),
+        "delegate_description": (
+            "把一项自成一体的任务交给一个拥有你的工具的子智能体；它会独立完成并返回结果。"
+            "可以同时进行多项委派。"
+        ),
+        "delegate_task_arg": "要完成的任务，须包含子智能体需要知道的一切（它看不到这段对话）。",
+        "submit_result_description": "提交你的最终结果；提交后你的工作即告结束。",
+        "submit_result_arg": "结果。",
+    }
+)
+"""The Chinese text of each field of ``Texts``."""

@@ -1,0 +1,91 @@
+"""The display stream of runs: snapshots, deltas, a pure ``apply``, and the publisher.
+
+A display (a web page, a terminal) takes a ``DisplaySnapshot`` and then applies each ``Delta``
+with ``apply``; a client that joins late or lost its connection asks for a snapshot again.
+``Publisher`` is an ``Observer`` that produces the deltas of runs executing in this process.
+Snapshots and deltas go over the wire as versioned JSON (``to_json`` / ``delta_from_json``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from steadyrun._codec import decode, encode
+from steadyrun.stream._diff import (
+    diff,
+    display_call,
+    display_from_run,
+    pending_items,
+    snapshot_from_store,
+)
+from steadyrun.stream._model import (
+    BlockAdded,
+    BlockRemoved,
+    BlockUpdated,
+    CallRemoved,
+    CallStatus,
+    Delta,
+    DisplayBlock,
+    DisplayCall,
+    DisplayDecision,
+    DisplayPending,
+    DisplaySnapshot,
+    PendingChanged,
+    PlanChanged,
+    RunStatusChanged,
+    SequenceGapError,
+    TextFragment,
+    ThinkingFragment,
+    UsageChanged,
+    apply,
+)
+from steadyrun.stream._publisher import Publisher, StreamEvent
+
+__all__ = [
+    "BlockAdded",
+    "BlockRemoved",
+    "BlockUpdated",
+    "CallRemoved",
+    "CallStatus",
+    "Delta",
+    "DisplayBlock",
+    "DisplayCall",
+    "DisplayDecision",
+    "DisplayPending",
+    "DisplaySnapshot",
+    "PendingChanged",
+    "PlanChanged",
+    "Publisher",
+    "RunStatusChanged",
+    "SequenceGapError",
+    "StreamEvent",
+    "TextFragment",
+    "ThinkingFragment",
+    "UsageChanged",
+    "apply",
+    "delta_from_json",
+    "diff",
+    "display_call",
+    "display_from_run",
+    "pending_items",
+    "snapshot_from_json",
+    "snapshot_from_store",
+    "to_json",
+]
+
+
+def to_json(value: DisplaySnapshot | Delta) -> bytes:
+    """A snapshot or delta as versioned JSON, ``{"format": 1, "data": {...}}``."""
+    if isinstance(value, DisplaySnapshot):
+        return encode(value)
+    return encode(value, Delta)
+
+
+def snapshot_from_json(raw: bytes | str) -> DisplaySnapshot:
+    """Read a snapshot written by ``to_json``."""
+    return decode(raw, DisplaySnapshot)
+
+
+def delta_from_json(raw: bytes | str) -> Delta:
+    """Read a delta written by ``to_json``."""
+    return cast(Delta, decode(raw, cast(Any, Delta)))

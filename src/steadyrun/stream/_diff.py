@@ -1,0 +1,256 @@
+"""Display snapshots from stored runs, and the deltas between two snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from steadyrun._errors import RunNotFoundError
+from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.stores import Store
+from steadyrun.stream._model import (
+    BlockAdded,
+    BlockRemoved,
+    BlockUpdated,
+    CallRemoved,
+    CallStatus,
+    Delta,
+    DisplayBlock,
+    DisplayCall,
+    DisplayDecision,
+    DisplayPending,
+    DisplaySnapshot,
+    PendingChanged,
+    PlanChanged,
+    RunStatusChanged,
+    TextFragment,
+    ThinkingFragment,
+    UsageChanged,
+)
+
+__all__ = [
+    "RESULT_LIMIT",
+    "diff",
+    "display_call",
+    "display_from_run",
+    "pending_items",
+    "snapshot_from_store",
+    "stored_plan",
+]
+
+RESULT_LIMIT = 4000
+"""Characters of a call's result or error a display keeps; the rest is cut."""
+
+# The note under which the runtime keeps a confirmation's prompt (``runtime._calls``).
+_CONFIRM_PROMPT = "steadyrun.confirm_prompt"
+# Where the runtime keeps the extensions' states in the checkpoint (``runtime._extset``).
+_EXT_STATE = "steadyrun.ext"
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= RESULT_LIMIT:
+        return text
+    return text[:RESULT_LIMIT] + f"… ({len(text) - RESULT_LIMIT} more characters)"
+
+
+def display_call(record: CallRecord) -> DisplayCall:
+    """What a display shows of a call record."""
+    decision = None
+    if record.decision is not None:
+        d = record.decision
+        decision = DisplayDecision(
+            approve=d.approve,
+            reason=d.reason,
+            decided_by=d.decided_by,
+            edited=d.arguments is not None,
+        )
+    return DisplayCall(
+        id=record.id,
+        name=record.name,
+        arguments=record.arguments,
+        status=record.status,
+        result=_cut(record.result),
+        error=_cut(record.error),
+        handover=record.handover,
+        parent_id=record.parent_id,
+        decision=decision,
+    )
+
+
+def pending_items(
+    calls: Iterable[CallRecord], *, strict_settlement: bool = False
+) -> tuple[DisplayPending, ...]:
+    """What the run waits for and what its host owns, in call order.
+
+    The same classification as ``Runtime.pending``, from records already loaded.
+    """
+    items: list[DisplayPending] = []
+    for c in calls:
+        base: dict[str, Any] = {
+            "call_id": c.id,
+            "name": c.name,
+            "arguments": c.arguments,
+            "payload": c.payload,
+        }
+        if c.status == "waiting" and c.handover == "await":
+            items.append(DisplayPending(kind="result", blocking=True, **base))
+        elif c.status == "waiting" and c.handover == "detached":
+            items.append(DisplayPending(kind="detached", blocking=False, **base))
+        elif c.status == "awaiting_decision" and c.handover == "submitted":
+            items.append(DisplayPending(kind="submission", blocking=False, **base))
+        elif c.status == "awaiting_decision" and c.decision is None:
+            prompt = c.notes.get(_CONFIRM_PROMPT) or None
+            items.append(DisplayPending(kind="decision", blocking=True, prompt=prompt, **base))
+        elif c.status == "awaiting_input" and c.input_request is not None:
+            request = c.input_request
+            if request.response is None:
+                items.append(
+                    DisplayPending(
+                        kind="input",
+                        blocking=True,
+                        prompt=request.prompt,
+                        wait_id=request.wait_id,
+                        response_schema=request.response_schema,
+                        **base,
+                    )
+                )
+        elif c.status == "needs_review":
+            items.append(DisplayPending(kind="review", blocking=strict_settlement, **base))
+    return tuple(items)
+
+
+def stored_plan(snap: RunSnapshot) -> Any:
+    """The plan the ``planning`` extension saved with the run's checkpoint, as plain data."""
+    states = snap.checkpoint.extra.get(_EXT_STATE)
+    state = states.get("planning") if isinstance(states, dict) else None
+    items = state.get("items") if isinstance(state, dict) else None
+    return items or None
+
+
+def display_from_run(
+    snap: RunSnapshot, *, strict_settlement: bool = False, seq: int = 0
+) -> DisplaySnapshot:
+    """The display snapshot of a loaded run."""
+    run = snap.run
+    error = None
+    if run.status == "failed":
+        error = f"{run.error_kind}: {run.error}" if run.error_kind else run.error
+    blocks = tuple(
+        DisplayBlock(
+            id=b.id, kind=b.kind, position=b.position, text=b.text, call_id=b.call_id, turn=b.turn
+        )
+        for b in snap.blocks
+    )
+    return DisplaySnapshot(
+        run_id=run.run_id,
+        agent=run.agent,
+        status=run.status,
+        text=run.text if run.status == "completed" else None,
+        error=error,
+        usage=run.usage,
+        plan=run.plan if run.plan is not None else stored_plan(snap),
+        blocks=blocks,
+        calls=tuple(display_call(c) for c in snap.calls),
+        pending=pending_items(snap.calls, strict_settlement=strict_settlement),
+        seq=seq,
+    ).normalized()
+
+
+async def snapshot_from_store(
+    store: Store, run_id: str, *, strict_settlement: bool = False
+) -> DisplaySnapshot:
+    """The display snapshot of a stored run, at sequence number 0.
+
+    Raises:
+        RunNotFoundError: The store has no such run.
+    """
+    snap = await store.load(run_id)
+    if snap is None:
+        raise RunNotFoundError(run_id)
+    return display_from_run(snap, strict_settlement=strict_settlement)
+
+
+def diff(old: DisplaySnapshot, new: DisplaySnapshot) -> list[Delta]:
+    """The deltas that turn ``old`` into ``new`` (numbered from ``old.seq + 1``).
+
+    Applying them in order to ``old`` gives ``new`` with ``seq`` set to the last delta's
+    (or ``old`` itself when nothing changed). ``new.seq`` is ignored.
+    """
+    out: list[Delta] = []
+    seq = old.seq
+
+    def next_seq() -> int:
+        nonlocal seq
+        seq += 1
+        return seq
+
+    new = new.normalized()
+    # Blocks first (a call's block before its status), then calls, then the rest.
+    old_blocks = {b.id: b for b in old.blocks}
+    new_ids = {b.id for b in new.blocks}
+    for b in old.blocks:
+        if b.id not in new_ids:
+            out.append(BlockRemoved(seq=next_seq(), block_id=b.id))
+    for b in new.blocks:
+        before = old_blocks.get(b.id)
+        if before is None:
+            out.append(BlockAdded(seq=next_seq(), block=b))
+        elif before != b:
+            out.append(_block_change(before, b, next_seq()))
+    for delta in _call_changes(old.calls, new.calls):
+        out.append(replace(delta, seq=next_seq()))
+    if old.plan != new.plan:
+        out.append(PlanChanged(seq=next_seq(), plan=new.plan))
+    if old.usage != new.usage:
+        out.append(UsageChanged(seq=next_seq(), usage=new.usage))
+    if old.pending != new.pending:
+        out.append(PendingChanged(seq=next_seq(), items=new.pending))
+    if (old.status, old.text, old.error) != (new.status, new.text, new.error):
+        out.append(
+            RunStatusChanged(seq=next_seq(), status=new.status, text=new.text, error=new.error)
+        )
+    return out
+
+
+def _block_change(
+    before: DisplayBlock, after: DisplayBlock, seq: int
+) -> BlockUpdated | TextFragment | ThinkingFragment:
+    grown = (
+        replace(before, text=after.text) == after
+        and after.text.startswith(before.text)
+        and after.kind in ("content", "thinking")
+    )
+    if not grown:
+        return BlockUpdated(seq=seq, block=after)
+    more = after.text[len(before.text) :]
+    if after.kind == "thinking":
+        return ThinkingFragment(seq=seq, block_id=after.id, text=more)
+    return TextFragment(seq=seq, block_id=after.id, text=more)
+
+
+def _call_changes(
+    old: Sequence[DisplayCall], new: Sequence[DisplayCall]
+) -> list[CallStatus | CallRemoved]:
+    """Removals and upserts (``seq`` 0, numbered by the caller) that keep ``new``'s order.
+
+    ``apply`` appends a new call at the end, so calls are re-added from the first place where
+    the order of the kept calls differs from ``new``'s.
+    """
+    out: list[CallStatus | CallRemoved] = []
+    new_by_id = {c.id: c for c in new}
+    kept = [c for c in old if c.id in new_by_id]
+    for c in old:
+        if c.id not in new_by_id:
+            out.append(CallRemoved(seq=0, call_id=c.id))
+    same = 0
+    while same < len(kept) and same < len(new) and kept[same].id == new[same].id:
+        same += 1
+    for c in kept[same:]:  # out of order: removed here, added again below in order
+        out.append(CallRemoved(seq=0, call_id=c.id))
+    for before, after in zip(kept[:same], new[:same], strict=True):
+        if before != after:
+            out.append(CallStatus(seq=0, call=after))
+    for c in new[same:]:
+        out.append(CallStatus(seq=0, call=c))
+    return out

@@ -1,0 +1,359 @@
+"""What a display shows of a run (``DisplaySnapshot``), its changes (``Delta``) and ``apply``.
+
+Snapshots are immutable: tuples of frozen dataclasses. ``apply`` returns a new snapshot and
+never changes its arguments (values of type ``Any``, such as a plan or a schema, are shared,
+never modified).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from steadyrun._errors import SteadyrunError
+from steadyrun.chat import Usage
+
+__all__ = [
+    "BlockAdded",
+    "BlockRemoved",
+    "BlockUpdated",
+    "CallRemoved",
+    "CallStatus",
+    "Delta",
+    "DisplayBlock",
+    "DisplayCall",
+    "DisplayDecision",
+    "DisplayPending",
+    "DisplaySnapshot",
+    "PendingChanged",
+    "PlanChanged",
+    "RunStatusChanged",
+    "SequenceGapError",
+    "TextFragment",
+    "ThinkingFragment",
+    "UsageChanged",
+    "apply",
+]
+
+
+class SequenceGapError(SteadyrunError):
+    """A delta does not follow the snapshot it is applied to (its ``seq`` is not the next one).
+
+    A client that sees it missed deltas: it asks for a fresh snapshot.
+    """
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplayBlock:
+    """One block of the run's timeline.
+
+    Attributes:
+        id: The block id (unique within the run).
+        kind: ``thinking``, ``content`` (text) or ``tool_call``.
+        position: Order in the run.
+        text: The text of thinking and content blocks.
+        call_id: The call of a ``tool_call`` block.
+        turn: The turn the block belongs to.
+    """
+
+    id: str
+    kind: Literal["thinking", "content", "tool_call"]
+    position: int
+    text: str = ""
+    call_id: str | None = None
+    turn: int = 0
+
+    @property
+    def order(self) -> tuple[int, str]:
+        """The sort key of blocks in a snapshot."""
+        return (self.position, self.id)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplayDecision:
+    """A person's decision on a call, as shown.
+
+    Attributes:
+        approve: Approved or rejected.
+        reason: Why.
+        decided_by: Who decided.
+        edited: Whether the arguments were edited.
+    """
+
+    approve: bool
+    reason: str | None = None
+    decided_by: str | None = None
+    edited: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplayCall:
+    """A tool call and its status.
+
+    Attributes:
+        id: The record id.
+        name: The tool.
+        arguments: The arguments (JSON text).
+        status: The call's status (``queued``, ``running``, ``succeeded``...).
+        result: The model-visible result (shortened when long).
+        error: The model-visible error.
+        handover: Who advances it besides the runtime (``await``, ``detached``, ``submitted``).
+        parent_id: The delegation this call belongs to, in a sub-agent.
+        decision: The decision on it, once one is written.
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+    status: str = "queued"
+    result: str | None = None
+    error: str | None = None
+    handover: str = ""
+    parent_id: str | None = None
+    decision: DisplayDecision | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplayPending:
+    """Something the run waits for, or that its host owns (see ``Runtime.pending``).
+
+    Attributes:
+        kind: ``decision``, ``input``, ``result``, ``review``, ``submission`` or ``detached``.
+        blocking: Whether the run waits for it.
+        call_id: The call.
+        name: The tool.
+        arguments: The call's arguments (JSON text).
+        prompt: What to ask (decisions and inputs).
+        wait_id: What to ``answer`` an input request with.
+        response_schema: The JSON schema of an input's answer.
+        payload: What the tool or policy handed over.
+    """
+
+    kind: str
+    blocking: bool
+    call_id: str
+    name: str
+    arguments: str = "{}"
+    prompt: str | None = None
+    wait_id: str | None = None
+    response_schema: dict[str, Any] | None = None
+    payload: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplaySnapshot:
+    """Everything a display shows of one run at sequence number ``seq``.
+
+    Attributes:
+        run_id: The run.
+        agent: Its agent's name.
+        status: ``running``, ``suspended``, ``completed`` or ``failed``.
+        text: The final text of a completed run.
+        error: Why a failed run failed.
+        usage: Token usage so far.
+        plan: The run's plan (the ``planning`` extension's), or ``None``.
+        blocks: The timeline, ordered by ``(position, id)``.
+        calls: The calls, in order of creation.
+        pending: What the run waits for and what its host owns.
+        seq: The sequence number of the last delta applied (0 for a first snapshot).
+    """
+
+    run_id: str
+    agent: str = ""
+    status: str = "running"
+    text: str | None = None
+    error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    plan: Any = None
+    blocks: tuple[DisplayBlock, ...] = ()
+    calls: tuple[DisplayCall, ...] = ()
+    pending: tuple[DisplayPending, ...] = ()
+    seq: int = 0
+
+    def block(self, block_id: str) -> DisplayBlock | None:
+        """The block with this id, or ``None``."""
+        return next((b for b in self.blocks if b.id == block_id), None)
+
+    def call(self, call_id: str) -> DisplayCall | None:
+        """The call with this id, or ``None``."""
+        return next((c for c in self.calls if c.id == call_id), None)
+
+    def normalized(self) -> DisplaySnapshot:
+        """The same snapshot with its blocks in canonical order (what ``apply`` keeps)."""
+        return replace(self, blocks=tuple(sorted(self.blocks, key=lambda b: b.order)))
+
+
+# -- deltas ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunStatusChanged:
+    """The run's status (and final text or error) changed."""
+
+    kind: Literal["run_status"] = "run_status"
+    seq: int
+    status: str
+    text: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BlockAdded:
+    """A block joined the timeline (with its whole text when it arrived at once)."""
+
+    kind: Literal["block_added"] = "block_added"
+    seq: int
+    block: DisplayBlock
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BlockUpdated:
+    """A block was replaced (its text rewritten, or moved)."""
+
+    kind: Literal["block_updated"] = "block_updated"
+    seq: int
+    block: DisplayBlock
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BlockRemoved:
+    """A block left the timeline (a correction that does not stay in the history)."""
+
+    kind: Literal["block_removed"] = "block_removed"
+    seq: int
+    block_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextFragment:
+    """More text of a content block, appended to it."""
+
+    kind: Literal["text_fragment"] = "text_fragment"
+    seq: int
+    block_id: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingFragment:
+    """More text of a thinking block, appended to it."""
+
+    kind: Literal["thinking_fragment"] = "thinking_fragment"
+    seq: int
+    block_id: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallStatus:
+    """A call appeared or changed (its whole display record; added at the end when new)."""
+
+    kind: Literal["call_status"] = "call_status"
+    seq: int
+    call: DisplayCall
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallRemoved:
+    """A call left the run's records."""
+
+    kind: Literal["call_removed"] = "call_removed"
+    seq: int
+    call_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlanChanged:
+    """The run's plan changed."""
+
+    kind: Literal["plan"] = "plan"
+    seq: int
+    plan: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UsageChanged:
+    """The run's token usage changed (the new totals)."""
+
+    kind: Literal["usage"] = "usage"
+    seq: int
+    usage: Usage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingChanged:
+    """What the run waits for changed (the whole new list)."""
+
+    kind: Literal["pending"] = "pending"
+    seq: int
+    items: tuple[DisplayPending, ...] = ()
+
+
+Delta = Annotated[
+    RunStatusChanged
+    | BlockAdded
+    | BlockUpdated
+    | BlockRemoved
+    | TextFragment
+    | ThinkingFragment
+    | CallStatus
+    | CallRemoved
+    | PlanChanged
+    | UsageChanged
+    | PendingChanged,
+    Field(discriminator="kind"),
+]
+"""One change of a display snapshot; ``kind`` tells which."""
+
+
+# -- apply -----------------------------------------------------------------------------------
+
+
+def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
+    """The snapshot after ``delta``; neither argument is changed.
+
+    Raises:
+        SequenceGapError: ``delta.seq`` is not ``snapshot.seq + 1``.
+    """
+    if delta.seq != snapshot.seq + 1:
+        raise SequenceGapError(
+            f"delta {delta.seq} of run {snapshot.run_id!r} does not follow snapshot "
+            f"{snapshot.seq}; take a fresh snapshot"
+        )
+    s = replace(snapshot, seq=delta.seq)
+    match delta:
+        case RunStatusChanged(status=status, text=text, error=error):
+            return replace(s, status=status, text=text, error=error)
+        case BlockAdded(block=block) | BlockUpdated(block=block):
+            return replace(s, blocks=_put_block(s.blocks, block))
+        case BlockRemoved(block_id=block_id):
+            return replace(s, blocks=tuple(b for b in s.blocks if b.id != block_id))
+        case (
+            TextFragment(block_id=block_id, text=more)
+            | ThinkingFragment(block_id=block_id, text=more)
+        ):
+            grown = (replace(b, text=b.text + more) if b.id == block_id else b for b in s.blocks)
+            return replace(s, blocks=tuple(grown))
+        case CallStatus(call=call):
+            if any(c.id == call.id for c in s.calls):
+                return replace(s, calls=tuple(call if c.id == call.id else c for c in s.calls))
+            return replace(s, calls=(*s.calls, call))
+        case CallRemoved(call_id=call_id):
+            return replace(s, calls=tuple(c for c in s.calls if c.id != call_id))
+        case PlanChanged(plan=plan):
+            return replace(s, plan=plan)
+        case UsageChanged(usage=usage):
+            return replace(s, usage=usage)
+        case PendingChanged(items=items):
+            return replace(s, pending=tuple(items))
+    raise TypeError(f"not a display delta: {delta!r}")  # pragma: no cover
+
+
+def _put_block(blocks: tuple[DisplayBlock, ...], block: DisplayBlock) -> tuple[DisplayBlock, ...]:
+    kept = [b for b in blocks if b.id != block.id]
+    at = bisect.bisect_left([b.order for b in kept], block.order)
+    kept.insert(at, block)
+    return tuple(kept)

@@ -1,0 +1,318 @@
+"""The publisher: turns what runs do into numbered deltas, and serves them to followers.
+
+It is an ``Observer`` (register it with the runtime) that keeps, per run, the current display
+snapshot and a bounded buffer of its last deltas. Tool starts and settlements and plan changes
+become deltas at once; everything else (new blocks, usage, the run's status) comes from the
+store: the publisher reloads the run after a model response and when told a run started or
+ended (``run_started`` / ``run_ended``; ``steadyrun.service.App`` does this), and diffs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from steadyrun._codec import encode, to_plain
+from steadyrun._errors import RunNotFoundError
+from steadyrun.chat import ModelResponse
+from steadyrun.records import CallRecord
+from steadyrun.runtime import Observer
+from steadyrun.stores import Store
+from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
+from steadyrun.stream._model import Delta, DisplaySnapshot
+
+__all__ = ["Publisher", "StreamEvent"]
+
+log = logging.getLogger("steadyrun.stream")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StreamEvent:
+    """One event for a follower.
+
+    Attributes:
+        kind: ``snapshot`` (start over from ``snapshot``), ``delta`` (apply ``delta``) or
+            ``keepalive`` (nothing changed; lets a server notice a gone client).
+        id: ``<epoch>.<seq>``: what a follower passes back to resume (``Last-Event-ID``).
+        snapshot: The snapshot of a ``snapshot`` event.
+        delta: The delta of a ``delta`` event.
+    """
+
+    kind: Literal["snapshot", "delta", "keepalive"]
+    id: str = ""
+    snapshot: DisplaySnapshot | None = None
+    delta: Delta | None = None
+
+    def data(self) -> bytes:
+        """The event's payload as versioned JSON (``{"format": 1, "data": ...}``)."""
+        if self.snapshot is not None:
+            return encode(self.snapshot)
+        if self.delta is not None:
+            return encode(self.delta, Delta)
+        return b""
+
+
+class _Channel:
+    """One run's snapshot, recent deltas and followers."""
+
+    def __init__(self, snapshot: DisplaySnapshot, buffer_size: int) -> None:
+        # A new epoch whenever a channel is created: sequence numbers restart with it.
+        self.epoch = secrets.token_hex(4)
+        self.snapshot = snapshot
+        self.deltas: deque[Delta] = deque(maxlen=buffer_size)
+        self.changed = asyncio.Event()
+        self.lock = asyncio.Lock()
+        self.followers = 0
+        self.active = False
+        self.touched = 0
+
+    def event_id(self, seq: int) -> str:
+        return f"{self.epoch}.{seq}"
+
+    def since(self, seq: int) -> list[Delta] | None:
+        """The deltas after ``seq``, or ``None`` when the buffer no longer holds them all."""
+        if seq == self.snapshot.seq:
+            return []
+        if seq > self.snapshot.seq or not self.deltas or seq < self.deltas[0].seq - 1:
+            return None
+        return [d for d in self.deltas if d.seq > seq]
+
+
+class Publisher(Observer):
+    """Display streams of runs, kept in memory for followers that join late.
+
+    Args:
+        store: Where runs are loaded from.
+        buffer_size: Deltas kept per run for followers resuming after a disconnect.
+        max_idle: Runs kept in memory that are neither executing here nor followed; the least
+            recently changed beyond that are dropped (and rebuilt from the store on demand).
+        strict_settlement: Returns whether a run's agent (by name) settles strictly, which
+            makes calls needing review block the run.
+
+    Example:
+        ``publisher = Publisher(store); runtime = Runtime(store, observers=[publisher])``
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        buffer_size: int = 1000,
+        max_idle: int = 200,
+        strict_settlement: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.store = store
+        self.buffer_size = buffer_size
+        self.max_idle = max_idle
+        self._strict = strict_settlement or (lambda agent: False)
+        self._channels: dict[str, _Channel] = {}
+        self._clock = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def current(self, run_id: str) -> DisplaySnapshot | None:
+        """The snapshot held in memory for ``run_id``, or ``None``."""
+        channel = self._channels.get(run_id)
+        return channel.snapshot if channel is not None else None
+
+    async def snapshot(self, run_id: str) -> DisplaySnapshot:
+        """The current snapshot of a run (loaded from the store when not in memory).
+
+        Raises:
+            RunNotFoundError: The run is neither in memory nor in the store.
+        """
+        return (await self._open(run_id)).snapshot
+
+    async def follow(
+        self, run_id: str, last_event_id: str | None = None, *, poll_interval: float = 2.0
+    ) -> AsyncIterator[StreamEvent]:
+        """Events of a run, forever: a snapshot or catch-up deltas, then each new delta.
+
+        With ``last_event_id`` (an event's ``id``) the deltas after it are replayed when the
+        buffer still holds them; otherwise a snapshot comes first (also for a follower that
+        falls behind the buffer). Runs not executing in this process (another worker's, say)
+        are reloaded from the store every ``poll_interval`` seconds while followed; a
+        ``keepalive`` event follows each quiet interval.
+
+        Raises:
+            RunNotFoundError: The run is neither in memory nor in the store.
+        """
+        channel = await self._open(run_id)
+        channel.followers += 1
+        try:
+            seq = -1
+            if last_event_id:
+                epoch, _, number = last_event_id.partition(".")
+                if epoch == channel.epoch and number.isdigit():
+                    seq = int(number)
+            while True:
+                changed = channel.changed
+                replay = channel.since(seq) if seq >= 0 else None
+                if replay is None:
+                    seq = channel.snapshot.seq
+                    yield StreamEvent(
+                        kind="snapshot", id=channel.event_id(seq), snapshot=channel.snapshot
+                    )
+                    continue
+                for delta in replay:
+                    seq = delta.seq
+                    yield StreamEvent(kind="delta", id=channel.event_id(seq), delta=delta)
+                if replay:
+                    continue
+                try:
+                    await asyncio.wait_for(changed.wait(), poll_interval)
+                except TimeoutError:
+                    if not channel.active:
+                        await self._refresh(channel, run_id)
+                    if channel.snapshot.seq == seq:
+                        yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
+        finally:
+            channel.followers -= 1
+            self._evict()
+
+    # -- publishing --------------------------------------------------------------------------
+
+    async def refresh(self, run_id: str) -> DisplaySnapshot:
+        """Reload the run from the store and publish what changed.
+
+        Raises:
+            RunNotFoundError: The run is neither in memory nor in the store.
+        """
+        channel = await self._open(run_id)
+        await self._refresh(channel, run_id)
+        return channel.snapshot
+
+    async def run_started(self, run_id: str, agent: str) -> None:
+        """A run begins executing in this process: it shows as ``running`` until it ends."""
+        channel = self._channels.get(run_id)
+        if channel is None:
+            snap = await self.store.load(run_id)
+            if snap is None:
+                first = DisplaySnapshot(run_id=run_id, agent=agent)
+            else:
+                first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
+            channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        channel.active = True
+        async with channel.lock:
+            self._publish(channel, replace(channel.snapshot, status="running"))
+
+    async def run_ended(self, run_id: str) -> None:
+        """A run stopped executing in this process (completed, suspended, failed or crashed)."""
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return
+        channel.active = False
+        try:
+            await self._refresh(channel, run_id)
+        finally:
+            self._evict()
+
+    async def wait_idle(self) -> None:
+        """Wait for the reloads scheduled by observer callbacks (tests use it)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- Observer ----------------------------------------------------------------------------
+
+    def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
+        """Reload the run soon: its new blocks and usage are saved right after this."""
+        task = asyncio.get_running_loop().create_task(self._later(run_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def on_tool_start(self, run_id: str, call: CallRecord) -> None:
+        """Publish the call's new status."""
+        await self._call_changed(run_id, call)
+
+    async def on_tool_settle(self, run_id: str, call: CallRecord) -> None:
+        """Publish the call's new status."""
+        await self._call_changed(run_id, call)
+
+    async def on_publish(self, run_id: str, name: str, value: Any) -> None:
+        """Publish the plan when the ``planning`` extension changed it."""
+        if name != "planning":
+            return
+        channel = await self._open(run_id)
+        async with channel.lock:
+            plan = to_plain(value) if value is not None else None
+            self._publish(channel, replace(channel.snapshot, plan=plan))
+
+    # -- inside --------------------------------------------------------------------------------
+
+    async def _later(self, run_id: str) -> None:
+        await asyncio.sleep(0)
+        try:
+            await self.refresh(run_id)
+        except Exception:  # a display must never break a run
+            log.exception("display stream of run %r could not reload it", run_id)
+
+    async def _call_changed(self, run_id: str, record: CallRecord) -> None:
+        channel = await self._open(run_id)
+        shown = display_call(record)
+        async with channel.lock:
+            snap = channel.snapshot
+            waits = pending_items([record], strict_settlement=self._strict(snap.agent))
+            known = snap.call(record.id) is not None
+            if known:
+                calls = tuple(shown if c.id == record.id else c for c in snap.calls)
+                pending = snap.pending
+                if not waits:
+                    pending = tuple(p for p in pending if p.call_id != record.id)
+                self._publish(channel, replace(snap, calls=calls, pending=pending))
+        if not known or waits:
+            # A call's first sight (with its block), and what it waits for, come from the store.
+            await self._refresh(channel, run_id)
+
+    async def _open(self, run_id: str) -> _Channel:
+        channel = self._channels.get(run_id)
+        if channel is not None:
+            return channel
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
+        channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        self._clock += 1
+        channel.touched = self._clock
+        self._evict()
+        return channel
+
+    async def _refresh(self, channel: _Channel, run_id: str) -> None:
+        async with channel.lock:
+            snap = await self.store.load(run_id)
+            if snap is None:
+                return
+            now = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
+            if channel.active:
+                now = replace(now, status="running", text=None, error=None)
+            self._publish(channel, now)
+
+    def _publish(self, channel: _Channel, target: DisplaySnapshot) -> None:
+        deltas = diff(channel.snapshot, target)
+        if not deltas:
+            return
+        snapshot = target.normalized()
+        channel.snapshot = replace(snapshot, seq=deltas[-1].seq)
+        channel.deltas.extend(deltas)
+        self._clock += 1
+        channel.touched = self._clock
+        changed, channel.changed = channel.changed, asyncio.Event()
+        changed.set()
+
+    def _evict(self) -> None:
+        idle = [
+            (c.touched, run_id)
+            for run_id, c in self._channels.items()
+            if not c.active and c.followers == 0
+        ]
+        if len(idle) <= self.max_idle:
+            return
+        idle.sort()
+        for _, run_id in idle[: len(idle) - self.max_idle]:
+            del self._channels[run_id]

@@ -37,6 +37,7 @@ from steadyrun.chat import (
     ToolResultPart,
     Usage,
 )
+from steadyrun.media._supply import supplied_bytes, supplied_url
 
 __all__ = [
     "COUNT_FIELDS",
@@ -383,10 +384,17 @@ async def _media_block(ref: MediaRef, media: MediaAccess) -> dict[str, Any]:
             f"media {ref.key!r} has MIME type {ref.mime!r}; Anthropic takes images "
             f"({', '.join(IMAGE_TYPES)}) and PDFs ({PDF})"
         )
+    supplied = supplied_url(ref)
+    if supplied:
+        return {"type": kind, "source": {"type": "url", "url": supplied}}
     if media.url is not None:
         url = await media.url(ref)
         if url:
             return {"type": kind, "source": {"type": "url", "url": url}}
+    data = supplied_bytes(ref)  # read and checked by the runtime for this call
+    if data is not None:
+        encoded = base64.b64encode(data).decode("ascii")
+        return {"type": kind, "source": {"type": "base64", "media_type": mime, "data": encoded}}
     if media.reader is None:
         raise UsageError(
             f"the request holds media ({ref.key!r}) but AnthropicModel has no way to read it: "

@@ -37,6 +37,7 @@ from steadyrun.chat import (
     ToolDefinition,
     ToolResultPart,
 )
+from steadyrun.media._supply import supplied_bytes, supplied_url
 from steadyrun.models._google_response import PROVIDER, decode_signature
 
 __all__ = ["GoogleCall", "MediaReader", "MediaUrl", "build_call", "count_config"]
@@ -187,10 +188,16 @@ class _Contents:
                 f"media {ref.key!r} has MIME type {ref.mime!r}; the google adapter sends "
                 "images (image/*) and PDFs (application/pdf) only"
             )
+        supplied = supplied_url(ref)
+        if supplied:
+            return types.Part(file_data=types.FileData(file_uri=supplied, mime_type=ref.mime))
         if self.media_url is not None:
             url = await self.media_url(ref)
             if url:
                 return types.Part(file_data=types.FileData(file_uri=url, mime_type=ref.mime))
+        data = supplied_bytes(ref)  # read and checked by the runtime for this call
+        if data is not None:
+            return types.Part(inline_data=types.Blob(data=data, mime_type=ref.mime))
         if self.media_reader is None:
             raise UsageError(
                 f"the request holds media {ref.key!r}: pass media_reader= (a coroutine giving "

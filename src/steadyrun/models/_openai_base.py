@@ -85,6 +85,10 @@ class OpenAIBase:
     """The environment variable the API key comes from."""
 
     supports_response_format: ClassVar[bool] = True
+    input_modalities: ClassVar[frozenset[str]] = frozenset({"image", "pdf"})
+    """Media kinds the model reads natively; others go through the runtime's adapters."""
+    media_in_tool_results: ClassVar[bool] = True
+    """Whether tool results may carry media (Chat Completions moves them to a user message)."""
     """Whether ``ModelSettings.response_format`` is sent as native structured output."""
 
     def __init__(

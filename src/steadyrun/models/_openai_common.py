@@ -19,6 +19,7 @@ import openai
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import MediaRef, ModelSettings
+from steadyrun.media._supply import supplied_bytes, supplied_url
 from steadyrun.models._errors import (
     ContextOverflow,
     ProviderConnectionError,
@@ -418,10 +419,17 @@ class MediaResolver:
         filename = ref.key.rstrip("/").rsplit("/", 1)[-1] or "document"
         if kind == "pdf" and not filename.lower().endswith(".pdf"):
             filename += ".pdf"
+        supplied = supplied_url(ref)
+        if supplied and kind in remote_kinds:
+            return ResolvedMedia(kind, supplied, True, filename, mime)
         if self.url is not None and kind in remote_kinds:
             url = await self.url(ref)
             if url:
                 return ResolvedMedia(kind, url, True, filename, mime)
+        data = supplied_bytes(ref)  # read and checked by the runtime for this call
+        if data is not None:
+            encoded = base64.b64encode(data).decode("ascii")
+            return ResolvedMedia(kind, f"data:{mime};base64,{encoded}", False, filename, mime)
         if self.reader is None:
             raise UsageError(
                 f"a request to {self.provider} has media ({ref.key!r}, {ref.mime}) but the model "

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import anthropic
 from anthropic.types import Message as AnthropicMessage
@@ -84,6 +84,10 @@ class AnthropicModel:
     """
 
     supports_response_format = False
+    input_modalities: ClassVar[frozenset[str]] = frozenset({"image", "pdf"})
+    """Media kinds the model reads natively; others go through the runtime's adapters."""
+    media_in_tool_results: ClassVar[bool] = True
+    """Whether tool results may carry media."""
 
     def __init__(
         self,

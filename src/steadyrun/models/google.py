@@ -70,6 +70,10 @@ class GoogleModel:
     """
 
     supports_response_format: ClassVar[bool] = True
+    input_modalities: ClassVar[frozenset[str]] = frozenset({"image", "pdf"})
+    """Media kinds the model reads natively; others go through the runtime's adapters."""
+    media_in_tool_results: ClassVar[bool] = True
+    """Whether tool results may carry media."""
 
     def __init__(
         self,

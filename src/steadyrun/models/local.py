@@ -110,6 +110,10 @@ class LocalModel:
     """The provider name in errors and in ``check_model_requests_allowed``."""
 
     supports_response_format: ClassVar[bool] = True
+    input_modalities: ClassVar[frozenset[str]] = frozenset()
+    """Text only: media reach it only as text from the runtime's adapters, or as notes."""
+    media_in_tool_results: ClassVar[bool] = False
+    """Whether tool results may carry media."""
     """``response_format`` becomes llama.cpp's JSON-schema grammar."""
 
     dialect: ClassVar[ChatDialect] = ChatDialect(provider="local", max_tokens_field="max_tokens")

@@ -234,6 +234,8 @@ class CallRunner:
         Kept on the record, which is written before anything depends on it, so a crash before
         the next checkpoint loses neither.
         """
+        if ctx.media and record.status == "succeeded":
+            record = replace(record, media=[*record.media, *ctx.media])
         notes = {}
         if ctx.usage is not None:
             notes[USAGE_NOTE] = json.dumps(to_plain(ctx.usage, Any))

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from steadyrun.media import MediaPreparer
 from steadyrun.records import CallRecord
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
@@ -54,6 +55,7 @@ class RunHandle:
         clock: Callable[[], datetime],
         extensions: ExtensionSet,
         save_call: Callable[[CallRecord], Awaitable[None]],
+        media: MediaPreparer | None = None,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -64,6 +66,7 @@ class RunHandle:
         self._clock = clock
         self._extensions = extensions
         self._save_call = save_call
+        self._media = media
 
     def subagent_tools(self) -> list[Tool]:
         """The main agent's tools a sub-agent may use: all but ``main_only`` ones."""
@@ -101,6 +104,8 @@ class RunHandle:
             can_suspend=False,
             extensions=self._extensions,
             subagent=True,
+            media=self._media.options if self._media is not None else None,
+            media_preparer=self._media,
         )
         return await (execution.start() if snap is None else execution.resume())
 

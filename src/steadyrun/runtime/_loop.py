@@ -35,6 +35,7 @@ from steadyrun.context import (
     ContextManager,
     verbatim_refs,
 )
+from steadyrun.media import MediaOptions, MediaPreparer, supplying
 from steadyrun.models import resolve_model
 from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, tools_usage
@@ -45,7 +46,13 @@ from steadyrun.runtime._completion import Correct, FallbackReason, Finish, Guard
 from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._handle import RunHandle
-from steadyrun.runtime._input import TurnLimit, fresh_input, take_input, turn_limit_failure
+from steadyrun.runtime._input import (
+    Fresh,
+    TurnLimit,
+    fresh_input,
+    take_input,
+    turn_limit_failure,
+)
 from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import (
     apply_answers,
@@ -83,6 +90,8 @@ class Execution:
         can_suspend: bool = True,
         extensions: ExtensionSet | None = None,
         subagent: bool = False,
+        media: MediaOptions | None = None,
+        media_preparer: MediaPreparer | None = None,
     ) -> None:
         self.state = state
         self.agent = agent
@@ -92,6 +101,8 @@ class Execution:
         self.clock = clock
         self.limits = agent.limits
         self.subagent = subagent
+        self.media_options = media or MediaOptions()
+        self.media = media_preparer or MediaPreparer(self.media_options)
         self.ext = extensions
         if self.ext is None and agent.extensions:
             self.ext = self._restore_extensions(agent)
@@ -139,6 +150,7 @@ class Execution:
                 clock=clock,
                 extensions=self.ext,
                 save_call=self.calls.save,
+                media=self.media,
             )
             for ext in self.ext.instances:
                 ext.attach(handle)
@@ -253,7 +265,9 @@ class Execution:
         cp.extra.pop(_CORRECTION, None)
         request = build(state.context)
         try:
-            response = await self._call_model(model_call_id, request)
+            request, supply = await self.media.prepare(request, self.agent.client)
+            with supplying(supply):
+                response = await self._call_model(model_call_id, request)
         except Exception as exc:
             return await self._fail(
                 ModelCallFailed(
@@ -293,6 +307,7 @@ class Execution:
         if fresh:  # new input supersedes this text: it stays in the history, the run answers
             self._record_message(model_call_id, response.message)
             take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
+            await self._claimed(fresh)
             await self._save()
             return None
         return await self._deliver(model_call_id, response.message)
@@ -507,10 +522,14 @@ class Execution:
         fresh = await fresh_input(self.store, self.state)
         if fresh:
             take_input(self.state, fresh, new_turn=new_turn, max_turns=self.limits.max_turns)
-            if self.ext is not None:
-                taken = self.state.context[-len(fresh.messages) :]
-                await self.ext.claimed(self.state.run_id, taken)
+            await self._claimed(fresh)
         return bool(fresh)
+
+    async def _claimed(self, fresh: Fresh) -> None:
+        """Tell the extensions what input the run just took (main runs only)."""
+        if self.ext is not None and not self.subagent:
+            taken = self.state.context[-len(fresh.messages) :]
+            await self.ext.claimed(self.state.run_id, taken)
 
     # -- endings and saves -----------------------------------------------------------------
 

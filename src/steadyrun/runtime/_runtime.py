@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from steadyrun._errors import RunNotFoundError, UsageError
 from steadyrun.chat import MediaPart, Message
+from steadyrun.media import MediaOptions, MediaPreparer
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import HandoverHook
 from steadyrun.runtime._host import HostOperations, PendingItem
@@ -38,6 +39,8 @@ class Runtime(HostOperations):
         on_handover: Called with (run id, record) before a submission or a pending
             confirmation is saved, where the host creates it; raising ``CallRejected`` refuses
             it (the call is recorded ``rejected`` and the model sees the reason).
+        media: How media are read (the host's storage) and how much a model call carries;
+            see ``steadyrun.media.MediaOptions`` and docs/media.md.
 
     Example:
         ``result = await Runtime(MemoryStore()).run(agent, run_id="t-1", input="Hi")``
@@ -53,6 +56,7 @@ class Runtime(HostOperations):
         clock: Callable[[], datetime] = _utcnow,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         on_handover: HandoverHook | None = None,
+        media: MediaOptions | None = None,
     ) -> None:
         self.store = store
         self._agents: dict[str, Agent] = {}
@@ -64,6 +68,8 @@ class Runtime(HostOperations):
         self._new_id = new_id
         self._active: set[str] = set()
         self._on_handover = on_handover
+        self.media = media
+        self._media = MediaPreparer(media or MediaOptions())
 
     def _register(self, agent: Agent) -> None:
         known = self._agents.get(agent.name)
@@ -177,6 +183,8 @@ class Runtime(HostOperations):
             texts=self.texts,
             clock=self._clock,
             on_handover=self._on_handover,
+            media=self.media,
+            media_preparer=self._media,
         )
 
     def _driving(self, run_id: str) -> _Driving:

@@ -10,6 +10,7 @@ from typing import Any
 from steadyrun._errors import ScriptExhaustedError
 from steadyrun.chat import (
     FinishReason,
+    MediaPart,
     Message,
     ModelRequest,
     ModelResponse,
@@ -18,9 +19,11 @@ from steadyrun.chat import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
+    ToolResultPart,
     Usage,
     deltas_of,
 )
+from steadyrun.media._supply import supplied_bytes, supplied_url
 
 __all__ = ["FunctionModel", "ScriptedModel", "call", "text", "tool_calls"]
 
@@ -79,15 +82,31 @@ class ScriptedModel:
     Every request is recorded in ``requests``. Asking for more steps than scripted raises
     ``ScriptExhaustedError`` (it never cycles); ``assert_complete()`` checks every step was used.
 
+    ``input_modalities`` and ``media_in_tool_results`` declare what media it takes, like a
+    provider model; ``media`` records, per request, the media the runtime supplied (bytes or
+    a URL, by key).
+
     Example:
         ``ScriptedModel([tool_calls(("lookup", {"id": "7"})), text("Done.")])``
     """
 
-    def __init__(self, steps: Iterable[ScriptStep], *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        steps: Iterable[ScriptStep],
+        *,
+        name: str = "scripted",
+        input_modalities: Iterable[str] | None = None,
+        media_in_tool_results: bool = True,
+    ) -> None:
         self._steps: list[ScriptStep] = list(steps)
         self._next = 0
         self.name = name
         self.requests: list[ModelRequest] = []
+        self.media: list[dict[str, bytes | str]] = []
+        self.input_modalities = (
+            frozenset(input_modalities) if input_modalities is not None else None
+        )
+        self.media_in_tool_results = media_in_tool_results
 
     @property
     def remaining(self) -> int:
@@ -101,6 +120,7 @@ class ScriptedModel:
     async def respond(self, request: ModelRequest) -> ModelResponse:
         """Answer with the next scripted step."""
         self.requests.append(request)
+        self.media.append(_received_media(request))
         if self._next >= len(self._steps):
             raise ScriptExhaustedError(
                 f"{self.name}: asked for response {self._next + 1} but the script has "
@@ -138,6 +158,11 @@ class FunctionModel:
         fn: Called with each request; returns a ``ModelResponse`` (or an awaitable of one).
         stream_fn: Optional; returns the deltas of a response. Without it ``stream`` splits
             ``fn``'s answer into deltas.
+        name: A name for messages.
+        input_modalities: Media kinds it takes natively (``None``: whatever it is given).
+        media_in_tool_results: Whether tool results may carry media.
+
+    ``media`` records, per request, the media the runtime supplied (bytes or URL, by key).
     """
 
     def __init__(
@@ -146,15 +171,23 @@ class FunctionModel:
         *,
         stream_fn: Callable[[ModelRequest], Sequence[ResponseDelta]] | None = None,
         name: str = "function",
+        input_modalities: Iterable[str] | None = None,
+        media_in_tool_results: bool = True,
     ) -> None:
         self._fn = fn
         self._stream_fn = stream_fn
         self.name = name
         self.requests: list[ModelRequest] = []
+        self.media: list[dict[str, bytes | str]] = []
+        self.input_modalities = (
+            frozenset(input_modalities) if input_modalities is not None else None
+        )
+        self.media_in_tool_results = media_in_tool_results
 
     async def respond(self, request: ModelRequest) -> ModelResponse:
         """Answer with ``fn(request)``."""
         self.requests.append(request)
+        self.media.append(_received_media(request))
         out = self._fn(request)
         return await out if inspect.isawaitable(out) else out
 
@@ -175,3 +208,17 @@ def _describe_last(messages: list[Message]) -> str:
         return "no messages"
     last = messages[-1]
     return f"a {last.role} message: {(last.text or str(last.parts))[:120]!r}"
+
+
+def _received_media(request: ModelRequest) -> dict[str, bytes | str]:
+    """What the runtime supplied for each media reference of a request: bytes, or a URL."""
+    out: dict[str, bytes | str] = {}
+    for message in request.messages:
+        for part in message.parts:
+            refs = [part.ref] if isinstance(part, MediaPart) else []
+            refs += part.media if isinstance(part, ToolResultPart) else []
+            for ref in refs:
+                got = supplied_bytes(ref) or supplied_url(ref)
+                if got is not None:
+                    out[ref.key] = got
+    return out

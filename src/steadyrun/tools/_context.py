@@ -6,6 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyrun.chat import MediaRef
+
 __all__ = ["ToolContext"]
 
 
@@ -31,6 +33,7 @@ class ToolContext:
             reference (used by the built-in read tool; ``None`` outside context management).
         extensions: The run's extension instances by name (see ``Extension.of``).
         usage: Token usage of model calls the tool made itself (see ``report_usage``).
+        media: Media attached to the call's result (see ``attach``).
     """
 
     run_id: str
@@ -45,6 +48,17 @@ class ToolContext:
     read_result: Callable[[str], str | None] | None = None
     extensions: Mapping[str, Any] = field(default_factory=dict)
     usage: Any = None
+    media: list[MediaRef] = field(default_factory=list)
+
+    def attach(self, ref: MediaRef) -> None:
+        """Attach media (a ``steadyrun.media.MediaRef``) to the call's result.
+
+        Store the bytes yourself first (``steadyrun.media.media_ref`` computes the reference);
+        the record keeps only the reference, and the model sees the media with the result.
+        """
+        if not isinstance(ref, MediaRef):
+            raise TypeError(f"attach() takes a MediaRef, got {type(ref).__name__}")
+        self.media.append(ref)
 
     def report_usage(self, usage: Any) -> None:
         """Count a model call the tool made (a ``steadyrun.Usage``) in the run's usage.

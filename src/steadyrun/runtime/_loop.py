@@ -32,19 +32,18 @@ from steadyrun.chat import (
 )
 from steadyrun.context import (
     ContextEvent,
-    ContextManager,
     verbatim_refs,
 )
 from steadyrun.media import MediaOptions, MediaPreparer, supplying
-from steadyrun.models import resolve_model
 from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, tools_usage
-from steadyrun.runtime._agent import Agent, ReducerView
+from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
 from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
+from steadyrun.runtime._fitting import context_manager, reduce_context
 from steadyrun.runtime._handle import RunHandle
 from steadyrun.runtime._input import (
     Fresh,
@@ -106,25 +105,8 @@ class Execution:
         self.ext = extensions
         if self.ext is None and agent.extensions:
             self.ext = self._restore_extensions(agent)
-        self.context: ContextManager | None = None
-        if agent.context is not None:
-            policy = agent.context
-            if self.ext is not None and self.ext.reserved_tokens:
-                reserved = policy.reserved_tokens + self.ext.reserved_tokens
-                policy = replace(policy, reserved_tokens=reserved)
-
-            def pinned(name: str) -> bool:
-                tool = agent.toolset.get(name)
-                return tool is not None and tool.retain in ("keep", "intact")
-
-            summarizer = (
-                resolve_model(policy.summary_model)
-                if policy.summary_model is not None
-                else agent.client
-            )
-            self.context = ContextManager(
-                policy, model=summarizer, pinned=pinned, emit=self._context_event
-            )
+        reserved = self.ext.reserved_tokens if self.ext is not None else 0
+        self.context = context_manager(agent, reserved, self._context_event, self.texts)
         self.calls = CallRunner(
             state=state,
             journal=store,
@@ -374,25 +356,10 @@ class Execution:
                 rewritten = True
             if usage.requests:
                 state.run.usage = state.run.usage + usage
-        reducer = self.agent.context_reducer
-        if reducer is not None:
-            view = ReducerView(
-                run_id=state.run_id,
-                model_call_id=model_call_id,
-                turn=state.cp.turn,
-                iteration=state.cp.iteration + 1,
-            )
-            reduced = reducer(view, build(list(state.context)))
-            if inspect.isawaitable(reduced):
-                reduced = await reduced
-            if reduced is not None and list(reduced) != state.context:
-                state.rewrite(list(reduced))
-                rewritten = True
-                await self.observers.emit(
-                    "on_context",
-                    state.run_id,
-                    ContextEvent(kind="reduced", tokens_before=0, tokens_after=0),
-                )
+        if await reduce_context(self.agent, state, model_call_id, build):
+            rewritten = True
+            event = ContextEvent(kind="reduced", tokens_before=0, tokens_after=0)
+            await self.observers.emit("on_context", state.run_id, event)
         if rewritten:
             await self._save()  # the new base is durable before the model sees it
 

@@ -19,15 +19,14 @@ from pydantic import BaseModel, Field
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import Message, Usage
+from steadyrun.extensions._memory_embed import SentenceEmbedder, minilm_embedder
+from steadyrun.extensions._memory_sqlite import SqliteMemoryBank
 from steadyrun.extensions._memory_store import (
     Embed,
     InMemoryMemoryBank,
     MemoryBank,
     MemoryItem,
     ScoredMemory,
-    SentenceEmbedder,
-    SqliteMemoryBank,
-    minilm_embedder,
 )
 from steadyrun.models._client import ModelClient
 from steadyrun.models._structured import StructuredOutputError, generate_object

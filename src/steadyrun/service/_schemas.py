@@ -1,0 +1,175 @@
+"""Request and response bodies of the HTTP API (validated by pydantic, shown in OpenAPI)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+
+__all__ = [
+    "AgentList",
+    "AnswerRequest",
+    "CallOut",
+    "DecideRequest",
+    "ErrorOut",
+    "MessageOut",
+    "MessageRequest",
+    "PendingList",
+    "PendingOut",
+    "ResumeOut",
+    "RunList",
+    "RunOut",
+    "SettleRequest",
+    "StartOut",
+    "StartRequest",
+]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRequest(_In):
+    """Start a run. The same request (same body) for the same run id returns the same run."""
+
+    run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9._:@-]+$",
+        description="Your id for the run; a new random id when left out (then not idempotent).",
+    )
+    agent: str = Field(min_length=1, max_length=200, description="The agent's name.")
+    input: str = Field(min_length=1, description="The user's first message.")
+
+
+class StartOut(BaseModel):
+    """The started (or already started) run."""
+
+    run_id: str
+    created: bool = Field(description="False when the same request had started it already.")
+    status: str
+
+
+class MessageRequest(_In):
+    """Input for a run; it takes it at its next safe point (resumed if need be)."""
+
+    text: str = Field(min_length=1)
+    id: str | None = Field(
+        default=None, max_length=200, description="Message id, for deduplication of retries."
+    )
+    revision: str | None = Field(default=None, max_length=100)
+
+
+class MessageOut(BaseModel):
+    """The input as stored in the run's feed."""
+
+    seq: int
+    id: str
+    revision: str
+
+
+class DecideRequest(_In):
+    """A decision on a call waiting for one."""
+
+    approve: bool
+    reason: str | None = Field(default=None, max_length=10_000)
+    arguments: dict[str, JsonValue] | None = Field(
+        default=None, description="Edited arguments to run the call with (approvals only)."
+    )
+    decided_by: str | None = Field(default=None, max_length=200)
+
+
+class AnswerRequest(_In):
+    """The answer to an input request; it must fit the request's response schema."""
+
+    response: JsonValue
+
+
+class SettleRequest(_In):
+    """The outcome of a call the host owns: exactly one of ``result`` and ``error``."""
+
+    result: str | None = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SettleRequest:
+        if (self.result is None) == (self.error is None):
+            raise ValueError("give exactly one of result and error")
+        return self
+
+
+class CallOut(BaseModel):
+    """A call record, as a display shows it."""
+
+    id: str
+    name: str
+    arguments: str
+    status: str
+    result: str | None = None
+    error: str | None = None
+    handover: str = ""
+    decision: dict[str, Any] | None = None
+
+
+class PendingOut(BaseModel):
+    """Something a run waits for, or that its host owns."""
+
+    kind: Literal["result", "decision", "input", "review", "submission", "detached"]
+    blocking: bool
+    call_id: str
+    name: str
+    arguments: str
+    prompt: str | None = None
+    wait_id: str | None = None
+    response_schema: dict[str, Any] | None = None
+    payload: JsonValue = None
+
+
+class PendingList(BaseModel):
+    """What a run waits for, in call order."""
+
+    items: list[PendingOut]
+
+
+class RunOut(BaseModel):
+    """One run of a listing."""
+
+    run_id: str
+    agent: str
+    status: str
+    created_at: datetime | None
+    updated_at: datetime | None
+    steps: int
+    executing: bool = Field(description="Whether it executes in this service now.")
+
+
+class RunList(BaseModel):
+    """Runs by last activity, newest first."""
+
+    runs: list[RunOut]
+
+
+class ResumeOut(BaseModel):
+    """A resume request's outcome."""
+
+    run_id: str
+    scheduled: bool = Field(description="False when the run executes here already.")
+
+
+class AgentList(BaseModel):
+    """The agents this service runs."""
+
+    agents: list[str]
+
+
+class ErrorOut(BaseModel):
+    """Every error response."""
+
+    error: str = Field(description="A stable code: not_found, conflict, invalid, ...")
+    message: str
+    error_id: str | None = Field(
+        default=None, description="For server errors: look it up in the logs."
+    )
+    details: list[dict[str, Any]] | None = None

@@ -68,6 +68,11 @@ class RunHandle:
         self._save_call = save_call
         self._media = media
 
+    @property
+    def texts(self) -> Texts:
+        """The sentences the runtime writes to the model (extensions write theirs from it)."""
+        return self._texts
+
     def subagent_tools(self) -> list[Tool]:
         """The main agent's tools a sub-agent may use: all but ``main_only`` ones."""
         return [t for t in self.agent.toolset if not t.main_only]

@@ -5,8 +5,13 @@ from steadyrun.context._policy import DEFAULT_SUMMARY_INSTRUCTION, ContextPolicy
 from steadyrun.context._read_tool import READ_TOOL, read_tool
 from steadyrun.context._rounds import (
     CALLS_META,
+    CLEARED_META,
+    OFFLOADED_META,
     SUMMARY_META,
     clear_rounds,
+    is_cleared,
+    is_offloaded,
+    mark,
     offload_text,
     rounds,
     split_for_summary,
@@ -26,7 +31,9 @@ from steadyrun.context._tokens import (
 
 __all__ = [
     "CALLS_META",
+    "CLEARED_META",
     "DEFAULT_SUMMARY_INSTRUCTION",
+    "OFFLOADED_META",
     "READ_TOOL",
     "SUMMARY_META",
     "CachedCounter",
@@ -41,6 +48,9 @@ __all__ = [
     "count_tokens",
     "estimate_message",
     "estimate_request",
+    "is_cleared",
+    "is_offloaded",
+    "mark",
     "offload_text",
     "read_tool",
     "rounds",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from steadyrun.chat import Message, ModelRequest, ModelSettings, TextPart, Usage
 from steadyrun.context._policy import ContextPolicy
@@ -19,10 +20,14 @@ from steadyrun.context._rounds import (
     clear_rounds,
     clearable_bytes,
     split_for_summary,
+    texts_or_english,
     transcript,
 )
 from steadyrun.context._tokens import EstimateCounter, count_tokens, estimate_request
 from steadyrun.models import ModelClient
+
+if TYPE_CHECKING:
+    from steadyrun.runtime._texts import Texts
 
 __all__ = ["ContextEvent", "ContextManager"]
 
@@ -47,7 +52,15 @@ class ContextEvent:
 
 
 class ContextManager:
-    """Applies a ``ContextPolicy`` to one run's context."""
+    """Applies a ``ContextPolicy`` to one run's context.
+
+    Args:
+        policy: The policy.
+        model: The model that writes summaries.
+        pinned: Whether a tool's results are kept (by tool name).
+        emit: Tells observers what context management did.
+        texts: The notes, summary call and marker the models read (default: English).
+    """
 
     def __init__(
         self,
@@ -56,8 +69,10 @@ class ContextManager:
         model: ModelClient,
         pinned: Callable[[str], bool],
         emit: Callable[[ContextEvent], Awaitable[None]],
+        texts: Texts | None = None,
     ) -> None:
         self.policy = policy
+        self.texts = texts_or_english(texts)
         self.model = model
         self.pinned = pinned
         self.emit = emit
@@ -84,7 +99,7 @@ class ContextManager:
             near_summary
             or clearable_bytes(context, policy.keep_rounds, self.pinned) >= 0.4 * budget
         ):
-            cleared = clear_rounds(context, policy.keep_rounds, self.pinned)
+            cleared = clear_rounds(context, policy.keep_rounds, self.pinned, self.texts)
             if cleared is not None:
                 after = await count_tokens(self.counter, build(cleared))
                 await self.emit(
@@ -117,7 +132,7 @@ class ContextManager:
                     rewritten, context, tokens = summarized, summarized, after
         if tokens > budget:
             # Last resort: clear every round that is not pinned, the recent ones too.
-            cleared = clear_rounds(context, 0, self.pinned)
+            cleared = clear_rounds(context, 0, self.pinned, self.texts)
             if cleared is not None:
                 after = await count_tokens(self.counter, build(cleared))
                 rewritten, context, tokens = cleared, cleared, after
@@ -140,7 +155,7 @@ class ContextManager:
     async def _summarize(
         self, context: list[Message], budget: int
     ) -> tuple[list[Message] | None, Usage]:
-        policy = self.policy
+        policy, texts = self.policy, self.texts
         split = split_for_summary(context, policy.keep_rounds, self.pinned)
         if split is None:
             return None, Usage()
@@ -148,17 +163,18 @@ class ContextManager:
         earlier = [m for m in older if (m.meta or {}).get(SUMMARY_META)]
         rest = [m for m in older if not (m.meta or {}).get(SUMMARY_META)]
         # The summary call must fit too: its instruction, the answer's room, and the transcript.
-        instruction = estimate_request(ModelRequest(instructions=policy.summary_instruction))
+        instructions = policy.summary_instruction or texts.summary_instruction
+        instruction = estimate_request(ModelRequest(instructions=instructions))
         room = max(1_000, budget - policy.summary_tokens - instruction - 200)
-        head = transcript(earlier)
-        body = transcript(rest)
+        head = transcript(earlier, texts)
+        body = transcript(rest, texts)
         max_chars = max(0, room * 4 - len(head))
         if len(body) > max_chars:
-            body = "[... the oldest part is omitted ...]\n" + body[len(body) - max_chars :]
+            body = texts.summary_omitted + "\n" + body[len(body) - max_chars :]
         text = "\n\n".join(t for t in (head, body) if t)
         request = ModelRequest(
-            instructions=policy.summary_instruction,
-            messages=[Message.user(f"Summarize this conversation:\n\n{text}")],
+            instructions=instructions,
+            messages=[Message.user(texts.summary_request.format(transcript=text))],
             settings=ModelSettings(max_tokens=policy.summary_tokens),
         )
         response = await self.model.respond(request)
@@ -168,7 +184,7 @@ class ContextManager:
         summary = summary[: policy.summary_tokens * 4]  # bounded, whatever the model did
         marker = Message(
             role="user",
-            parts=[TextPart(text=f"[Summary of the conversation so far]\n{summary}")],
+            parts=[TextPart(text=texts.summary_marker.format(summary=summary))],
             meta={SUMMARY_META: "1"},
         )
         usage = response.usage + Usage()

@@ -16,6 +16,7 @@ DEFAULT_SUMMARY_INSTRUCTION = (
     "decisions made, facts learned from tools (ids, numbers, names), what was done and what is "
     "still open. Do not invent anything. Do not address the user. Plain text only."
 )
+"""The English instruction of the summary call (``Texts().summary_instruction``)."""
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -36,7 +37,9 @@ class ContextPolicy:
         keep_rounds: Recent tool rounds that clearing and summaries keep verbatim.
         summary_share: Past this share (after clearing), earlier history is summarized.
         summary_tokens: Most tokens a summary may take (its call's ``max_tokens``).
-        summary_instruction: The instruction of the summary call.
+        summary_instruction: The instruction of the summary call; ``None``: the runtime's
+            ``Texts.summary_instruction`` (English by default, Chinese with
+            ``Texts.chinese()``).
         summary_model: The model that writes summaries (default: the agent's).
         counter: Counts request tokens (default: the documented estimate).
         reserved_tokens: Tokens something outside the run's state adds to every request.
@@ -50,7 +53,7 @@ class ContextPolicy:
     keep_rounds: int = 2
     summary_share: float = 0.80
     summary_tokens: int = 2_000
-    summary_instruction: str = DEFAULT_SUMMARY_INSTRUCTION
+    summary_instruction: str | None = None
     summary_model: Any = None
     counter: TokenCounter | None = None
     reserved_tokens: int = 0

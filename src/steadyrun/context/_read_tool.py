@@ -33,12 +33,15 @@ def read_tool() -> Tool:
             offset: The first character to read.
             length: How many characters to read (at most 20000).
         """
+        texts = ctx.texts
         text = ctx.read_result(ref) if ctx.read_result is not None else None
         if text is None:
-            raise LookupError(f"there is no offloaded or cleared result {ref!r} in this run")
+            raise LookupError(texts.read_unknown_ref.format(ref=ref))
         chunk = text[offset : offset + length]
         end = offset + len(chunk)
-        more = f"; continue with offset={end}" if end < len(text) else ""
-        return f"{chunk}\n[characters {offset}-{end} of {len(text)}{more}]"
+        span = {"start": str(offset), "end": str(end), "total": str(len(text))}
+        if end < len(text):
+            return f"{chunk}\n{texts.read_range_more.format(**span)}"
+        return f"{chunk}\n{texts.read_range.format(**span)}"
 
     return read_offloaded_result

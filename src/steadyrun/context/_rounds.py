@@ -2,22 +2,35 @@
 
 A tool round is an assistant message with tool calls followed by the ``tool`` message with
 their results. The runtime tags each tool message with the record ids of its calls
-(``meta["steadyrun.calls"]``), so a placeholder can name the result it replaced.
+(``meta["steadyrun.calls"]``), so a placeholder can name the result it replaced, and with the
+results it cleared (``meta["steadyrun.cleared"]``) or offloaded (``meta["steadyrun.offloaded"]``),
+so that neither is recognized by its text, which depends on the run's ``Texts``.
+
+The notes the model reads are the ``Texts`` given (English when none is).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from steadyrun.chat import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
+if TYPE_CHECKING:
+    from steadyrun.runtime._texts import Texts
+
 __all__ = [
     "CALLS_META",
+    "CLEARED_META",
+    "OFFLOADED_META",
     "SUMMARY_META",
     "Round",
     "clear_rounds",
     "clearable_bytes",
+    "is_cleared",
+    "mark",
     "offload_text",
     "record_ids",
     "rounds",
@@ -28,7 +41,67 @@ __all__ = [
 
 CALLS_META = "steadyrun.calls"
 SUMMARY_META = "steadyrun.summary"
-CLEARED_PREFIX = "[Result cleared"
+CLEARED_META = "steadyrun.cleared"
+"""Meta key of a tool message: the results it holds cleared (JSON list of ``result_key``)."""
+OFFLOADED_META = "steadyrun.offloaded"
+"""Meta key of a tool message: the results it holds offloaded (JSON list of ``result_key``)."""
+LEGACY_CLEARED_PREFIX = "[Result cleared"
+"""How contexts saved before ``CLEARED_META`` show a cleared result (English only)."""
+LEGACY_OFFLOADED = "read_offloaded_result("
+"""How contexts saved before ``OFFLOADED_META`` show an offloaded result."""
+
+
+def texts_or_english(texts: Texts | None) -> Texts:
+    """``texts``, or the English texts when it is ``None``."""
+    if texts is not None:
+        return texts
+    from steadyrun.runtime._texts import default_texts  # steadyrun.runtime imports this package
+
+    return default_texts()
+
+
+def result_key(part: ToolResultPart, index: int) -> str:
+    """What names a result in its tool message's marks: its call id (else ``#<index>``)."""
+    return part.call_id or f"#{index}"
+
+
+def _marked(message: Message, key: str) -> set[str]:
+    raw = (message.meta or {}).get(key)
+    if not raw:
+        return set()
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return set()
+    return {str(k) for k in found} if isinstance(found, list) else set()
+
+
+def mark(message: Message, key: str, results: list[str]) -> Message:
+    """``message`` with ``results`` (``result_key`` values) added to its mark ``key``."""
+    if not results:
+        return message
+    marked = sorted(_marked(message, key) | set(results))
+    return replace(message, meta={**(message.meta or {}), key: json.dumps(marked)})
+
+
+def is_cleared(message: Message, index: int) -> bool:
+    """Whether the result at ``index`` of a tool message was cleared (in any language)."""
+    part = message.parts[index]
+    if not isinstance(part, ToolResultPart):
+        return False
+    if result_key(part, index) in _marked(message, CLEARED_META):
+        return True
+    return part.content.startswith(LEGACY_CLEARED_PREFIX)
+
+
+def is_offloaded(message: Message, index: int) -> bool:
+    """Whether the result at ``index`` of a tool message was offloaded (in any language)."""
+    part = message.parts[index]
+    if not isinstance(part, ToolResultPart):
+        return False
+    if result_key(part, index) in _marked(message, OFFLOADED_META):
+        return True
+    return LEGACY_OFFLOADED in part.content
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,23 +127,34 @@ def record_ids(message: Message) -> list[str]:
     return ids.split(",") if ids else []
 
 
-def offload_text(content: str, ref: str, preview_chars: int, tool: str) -> str:
-    """What the model sees in place of an offloaded result."""
+def offload_text(
+    content: str, ref: str, preview_chars: int, tool: str, texts: Texts | None = None
+) -> str:
+    """What the model sees in place of an offloaded result.
+
+    Mark the result in its tool message too (``mark(message, OFFLOADED_META, [key])``): the
+    text alone is not how an offloaded result is recognized.
+    """
+    texts = texts_or_english(texts)
     preview = content[:preview_chars]
-    return (
-        f"{preview}\n[Result of {tool} is {len(content)} characters; the first {len(preview)} "
-        f'are shown. Read more with read_offloaded_result(ref="{ref}", offset={len(preview)}).]'
+    note = texts.offload_note.format(
+        name=tool, size=str(len(content)), shown=str(len(preview)), ref=ref
     )
+    return f"{preview}\n{note}"
 
 
 def clear_rounds(
-    messages: list[Message], keep: int, pinned: Callable[[str], bool]
+    messages: list[Message],
+    keep: int,
+    pinned: Callable[[str], bool],
+    texts: Texts | None = None,
 ) -> list[Message] | None:
     """The context with results of rounds older than the last ``keep`` replaced by placeholders.
 
-    Results of pinned tools (by name) and results already cleared stay. ``None`` when nothing
-    changes.
+    Results of pinned tools (by name) and results already cleared stay. Cleared results are
+    marked in their tool message (``CLEARED_META``). ``None`` when nothing changes.
     """
+    texts = texts_or_english(texts)
     found = rounds(messages)
     old = found[: max(0, len(found) - keep)]
     out = list(messages)
@@ -79,22 +163,26 @@ def clear_rounds(
         tool_message = out[r.start + 1]
         ids = record_ids(tool_message)
         parts = []
+        cleared = []
         for i, part in enumerate(tool_message.parts):
             if (
                 isinstance(part, ToolResultPart)
                 and not pinned(part.name)
-                and not part.content.startswith(CLEARED_PREFIX)
+                and not is_cleared(tool_message, i)
             ):
                 ref = ids[i] if i < len(ids) else ""
-                note = f'; read it again with read_offloaded_result(ref="{ref}")' if ref else ""
-                part = replace(
-                    part,
-                    content=f"{CLEARED_PREFIX} to save context ({len(part.content)} chars){note}.]",
-                    media=[],
+                size = str(len(part.content))
+                note = (
+                    texts.cleared_note.format(size=size, ref=ref)
+                    if ref
+                    else texts.cleared_note_plain.format(size=size)
                 )
-                changed = True
+                part = replace(part, content=note, media=[])
+                cleared.append(result_key(part, i))
             parts.append(part)
-        out[r.start + 1] = replace(tool_message, parts=parts)
+        if cleared:
+            changed = True
+            out[r.start + 1] = mark(replace(tool_message, parts=parts), CLEARED_META, cleared)
     return out if changed else None
 
 
@@ -103,11 +191,12 @@ def clearable_bytes(messages: list[Message], keep: int, pinned: Callable[[str], 
     found = rounds(messages)
     total = 0
     for r in found[: max(0, len(found) - keep)]:
-        for part in messages[r.start + 1].parts:
+        tool_message = messages[r.start + 1]
+        for i, part in enumerate(tool_message.parts):
             if (
                 isinstance(part, ToolResultPart)
                 and not pinned(part.name)
-                and not part.content.startswith(CLEARED_PREFIX)
+                and not is_cleared(tool_message, i)
             ):
                 total += len(part.content)
     return total
@@ -142,23 +231,29 @@ def split_for_summary(
     return summarize, kept, tail
 
 
-def transcript(messages: list[Message]) -> str:
+def transcript(messages: list[Message], texts: Texts | None = None) -> str:
     """A plain-text rendering of messages for the summarizer (no provider pairing rules)."""
+    texts = texts_or_english(texts)
     lines = []
     for m in messages:
         if (m.meta or {}).get(SUMMARY_META):
-            lines.append(f"[earlier summary]\n{m.text}")
+            lines.append(texts.transcript_summary.format(summary=m.text))
             continue
         for part in m.parts:
             if isinstance(part, TextPart) and part.text:
                 lines.append(f"{m.role}: {part.text}")
             elif isinstance(part, ThinkingPart) and part.text:
-                lines.append(f"{m.role} (thinking): {part.text}")
+                lines.append(texts.transcript_thinking.format(role=m.role, text=part.text))
             elif isinstance(part, ToolCallPart):
-                lines.append(f"{m.role} called {part.name}({part.arguments})")
+                lines.append(
+                    texts.transcript_call.format(
+                        role=m.role, name=part.name, arguments=part.arguments
+                    )
+                )
+            elif isinstance(part, ToolResultPart) and part.is_error:
+                lines.append(texts.transcript_error.format(name=part.name, content=part.content))
             elif isinstance(part, ToolResultPart):
-                tag = " (error)" if part.is_error else ""
-                lines.append(f"result of {part.name}{tag}: {part.content}")
+                lines.append(texts.transcript_result.format(name=part.name, content=part.content))
     return "\n".join(lines)
 
 
@@ -176,8 +271,8 @@ def verbatim_refs(messages: list[Message]) -> set[str]:
             if (
                 isinstance(part, ToolResultPart)
                 and i < len(ids)
-                and not part.content.startswith(CLEARED_PREFIX)
-                and "read_offloaded_result(" not in part.content
+                and not is_cleared(m, i)
+                and not is_offloaded(m, i)
             ):
                 out.add(ids[i])
     return out

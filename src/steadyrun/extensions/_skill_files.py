@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from steadyrun._errors import UsageError
+from steadyrun.runtime._texts import Texts, default_texts
 
 __all__ = [
     "SKILL_FILE",
@@ -310,13 +311,14 @@ def _resources(folder: Path) -> tuple[str, ...]:
 # -- resources -----------------------------------------------------------------------------
 
 
-def read_resource(skill: Skill, path: str, *, max_bytes: int) -> str:
+def read_resource(skill: Skill, path: str, *, max_bytes: int, texts: Texts | None = None) -> str:
     """The text of one resource file of a skill (blocking: run it in a worker thread).
 
     Args:
         skill: The skill.
         path: The file, relative to the skill's folder.
         max_bytes: The largest file that may be read.
+        texts: The texts of the errors (``skill_resource_*``; default: English).
 
     Returns:
         The file's text.
@@ -325,30 +327,34 @@ def read_resource(skill: Skill, path: str, *, max_bytes: int) -> str:
         ValueError: The path is not one of the skill's resources, leads outside its folder,
             is too large or not UTF-8 text; the message is written for the model.
     """
+    texts = texts or default_texts()
     wanted = path.strip()
     if not wanted:
-        raise ValueError("give the resource's path, relative to the skill's folder")
+        raise ValueError(texts.skill_resource_no_path)
     if PurePosixPath(wanted).is_absolute() or PureWindowsPath(wanted).anchor:
-        raise ValueError(f"{path!r} is absolute; give a path relative to the skill's folder")
+        raise ValueError(texts.skill_resource_absolute.format(path=path))
     parts = PurePosixPath(wanted.replace("\\", "/")).parts
     if ".." in parts:
-        raise ValueError(f"{path!r} goes up with '..'; only files inside the skill may be read")
+        raise ValueError(texts.skill_resource_up.format(path=path))
     relative = PurePosixPath(*parts).as_posix() if parts else ""
     if relative not in skill.resources:
-        listed = ", ".join(skill.resources) or "none"
-        raise ValueError(f"skill {skill.name!r} has no resource {path!r} (its resources: {listed})")
+        listed = ", ".join(skill.resources) or texts.skill_resources_none
+        raise ValueError(
+            texts.skill_resource_unknown.format(name=skill.name, path=path, resources=listed)
+        )
     root = skill.path.resolve()
     target = (skill.path / relative).resolve()
     if not target.is_relative_to(root):  # replaced by a link since the folder was read
-        raise ValueError(f"{path!r} leads outside the skill's folder; it cannot be read")
+        raise ValueError(texts.skill_resource_outside.format(path=path))
     try:
         with target.open("rb") as file:
             data = file.read(max_bytes + 1)
     except OSError as exc:
-        raise ValueError(f"{path!r} could not be read: {exc.strerror or exc}") from None
+        error = str(exc.strerror or exc)
+        raise ValueError(texts.skill_resource_unreadable.format(path=path, error=error)) from None
     if len(data) > max_bytes:
-        raise ValueError(f"{path!r} is larger than the limit of {max_bytes} bytes")
+        raise ValueError(texts.skill_resource_too_large.format(path=path, max_bytes=str(max_bytes)))
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{path!r} is not UTF-8 text") from None
+        raise ValueError(texts.skill_resource_not_text.format(path=path)) from None

@@ -107,10 +107,10 @@ class DeferredTools(Extension):
             run = ext.of(ctx)
             found = run.search(query)
             if not found:
-                return "no tools match; try other words"
+                return ctx.texts.search_no_match
             await run.advertise([t.name for t in found])
             lines = [f"- {t.name}: {t.description.splitlines()[0]}" for t in found]
-            return "These tools are now available:\n" + "\n".join(lines)
+            return ctx.texts.search_found.format(tools="\n".join(lines))
 
         return (search_tools, *self.catalogue)
 
@@ -127,7 +127,8 @@ class DeferredTools(Extension):
         """Refuse a deferred tool the model has not found through the search tool yet."""
         name = call.tool.name
         if name in self.catalogue and name not in self.advertised:
+            texts = call.context.texts
             raise LookupError(
-                f"{name} is not available yet; call {self.search_tool_name} to find it first"
+                texts.tool_not_found_yet.format(name=name, search_tool=self.search_tool_name)
             )
         return await next(call)

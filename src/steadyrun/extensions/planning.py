@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun.runtime._extension import Extension, TurnView
+from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
 __all__ = ["PlanItem", "Planning", "TaskStatus"]
@@ -48,7 +50,8 @@ class Planning(Extension):
     The tools are ``create_task``, ``update_task``, ``get_task`` and ``list_tasks``.
     The plan is saved with the run's checkpoint (and with the record of the call that changed
     it, so a crash between the two loses nothing), shown to the model in its instructions, and
-    published as ``RunResult.plan``. Sub-agents do not see the planning tools.
+    published as ``RunResult.plan``. Sub-agents do not see the planning tools. What the model
+    reads is in the runtime's ``Texts`` (``planning_*``, ``plan_*``).
 
     Args:
         max_tasks: Tasks a plan may hold; creating more fails with a reason the model sees.
@@ -62,10 +65,15 @@ class Planning(Extension):
         self.show_in_instructions = show_in_instructions
         self._plan = _Plan()
         self._lock = asyncio.Lock()
+        self.texts: Texts = default_texts()
 
     def for_run(self) -> Planning:
         """A new, empty plan for one run."""
         return Planning(max_tasks=self.max_tasks, show_in_instructions=self.show_in_instructions)
+
+    def attach(self, handle: RunHandle) -> None:
+        """Take the run's texts (the sentences the model reads)."""
+        self.texts = texts_of(handle)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -99,24 +107,24 @@ class Planning(Extension):
         """The planning rules and, when enabled, the current plan."""
         if view.subagent:
             return None
-        text = (
-            "Plan multi-step work with create_task, keep each task's status current with "
-            "update_task (one task in_progress at a time), and read it with list_tasks."
-        )
+        texts = self.texts
+        text = texts.planning_instructions
         if self.show_in_instructions and self._plan.items:
-            text += "\nCurrent plan:\n" + _render(self._plan.items)
+            plan = _render(self._plan.items)
+            text += "\n" + texts.planning_current_plan.format(plan=plan)
         return text
 
     # -- operations (also the tools' bodies) -------------------------------------------------
 
     async def create(self, title: str) -> PlanItem:
         """Add a task; ``ValueError`` when the plan is full or the title blank."""
+        texts = self.texts
         title = title.strip()
         if not title:
-            raise ValueError("a task needs a title")
+            raise ValueError(texts.plan_needs_title)
         async with self._lock:
             if len(self._plan.items) >= self.max_tasks:
-                raise ValueError(f"the plan already holds {self.max_tasks} tasks")
+                raise ValueError(texts.plan_full.format(max_tasks=str(self.max_tasks)))
             item = PlanItem(id=f"t{self._plan.next_id}", title=title)
             self._plan.next_id += 1
             self._plan.items.append(item)
@@ -135,7 +143,8 @@ class Planning(Extension):
             item = self._get(task_id)
             if status is not None:
                 if status not in _STATUSES:
-                    raise ValueError(f"status must be one of {', '.join(_STATUSES)}")
+                    statuses = ", ".join(_STATUSES)
+                    raise ValueError(self.texts.plan_bad_status.format(statuses=statuses))
                 item.status = status
             if title is not None and title.strip():
                 item.title = title.strip()
@@ -151,8 +160,9 @@ class Planning(Extension):
         for item in self._plan.items:
             if item.id == task_id:
                 return item
-        known = ", ".join(i.id for i in self._plan.items) or "none"
-        raise KeyError(f"no task {task_id!r} in the plan (tasks: {known})")
+        texts = self.texts
+        known = ", ".join(i.id for i in self._plan.items) or texts.plan_no_tasks
+        raise KeyError(texts.plan_unknown_task.format(task_id=task_id, known=known))
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -169,7 +179,7 @@ class Planning(Extension):
                 ctx: The call's context, filled by the runtime.
             """
             item = await ext.of(ctx).create(title)
-            return f"created {item.id}: {item.title}"
+            return ctx.texts.plan_created.format(task_id=item.id, title=item.title)
 
         @tool(main_only=True, retain="keep")
         async def update_task(
@@ -189,7 +199,9 @@ class Planning(Extension):
                 ctx: The call's context, filled by the runtime.
             """
             item = await ext.of(ctx).update(task_id, status=status, title=title, notes=notes)
-            return f"{item.id} is {item.status}: {item.title}"
+            return ctx.texts.plan_updated.format(
+                task_id=item.id, status=item.status, title=item.title
+            )
 
         @tool(main_only=True, replayable=True)
         async def get_task(task_id: str, ctx: ToolContext) -> str:
@@ -200,7 +212,7 @@ class Planning(Extension):
                 ctx: The call's context, filled by the runtime.
             """
             item = ext.of(ctx).get(task_id)
-            notes = f"\nnotes: {item.notes}" if item.notes else ""
+            notes = "\n" + ctx.texts.plan_task_notes.format(notes=item.notes) if item.notes else ""
             return f"{item.id} [{item.status}] {item.title}{notes}"
 
         @tool(main_only=True, replayable=True)
@@ -211,7 +223,7 @@ class Planning(Extension):
                 ctx: The call's context, filled by the runtime.
             """
             items = ext.of(ctx).items
-            return _render(items) if items else "the plan is empty"
+            return _render(items) if items else ctx.texts.plan_empty
 
         return (create_task, update_task, get_task, list_tasks)
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from steadyrun._errors import UsageError
 from steadyrun.extensions._skill_files import Skill, load_skills, read_resource
-from steadyrun.extensions.subagents import SubAgentFailed
+from steadyrun.extensions.subagents import SubAgentFailed, why_unfinished
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._extension import Extension, TurnView
 from steadyrun.runtime._handle import RunHandle
 from steadyrun.runtime._recovery import needs_recovery
+from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
 __all__ = ["Skill", "Skills", "resume_or_review"]
@@ -37,10 +38,14 @@ FORK_PREAMBLE = (
     "are given. Work on your own with your tools, then answer with the result; your answer is "
     "all the other agent will see. The skill's instructions follow."
 )
+"""The English preamble of a forked skill's instructions (``Texts().skill_fork_preamble``)."""
 
 
 def resume_or_review(
-    record: CallRecord, child_calls: Sequence[CallRecord], what: str
+    record: CallRecord,
+    child_calls: Sequence[CallRecord],
+    what: str,
+    texts: Texts | None = None,
 ) -> CallRecord:
     """What an interrupted call that drives a sub-agent becomes on resume.
 
@@ -52,6 +57,7 @@ def resume_or_review(
         record: The interrupted call (status ``running``).
         child_calls: The call records of its child run (empty when the child never started).
         what: Names the call's work in the model-visible text ("the skill 'x'", say).
+        texts: The texts of that text (``work_interrupted``; default: English).
 
     Returns:
         The call's next record: ``queued`` or ``needs_review``, at a higher ``rev``.
@@ -60,14 +66,12 @@ def resume_or_review(
     if not unknown:
         return replace(record, rev=record.rev + 1, status="queued", started_at=None)
     names = ", ".join(sorted({c.name for c in unknown}))
+    texts = texts or default_texts()
     return replace(
         record,
         rev=record.rev + 1,
         status="needs_review",
-        result=(
-            f"{what} was interrupted while its sub-agent was running {names}, whose outcome is "
-            "unknown; check it before running this again."
-        ),
+        result=texts.work_interrupted.format(what=what, names=names),
         completed_at=record.started_at,
     )
 
@@ -87,6 +91,8 @@ class Skills(Extension):
         fork_limits: Limits of a forked skill's sub-agent; ``max_iterations`` is its budget of
             model calls.
         show_in_instructions: Whether the skills are listed in the agent's instructions.
+
+    What the models read is in the runtime's ``Texts`` (``skills_*``, ``skill_*``).
 
     Raises:
         UsageError: A folder is missing or holds no skill, a ``SKILL.md`` is missing or
@@ -117,6 +123,7 @@ class Skills(Extension):
         self.fork_limits = fork_limits or Limits(max_iterations=10)
         self.show_in_instructions = show_in_instructions
         self.handle: RunHandle | None = None
+        self.texts: Texts = default_texts()
         self._agents: dict[str, Agent] = {}
         self.skills: dict[str, Skill] = {}
         self.reload()
@@ -137,8 +144,9 @@ class Skills(Extension):
         return clone
 
     def attach(self, handle: RunHandle) -> None:
-        """Keep the run's handle: forked skills drive child runs through it."""
+        """Keep the run's handle (forked skills drive child runs through it) and its texts."""
         self.handle = handle
+        self.texts = texts_of(handle)
 
     def _in_subagent(self, ctx: ToolContext) -> bool:
         return self.handle is not None and ctx.run_id != self.handle.run_id
@@ -152,16 +160,11 @@ class Skills(Extension):
         skills = self.visible(subagent=view.subagent)
         if not self.show_in_instructions or not skills:
             return None
-        text = (
-            "Skills hold instructions for particular kinds of tasks. When a task matches a "
-            "skill's description, call load_skill with its name first and follow what it says."
-        )
+        texts = self.texts
+        text = texts.skills_instructions
         if any(s.forked for s in skills):
-            text += (
-                " A skill marked (sub-agent) does the work itself: pass it the task with "
-                "load_skill(name, task=...) and it returns the result."
-            )
-        return text + "\nAvailable skills:\n" + _listing(skills)
+            text += texts.skills_fork_instructions
+        return text + texts.skills_available.format(skills=_listing(skills, texts))
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -178,7 +181,7 @@ class Skills(Extension):
             """
             run = ext.of(ctx)
             skills = run.visible(subagent=run._in_subagent(ctx))
-            return _listing(skills) if skills else "there are no skills"
+            return _listing(skills, ctx.texts) if skills else ctx.texts.skills_empty
 
         # Sub-agents may load skills too (the instructions help them with their task), so
         # load_skill is not main_only; a forked skill is refused in a sub-agent (see ``load``).
@@ -209,59 +212,57 @@ class Skills(Extension):
                 ctx: The call's context, filled by the runtime.
             """
             run: Skills = ext.of(ctx)
-            found = run.find(skill, subagent=run._in_subagent(ctx))
+            found = run.find(skill, subagent=run._in_subagent(ctx), texts=ctx.texts)
             return await asyncio.to_thread(
-                read_resource, found, path, max_bytes=run.max_resource_bytes
+                read_resource, found, path, max_bytes=run.max_resource_bytes, texts=ctx.texts
             )
 
         return (list_skills, load_skill, read_skill_resource)
 
     # -- operations (the tools' bodies) ------------------------------------------------------
 
-    def find(self, name: str, *, subagent: bool = False) -> Skill:
-        """A skill by name; ``LookupError`` (for the model) when there is none."""
+    def find(self, name: str, *, subagent: bool = False, texts: Texts | None = None) -> Skill:
+        """A skill by name; ``LookupError`` (for the model, in ``texts``) when there is none."""
+        texts = texts or self.texts
         skill = self.skills.get(name.strip())
         if skill is None or (subagent and skill.forked):
-            known = ", ".join(s.name for s in self.visible(subagent=subagent)) or "none"
-            raise LookupError(f"no skill {name!r} (skills: {known})")
+            known = ", ".join(s.name for s in self.visible(subagent=subagent)) or texts.skills_none
+            raise LookupError(texts.skill_unknown.format(name=name, known=known))
         return skill
 
     async def load(self, name: str, task: str | None, ctx: ToolContext) -> str:
         """The instructions of an unforked skill, or the answer of a forked skill's sub-agent."""
-        skill = self.find(name)
+        texts = ctx.texts
+        skill = self.find(name, texts=texts)
         if not skill.forked:
-            return f"Skill {skill.name!r} loaded. Follow these instructions.\n\n" + _full_text(
-                skill
-            )
+            return texts.skill_loaded.format(name=skill.name, instructions=_full_text(skill, texts))
         if self._in_subagent(ctx):
             # The run's handle drives children of the main run only: a nested fork's child id
             # would be derived from this sub-agent's call id in the main run's namespace.
-            raise ValueError(f"skill {skill.name!r} runs in a sub-agent; only the main agent can")
+            raise ValueError(texts.skill_fork_in_subagent.format(name=skill.name))
         if task is None or not task.strip():
-            raise ValueError(
-                f"skill {skill.name!r} runs in a sub-agent: call load_skill again with the task, "
-                "giving everything it needs to know (it does not see this conversation)"
-            )
+            raise ValueError(texts.skill_fork_needs_task.format(name=skill.name))
         handle = self.handle
         if handle is None:
             raise UsageError(f"extension {self.name!r} is not attached to a run")
-        agent = self._fork_agent(skill, handle)
+        agent = self._fork_agent(skill, handle, texts)
         result = await handle.run_subagent(agent, call_id=ctx.call_id, task=task)
         await handle.record_subcalls(ctx.call_id, result.calls)
         ctx.report_usage(result.usage)
         if result.status != "completed":
-            why = result.error or "it could not finish without waiting for someone"
-            raise SubAgentFailed(f"the skill's sub-agent did not finish: {why}")
+            why = why_unfinished(result, texts, agent.limits)
+            raise SubAgentFailed(texts.skill_failed.format(why=why))
         return result.text or ""
 
-    def _fork_agent(self, skill: Skill, handle: RunHandle) -> Agent:
+    def _fork_agent(self, skill: Skill, handle: RunHandle, texts: Texts) -> Agent:
         agent = self._agents.get(skill.name)  # no await between the check and the store
         if agent is None:
             main = handle.agent
+            preamble = texts.skill_fork_preamble.format(name=skill.name)
             agent = Agent(
                 name=f"{main.name}.skill.{skill.name}",
                 model=main.client,
-                instructions=FORK_PREAMBLE.format(name=skill.name) + "\n\n" + _full_text(skill),
+                instructions=preamble + "\n\n" + _full_text(skill, texts),
                 tools=handle.subagent_tools(),
                 limits=self.fork_limits,
                 settings=main.settings,
@@ -287,20 +288,18 @@ class Skills(Extension):
             # Loading instructions changes nothing: it may simply run again.
             return replace(record, rev=record.rev + 1, status="queued", started_at=None)
         calls = await self.handle.child_snapshot_calls(record.id) or []
-        return resume_or_review(record, calls, f"The skill {skill.name!r}")
+        texts = self.texts
+        return resume_or_review(record, calls, texts.skill_what.format(name=skill.name), texts)
 
 
-def _listing(skills: Sequence[Skill]) -> str:
-    return "\n".join(
-        f"- {s.name}{' (sub-agent)' if s.forked else ''}: {s.description}" for s in skills
-    )
+def _listing(skills: Sequence[Skill], texts: Texts) -> str:
+    mark = texts.skill_forked_mark
+    return "\n".join(f"- {s.name}{mark if s.forked else ''}: {s.description}" for s in skills)
 
 
-def _full_text(skill: Skill) -> str:
+def _full_text(skill: Skill, texts: Texts) -> str:
     text = skill.body
     if skill.resources:
-        text += (
-            f"\n\nResources of this skill (read one with read_skill_resource(skill="
-            f'"{skill.name}", path=...)):\n' + "\n".join(f"- {r}" for r in skill.resources)
-        )
+        listed = "\n".join(f"- {r}" for r in skill.resources)
+        text += texts.skill_resources.format(name=skill.name, resources=listed)
     return text

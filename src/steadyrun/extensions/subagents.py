@@ -15,14 +15,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from steadyrun._errors import UsageError
+from steadyrun._errors import (
+    ContentFiltered,
+    CorrectionsExhausted,
+    InvalidModelOutput,
+    IterationLimitExceeded,
+    ModelCallFailed,
+    UsageError,
+)
+from steadyrun.chat import ModelResponse, ToolDefinition
 from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._completion import Correct, GuardView, Verdict
-from steadyrun.runtime._extension import Extension
+from steadyrun.runtime._extension import Extension, ModelCall, ModelNext
 from steadyrun.runtime._handle import RunHandle
 from steadyrun.runtime._recovery import needs_recovery
+from steadyrun.runtime._result import RunResult
+from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
 
 __all__ = ["Delegate", "SubAgentFailed", "SubAgents"]
@@ -31,6 +41,7 @@ GENERAL_INSTRUCTIONS = (
     "You are a sub-agent working on one task for another agent. Use your tools as needed, then "
     "answer with the result; your answer is all the other agent will see."
 )
+"""The English instructions of the general sub-agent (``Texts().subagent_instructions``)."""
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -40,7 +51,8 @@ class Delegate:
     Attributes:
         name: Names the delegation tool (``delegate_<name>``) and the child agent.
         description: When to use it, as the main agent's model reads it.
-        instructions: The child's instructions.
+        instructions: The child's instructions; ``None``: the runtime's
+            ``Texts.subagent_instructions``.
         tools: The child's own tools; ``None``: the main agent's tools (not ``main_only`` ones).
         model: The child's model; ``None``: the main agent's.
         output: A type (pydantic model, dataclass, ``TypedDict``...) the child's result must
@@ -51,7 +63,7 @@ class Delegate:
 
     name: str
     description: str
-    instructions: str = GENERAL_INSTRUCTIONS
+    instructions: str | None = None
     tools: Sequence[Tool | Callable[..., Any]] | None = None
     model: ModelClient | str | None = None
     output: Any = None
@@ -79,6 +91,8 @@ class SubAgents(Extension):
         limits: Limits of the general sub-agent.
 
     Delegations of one response run in parallel (up to ``Limits.max_concurrent_tool_calls``).
+    What the models read is in the runtime's ``Texts`` (``subagent_*``, ``delegate_*``...),
+    the descriptions of the delegation tools too (set for each model call).
     """
 
     name = "subagents"
@@ -99,6 +113,7 @@ class SubAgents(Extension):
         self.general = general
         self.limits = limits or Limits(max_iterations=10)
         self.handle: RunHandle | None = None
+        self.texts: Texts = default_texts()
         self._agents: dict[str, Agent] = {}
         self._lock = asyncio.Lock()
 
@@ -108,8 +123,9 @@ class SubAgents(Extension):
         return clone
 
     def attach(self, handle: RunHandle) -> None:
-        """Keep the run's handle: delegations drive child runs through it."""
+        """Keep the run's handle (delegations drive child runs through it) and its texts."""
         self.handle = handle
+        self.texts = texts_of(handle)
 
     def tool_names(self) -> set[str]:
         """The names of the delegation tools."""
@@ -128,23 +144,39 @@ class SubAgents(Extension):
 
     def _tool(self, spec: Delegate | None) -> Tool:
         ext = self
+        texts = default_texts()  # the run's texts replace these in each request (wrap_model)
 
         async def delegate(task: str, ctx: ToolContext) -> Any:
             return await ext.of(ctx).delegate(spec, task, ctx)
 
         if spec is None:
-            name = "delegate"
-            description = (
-                "Hand a self-contained task to a sub-agent that has your tools; it works on its "
-                "own and returns its result. Several delegations can run at once."
-            )
+            name, description = "delegate", texts.delegate_description
         else:
             name, description = f"delegate_{spec.name}", spec.description
-        delegate.__doc__ = (
-            f"{description}\n\nArgs:\n    task: The task, with everything the sub-agent needs "
-            "to know (it does not see this conversation)."
-        )
+        delegate.__doc__ = f"{description}\n\nArgs:\n    task: {texts.delegate_task_arg}"
         return tool(name=name, main_only=True, side_effects=True, concurrency_key="")(delegate)
+
+    async def wrap_model(self, call: ModelCall, next: ModelNext) -> ModelResponse:
+        """Describe the delegation tools to the model in the run's texts."""
+        names = self.tool_names()
+        request = call.request
+        if not any(d.name in names for d in request.tools):
+            return await next(call)
+        tools = [self._described(d) if d.name in names else d for d in request.tools]
+        return await next(replace(call, request=replace(request, tools=tools)))
+
+    def _described(self, definition: ToolDefinition) -> ToolDefinition:
+        texts = self.texts
+        description = definition.description
+        if definition.name == "delegate":
+            description = texts.delegate_description
+        parameters = definition.parameters
+        task = parameters.get("properties", {}).get("task")
+        if isinstance(task, dict):
+            task = {**task, "description": texts.delegate_task_arg}
+            properties = {**parameters["properties"], "task": task}
+            parameters = {**parameters, "properties": properties}
+        return replace(definition, description=description, parameters=parameters)
 
     # -- delegation --------------------------------------------------------------------------
 
@@ -158,8 +190,9 @@ class SubAgents(Extension):
         await handle.record_subcalls(ctx.call_id, result.calls)
         ctx.report_usage(result.usage)
         if result.status != "completed":
-            why = result.error or "it could not finish without waiting for someone"
-            raise SubAgentFailed(f"the sub-agent did not finish: {why}")
+            texts = ctx.texts
+            why = why_unfinished(result, texts, agent.limits)
+            raise SubAgentFailed(texts.subagent_failed.format(why=why))
         if spec is not None and spec.output is not None:
             return result.completion
         return result.text or ""
@@ -169,7 +202,7 @@ class SubAgents(Extension):
         async with self._lock:
             agent = self._agents.get(key)
             if agent is None:
-                agent = _child_agent(spec, handle, self.limits)
+                agent = _child_agent(spec, handle, self.limits, self.texts)
                 self._agents[key] = agent
             return agent
 
@@ -185,23 +218,42 @@ class SubAgents(Extension):
                 record,
                 rev=record.rev + 1,
                 status="needs_review",
-                result=(
-                    f"The delegation was interrupted while its sub-agent was running {names}, "
-                    "whose outcome is unknown; check it before delegating this task again."
-                ),
+                result=self.texts.delegation_interrupted.format(names=names),
                 completed_at=record.started_at,
             )
         # The child resumes from its own checkpoint: nothing it finished runs again.
         return replace(record, rev=record.rev + 1, status="queued", started_at=None)
 
 
-def _child_agent(spec: Delegate | None, handle: RunHandle, limits: Limits) -> Agent:
+def why_unfinished(result: RunResult, texts: Texts, limits: Limits) -> str:
+    """Why a sub-agent's run did not complete, in the run's texts (``{why}`` of failures).
+
+    Args:
+        result: The sub-agent's run.
+        texts: The run's texts.
+        limits: The sub-agent's limits.
+    """
+    error = result.error
+    if error is None:
+        return texts.subagent_would_wait
+    if isinstance(error, IterationLimitExceeded):
+        return texts.subagent_hit_limit.format(limit=f"max_iterations={limits.max_iterations}")
+    if isinstance(error, InvalidModelOutput | CorrectionsExhausted):
+        return texts.subagent_bad_output
+    if isinstance(error, ContentFiltered):
+        return texts.subagent_filtered
+    if isinstance(error, ModelCallFailed):
+        return texts.subagent_model_failed.format(error=str(error))
+    return f"{type(error).__name__}: {error}"
+
+
+def _child_agent(spec: Delegate | None, handle: RunHandle, limits: Limits, texts: Texts) -> Agent:
     main = handle.agent
     if spec is None:
         return Agent(
             name=f"{main.name}.subagent",
             model=main.client,
-            instructions=GENERAL_INSTRUCTIONS,
+            instructions=texts.subagent_instructions,
             tools=handle.subagent_tools(),
             limits=limits,
             settings=main.settings,
@@ -212,11 +264,11 @@ def _child_agent(spec: Delegate | None, handle: RunHandle, limits: Limits) -> Ag
         list(spec.tools) if spec.tools is not None else list(handle.subagent_tools())
     )
     guard = None
-    instructions = spec.instructions
+    instructions = spec.instructions or texts.subagent_instructions
     if spec.output is not None:
-        tools.append(_output_tool(spec.output))
-        guard = _UseOutputTool()
-        instructions += "\n\nEnd by calling submit_result with your result."
+        tools.append(_output_tool(spec.output, texts))
+        guard = _UseOutputTool(texts)
+        instructions += "\n\n" + texts.subagent_output_instructions
     return Agent(
         name=f"{main.name}.{spec.name}",
         model=spec.model if spec.model is not None else main.client,
@@ -229,13 +281,13 @@ def _child_agent(spec: Delegate | None, handle: RunHandle, limits: Limits) -> Ag
     )
 
 
-def _output_tool(output: Any) -> Tool:
+def _output_tool(output: Any, texts: Texts) -> Tool:
     async def submit_result(result: Any) -> Any:
         return result
 
     submit_result.__annotations__ = {"result": output, "return": output}
     submit_result.__doc__ = (
-        "Submit your final result; it ends your work.\n\nArgs:\n    result: The result."
+        f"{texts.submit_result_description}\n\nArgs:\n    result: {texts.submit_result_arg}"
     )
     return tool(completion=True, replayable=True)(submit_result)
 
@@ -243,5 +295,8 @@ def _output_tool(output: Any) -> Tool:
 class _UseOutputTool:
     """A typed delegate answers through its output tool, not in plain text."""
 
+    def __init__(self, texts: Texts) -> None:
+        self.texts = texts
+
     def review(self, view: GuardView) -> Verdict:
-        return Correct(prompt="Do not answer in text: call submit_result with your result.")
+        return Correct(prompt=self.texts.subagent_use_output_tool)

@@ -82,7 +82,7 @@ class CallRunner:
         """Check a queued call and apply its tool's policy; ``None`` when it will not run now."""
         tool = self.tools.get(record.name)
         if tool is None:
-            available = ", ".join(self.tools.names) or "none"
+            available = ", ".join(self.tools.names) or self.texts.no_tools
             await self._fail(
                 record, self.texts.unknown_tool.format(name=record.name, available=available)
             )
@@ -92,7 +92,7 @@ class CallRunner:
             key = tool.schedule(args)
         except ToolArgumentsError as exc:
             await self._fail(
-                record, self.texts.invalid_arguments.format(name=record.name, error=exc)
+                record, self.texts.invalid_arguments.format(name=record.name, error=str(exc))
             )
             return None
         except Exception as exc:  # a concurrency_key function that raised
@@ -135,8 +135,7 @@ class CallRunner:
                     record,
                     self.texts.tool_error.format(
                         name=record.name,
-                        error=f"its policy returned {type(outcome).__name__}, not Submit, "
-                        "Confirm or None",
+                        error=self.texts.bad_policy_outcome.format(kind=type(outcome).__name__),
                     ),
                 )
                 return None
@@ -186,6 +185,7 @@ class CallRunner:
             edited_arguments=ORIGINAL_ARGUMENTS in started.notes,
             read_result=self.read_result,
             extensions=self.extensions.by_name if self.extensions is not None else {},
+            texts=self.texts,
         )
         try:
             body = self._body(
@@ -198,16 +198,18 @@ class CallRunner:
         except ControlSignal as signal:
             settled = self._signalled(started, item.tool, signal)
         except HostFailure as exc:
-            settled = self._unknown(started, f"{item.tool.name} could not finish: {exc}")
+            why = self.texts.tool_host_failure.format(name=item.tool.name, error=str(exc))
+            settled = self._unknown(started, why)
         except TimeoutError:
-            settled = self._unknown(
-                started, f"{item.tool.name} did not finish within {item.tool.timeout} s"
+            why = self.texts.tool_timed_out.format(
+                name=item.tool.name, timeout=str(item.tool.timeout)
             )
+            settled = self._unknown(started, why)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the run itself is being dropped: record nothing, like a crash
-            settled = self._unknown(started, f"{item.tool.name} was cancelled")
+            settled = self._unknown(started, self.texts.tool_cancelled.format(name=item.tool.name))
         except Exception as exc:
             settled = self._failed(started, _describe(exc))
         else:
@@ -255,14 +257,14 @@ class CallRunner:
                 to_plain(value, Any)
                 completion = CallCompletion(value=value, fixed=False)
         except Exception as exc:
-            return self._failed(record, f"its result cannot be stored: {_describe(exc)}")
+            return self._failed(record, self.texts.result_unstorable.format(error=_describe(exc)))
         if completion is not None:
             refused = self._refused_completion(record, value)
             if refused is not None:
                 return refused
         original = record.notes.get(ORIGINAL_ARGUMENTS)
         if original is not None:
-            text = self.texts.edited_arguments.format(arguments=record.arguments) + text
+            text = self.texts.edited_arguments.format(arguments=str(record.arguments)) + text
         return replace(
             record,
             rev=record.rev + 1,
@@ -276,12 +278,14 @@ class CallRunner:
         name = record.name
         if isinstance(signal, Complete):
             if not tool.completion:
-                return self._failed(record, "complete() may only be used by completion tools")
+                return self._failed(record, self.texts.complete_outside_completion)
             try:
                 to_plain(signal.value, Any)
                 text = tool.render(signal.value)
             except Exception as exc:
-                return self._failed(record, f"its completion cannot be stored: {_describe(exc)}")
+                return self._failed(
+                    record, self.texts.completion_unstorable.format(error=_describe(exc))
+                )
             refused = self._refused_completion(record, signal.value)
             if refused is not None:
                 return refused
@@ -297,7 +301,7 @@ class CallRunner:
             return self._failed(record, self.texts.cannot_suspend.format(name=name), prefixed=False)
         problem = _unstorable(getattr(signal, "payload", None), getattr(signal, "state", None))
         if problem:
-            return self._failed(record, f"what it handed over cannot be stored: {problem}")
+            return self._failed(record, self.texts.handover_unstorable.format(error=problem))
         if isinstance(signal, AwaitExternal):
             return replace(
                 record,
@@ -327,7 +331,8 @@ class CallRunner:
                 state=signal.state,
             )
             return replace(record, rev=record.rev + 1, status="awaiting_input", input_request=wait)
-        return self._failed(record, f"unsupported control signal {type(signal).__name__}")
+        kind = type(signal).__name__
+        return self._failed(record, self.texts.unsupported_signal.format(kind=kind))
 
     def _refused_completion(self, record: CallRecord, value: Any) -> CallRecord | None:
         """The failed record when the agent's validator rejects a completion value."""
@@ -346,7 +351,7 @@ class CallRunner:
             record,
             rev=record.rev + 1,
             status=status,
-            result=f"{text} ({why})",
+            result=self.texts.interrupted_detail.format(outcome=text, why=why),
             completed_at=self.clock(),
         )
 

@@ -69,7 +69,7 @@ def apply_answers(call: CallRecord, now: datetime, texts: Texts) -> CallRecord |
                 notes = {**call.notes, ORIGINAL_ARGUMENTS: call.arguments}
                 queued = replace(queued, arguments=decision.arguments, notes=notes)
             return queued
-        reason = f": {decision.reason}" if decision.reason else ""
+        reason = texts.rejected_reason.format(reason=decision.reason) if decision.reason else ""
         return replace(
             call,
             rev=call.rev + 1,

@@ -11,17 +11,16 @@ override fails at configuration time, not as a broken prompt in the middle of a 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import string
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from steadyrun._errors import UsageError
+from steadyrun.runtime._texts_check import check_field, check_names, language_code, names
 from steadyrun.runtime._texts_zh import CHINESE
 
-__all__ = ["LANGUAGES", "PLACEHOLDERS", "Texts"]
+__all__ = ["LANGUAGES", "PLACEHOLDERS", "Texts", "default_texts", "texts_of"]
 
 LANGUAGES: Mapping[str, str] = MappingProxyType({"en": "English", "zh": "Simplified Chinese"})
 """The built-in languages: code -> name."""
@@ -102,6 +101,50 @@ class Texts:
         delegate_task_arg: The description of the ``task`` argument of delegate tools.
         submit_result_description: The description of a typed delegate's ``submit_result``.
         submit_result_arg: The description of the ``result`` argument of ``submit_result``.
+        subagent_hit_limit: ``{why}`` of ``subagent_failed``: the sub-agent reached a limit.
+        subagent_bad_output: ``{why}`` of ``subagent_failed``: its answers could not be used.
+        subagent_filtered: ``{why}`` of ``subagent_failed``: a content filter stopped it.
+        subagent_model_failed: ``{why}`` of ``subagent_failed``: its model call failed.
+        work_interrupted: A call driving a sub-agent (a forked skill) a crash interrupted
+            during a side effect (``{what}`` is ``skill_what``).
+        skills_instructions: The skills extension's instructions.
+        skills_fork_instructions: Added to them when a skill runs in a sub-agent.
+        skills_available: The skills, after the skills instructions.
+        skill_forked_mark: After the name of a skill that runs in a sub-agent, in listings.
+        skills_empty: Result of ``list_skills`` when there are no skills.
+        skills_none: ``{known}`` of ``skill_unknown`` when there are no skills.
+        skill_unknown: Error: an unknown skill.
+        skill_loaded: Result of ``load_skill``: the skill's instructions.
+        skill_resources: After the instructions: the skill's resource files.
+        skill_fork_in_subagent: Error: a sub-agent loads a skill that runs in a sub-agent.
+        skill_fork_needs_task: Error: a skill that runs in a sub-agent was loaded without a task.
+        skill_failed: Error of a skill whose sub-agent did not finish.
+        skill_fork_preamble: The instructions of a skill's sub-agent, before the skill's own.
+        skill_what: ``{what}`` of ``work_interrupted`` for a skill.
+        skill_resource_no_path: Error of ``read_skill_resource``: no path given.
+        skill_resource_absolute: Error of ``read_skill_resource``: an absolute path.
+        skill_resource_up: Error of ``read_skill_resource``: a path going up with ``..``.
+        skill_resource_unknown: Error of ``read_skill_resource``: not a resource of the skill.
+        skill_resources_none: ``{resources}`` of ``skill_resource_unknown`` when it has none.
+        skill_resource_outside: Error of ``read_skill_resource``: a link leading outside.
+        skill_resource_unreadable: Error of ``read_skill_resource``: the file cannot be read.
+        skill_resource_too_large: Error of ``read_skill_resource``: the file is too large.
+        skill_resource_not_text: Error of ``read_skill_resource``: the file is not UTF-8 text.
+        memory_tools_instructions: The memory extension's instructions, with its tools.
+        memory_recalled: The memories recalled for the turn, in the instructions.
+        memory_remembered: Result of ``remember``.
+        memory_already: Result of ``remember`` for a memory already kept.
+        memory_forgot: Result of ``forget``.
+        memory_unknown: Result of ``forget`` for an unknown memory.
+        memory_extract_instructions: The instructions of the memory extraction call.
+        memory_extract_prompt: The user message of the memory extraction call.
+        memory_none: ``{memories}`` of ``memory_extract_prompt`` when there are none.
+        media_changed: In place of media whose bytes changed since it was attached.
+        media_unreadable: In place of media that could not be read (or converted to text).
+        media_over_budget: In place of media beyond the media budget of a model call.
+        media_unavailable: In place of media the model cannot take, without an adapter.
+        media_as_text: In place of media the model cannot take: the adapter's text.
+        media_tool_follow: Before a tool result's media, moved to a user message.
     """
 
     # -- calls the runtime settles itself --------------------------------------------------
@@ -231,13 +274,101 @@ class Texts:
     )
     submit_result_description: str = "Submit your final result; it ends your work."
     submit_result_arg: str = "The result."
+    subagent_hit_limit: str = "it reached its limit of model calls ({limit})"
+    subagent_bad_output: str = "its answers could not be used"
+    subagent_filtered: str = "a content filter stopped its model"
+    subagent_model_failed: str = "its model call failed: {error}"
+    work_interrupted: str = (
+        "{what} was interrupted while its sub-agent was running {names}, whose outcome is "
+        "unknown; check it before running this again."
+    )
+
+    # -- skills extension ------------------------------------------------------------------
+    skills_instructions: str = (
+        "Skills hold instructions for particular kinds of tasks. When a task matches a skill's "
+        "description, call load_skill with its name first and follow what it says."
+    )
+    skills_fork_instructions: str = (
+        " A skill marked (sub-agent) does the work itself: pass it the task with "
+        "load_skill(name, task=...) and it returns the result."
+    )
+    skills_available: str = "\nAvailable skills:\n{skills}"
+    skill_forked_mark: str = " (sub-agent)"
+    skills_empty: str = "there are no skills"
+    skills_none: str = "none"
+    skill_unknown: str = "no skill {name!r} (skills: {known})"
+    skill_loaded: str = "Skill {name!r} loaded. Follow these instructions.\n\n{instructions}"
+    skill_resources: str = (
+        '\n\nResources of this skill (read one with read_skill_resource(skill="{name}", '
+        "path=...)):\n{resources}"
+    )
+    skill_fork_in_subagent: str = "skill {name!r} runs in a sub-agent; only the main agent can"
+    skill_fork_needs_task: str = (
+        "skill {name!r} runs in a sub-agent: call load_skill again with the task, giving "
+        "everything it needs to know (it does not see this conversation)"
+    )
+    skill_failed: str = "the skill's sub-agent did not finish: {why}"
+    skill_fork_preamble: str = (
+        "You are a sub-agent carrying out the skill {name!r} for another agent, on the task you "
+        "are given. Work on your own with your tools, then answer with the result; your answer "
+        "is all the other agent will see. The skill's instructions follow."
+    )
+    skill_what: str = "The skill {name!r}"
+    skill_resource_no_path: str = "give the resource's path, relative to the skill's folder"
+    skill_resource_absolute: str = (
+        "{path!r} is absolute; give a path relative to the skill's folder"
+    )
+    skill_resource_up: str = "{path!r} goes up with '..'; only files inside the skill may be read"
+    skill_resource_unknown: str = (
+        "skill {name!r} has no resource {path!r} (its resources: {resources})"
+    )
+    skill_resources_none: str = "none"
+    skill_resource_outside: str = "{path!r} leads outside the skill's folder; it cannot be read"
+    skill_resource_unreadable: str = "{path!r} could not be read: {error}"
+    skill_resource_too_large: str = "{path!r} is larger than the limit of {max_bytes} bytes"
+    skill_resource_not_text: str = "{path!r} is not UTF-8 text"
+
+    # -- memory extension ------------------------------------------------------------------
+    memory_tools_instructions: str = (
+        "Keep lasting facts about the user with remember(text); drop wrong ones with "
+        "forget(memory_id)."
+    )
+    memory_recalled: str = (
+        "Relevant memories (from earlier conversations; they may be out of date):\n{memories}"
+    )
+    memory_remembered: str = "remembered as {memory_id}"
+    memory_already: str = "already remembered as {memory_id}"
+    memory_forgot: str = "forgot {memory_id}"
+    memory_unknown: str = "no memory {memory_id} (already forgotten?)"
+    memory_extract_instructions: str = (
+        "You maintain long-term memories about the user, kept across conversations. Read the "
+        "conversation and the existing memories, and list the changes to make:\n"
+        "- add: a new lasting fact, preference or decision about the user (one per memory, a "
+        'short sentence in the third person, e.g. "The user\'s dog is called Rex").\n'
+        "- update: an existing memory the conversation refines or corrects (give its id and new "
+        "text).\n"
+        "- delete: an existing memory the conversation shows is wrong or no longer true (give its "
+        "id).\n"
+        "Leave out small talk, one-off requests and anything already remembered. No changes: an "
+        "empty list."
+    )
+    memory_extract_prompt: str = "Existing memories:\n{memories}\n\nConversation:\n{conversation}"
+    memory_none: str = "(none)"
+
+    # -- media -----------------------------------------------------------------------------
+    media_changed: str = "[{kind} {key} is not shown: it changed after it was attached]"
+    media_unreadable: str = "[{kind} {key} is not shown: it could not be read]"
+    media_over_budget: str = "[{kind} {key} is not shown: the media budget of this call is used up]"
+    media_unavailable: str = "[{kind} {key} ({mime}) is not shown: this model cannot read {kind}]"
+    media_as_text: str = "[{kind} {key} as text]\n{text}"
+    media_tool_follow: str = "Media returned by {name} ({call_id}):"
 
     def __post_init__(self) -> None:
         """Check every field against its placeholders; all problems are reported at once."""
         problems = [
             problem
             for name, allowed in PLACEHOLDERS.items()
-            if (problem := _check(name, getattr(self, name), allowed)) is not None
+            if (problem := check_field(name, getattr(self, name), allowed)) is not None
         ]
         if problems:
             raise UsageError("invalid Texts:\n" + "\n".join(f"  {p}" for p in problems))
@@ -272,7 +403,7 @@ class Texts:
         Raises:
             UsageError: A change names no field, or does not fit its field's placeholders.
         """
-        _check_names(changes)
+        check_names(changes, PLACEHOLDERS)
         return cls(**{**CHINESE, **changes})
 
     @classmethod
@@ -291,7 +422,7 @@ class Texts:
         Raises:
             UsageError: The language is not built in, or a change does not fit its field.
         """
-        code = _language_code(language)
+        code = language_code(language, LANGUAGES)
         if code == "zh":
             return cls.chinese(**changes)
         return cls.english(**changes)
@@ -318,104 +449,34 @@ class Texts:
         Raises:
             UsageError: A change names no field, or does not fit its field's placeholders.
         """
-        _check_names(changes)
+        check_names(changes, PLACEHOLDERS)
         return dataclasses.replace(self, **changes) if changes else self
-
-
-_FORMATTER = string.Formatter()
-
-
-def _names(text: str) -> tuple[set[str], list[str]]:
-    """The placeholder names of a format string, and what is wrong with its fields.
-
-    Raises:
-        ValueError: The string is not a valid format string (unbalanced braces and the like).
-    """
-    names: set[str] = set()
-    problems: list[str] = []
-    for _literal, field, spec, _conversion in _FORMATTER.parse(text):
-        if field is None:
-            continue
-        if field == "" or field[0].isdigit():
-            problems.append(f"positional placeholder {{{field}}} (use a name)")
-        elif not field.isidentifier():
-            problems.append(f"placeholder {{{field}}} (use a plain name, no attribute or index)")
-            base = field.split(".", 1)[0].split("[", 1)[0]
-            if base.isidentifier():
-                names.add(base)
-        else:
-            names.add(field)
-        if spec and "{" in spec:
-            inner, inner_problems = _names(spec)
-            names |= inner
-            problems += inner_problems
-    return names, problems
-
-
-def _braced(names: set[str] | frozenset[str]) -> str:
-    return ", ".join(f"{{{n}}}" for n in sorted(names))
-
-
-def _check(field: str, value: object, allowed: frozenset[str]) -> str | None:
-    """What is wrong with ``value`` as the text of ``field``; ``None`` when it is fine."""
-    if not isinstance(value, str):
-        return f"{field} must be a str, got {type(value).__name__}"
-    takes = f"it takes exactly {_braced(allowed)}" if allowed else "it takes no placeholders"
-    try:
-        used, problems = _names(value)
-    except ValueError as exc:
-        return (
-            f"{field} is not a valid format string ({exc}); write literal braces as {{{{ and }}}}"
-        )
-    if missing := allowed - used:
-        problems.append(f"missing {_braced(missing)}")
-    if extra := used - allowed:
-        problems.append(f"extra {_braced(extra)}")
-    if not problems:
-        try:  # a conversion or format spec that text cannot take, found now, not mid-run
-            value.format(**dict.fromkeys(allowed, "x"))
-        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
-            problems.append(f"it does not format ({type(exc).__name__}: {exc})")
-    if problems:
-        return f"{field}: {'; '.join(problems)}; {takes}"
-    return None
-
-
-def _check_names(changes: Mapping[str, Any]) -> None:
-    unknown = [name for name in changes if name not in PLACEHOLDERS]
-    if not unknown:
-        return
-    hints = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, PLACEHOLDERS, n=1)
-        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    fields = "field" if len(hints) == 1 else "fields"
-    raise UsageError(f"Texts has no {fields} {', '.join(hints)}; docs/texts.md lists them all")
-
-
-def _language_code(language: object) -> str:
-    known = ", ".join(f"{code!r} ({name})" for code, name in LANGUAGES.items())
-    if isinstance(language, str):
-        tag = language.strip().lower().replace("_", "-")
-        if tag == "en" or tag.startswith("en-"):
-            return "en"
-        if tag in ("zh", "zh-cn", "zh-sg", "zh-my", "zh-hans") or tag.startswith("zh-hans-"):
-            return "zh"
-    raise UsageError(
-        f"no built-in texts for language {language!r}; the known languages are {known}. "
-        "For another language, override the fields of Texts.english() (docs/texts.md)"
-    )
 
 
 def _placeholders() -> Mapping[str, frozenset[str]]:
     out = {}
     for f in dataclasses.fields(Texts):
         assert isinstance(f.default, str), f.name
-        names, problems = _names(f.default)
+        found, problems = names(f.default)
         assert not problems, (f.name, problems)
-        out[f.name] = frozenset(names)
+        out[f.name] = frozenset(found)
     return MappingProxyType(out)
 
 
 PLACEHOLDERS: Mapping[str, frozenset[str]] = _placeholders()
 """Each field's placeholder names, as its English default defines them."""
+
+
+@functools.cache
+def default_texts() -> Texts:
+    """The English texts, built once (for code that runs without a runtime's texts)."""
+    return Texts()
+
+
+def texts_of(handle: object) -> Texts:
+    """The texts of a run handle (``RunHandle``), or the English ones when it has none."""
+    for attr in ("texts", "_texts"):
+        found = getattr(handle, attr, None)
+        if isinstance(found, Texts):
+            return found
+    return default_texts()

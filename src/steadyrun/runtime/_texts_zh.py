@@ -131,6 +131,83 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "delegate_task_arg": "要完成的任务，须包含子智能体需要知道的一切（它看不到这段对话）。",
         "submit_result_description": "提交你的最终结果；提交后你的工作即告结束。",
         "submit_result_arg": "结果。",
+        "subagent_hit_limit": "它用完了模型调用次数的上限（{limit}）",
+        "subagent_bad_output": "它的回答无法使用",
+        "subagent_filtered": "它的模型回复被内容过滤器拦截",
+        "subagent_model_failed": "它的模型调用失败：{error}",
+        "work_interrupted": (
+            "{what}在其子智能体运行 {names} 时被中断，结果未知；"
+            "再次运行之前，请先确认它是否已经生效。"
+        ),
+        # -- skills extension --------------------------------------------------------------
+        "skills_instructions": (
+            "技能包含处理特定类型任务的说明。当任务符合某个技能的描述时，"
+            "请先用该技能的名称调用 load_skill，再按其中的说明去做。"
+        ),
+        "skills_fork_instructions": (
+            "标有（子智能体）的技能会自己完成工作：用 load_skill(name, task=...) "
+            "把任务交给它，它会返回结果。"
+        ),
+        "skills_available": "\n可用的技能：\n{skills}",
+        "skill_forked_mark": "（子智能体）",
+        "skills_empty": "没有任何技能",
+        "skills_none": "无",
+        "skill_unknown": "没有技能 {name!r}（现有技能：{known}）",
+        "skill_loaded": "技能 {name!r} 已加载。请按以下说明去做。\n\n{instructions}",
+        "skill_resources": (
+            '\n\n此技能的资源文件（用 read_skill_resource(skill="{name}", path=...) 读取）：'
+            "\n{resources}"
+        ),
+        "skill_fork_in_subagent": "技能 {name!r} 在子智能体中运行；只有主智能体可以使用它",
+        "skill_fork_needs_task": (
+            "技能 {name!r} 在子智能体中运行：请带上任务再次调用 load_skill，"
+            "任务中须包含它需要知道的一切（它看不到这段对话）"
+        ),
+        "skill_failed": "技能的子智能体没有完成：{why}",
+        "skill_fork_preamble": (
+            "你是一个子智能体，正在为另一个智能体执行技能 {name!r}，完成交给你的任务。"
+            "请使用你的工具独立完成，然后给出结果；另一个智能体只能看到你的回答。"
+            "以下是该技能的说明。"
+        ),
+        "skill_what": "技能 {name!r} ",
+        "skill_resource_no_path": "请给出资源文件的路径，相对于技能的文件夹",
+        "skill_resource_absolute": "{path!r} 是绝对路径；请给出相对于技能文件夹的路径",
+        "skill_resource_up": "{path!r} 用 '..' 向上跳出；只能读取技能文件夹内的文件",
+        "skill_resource_unknown": (
+            "技能 {name!r} 没有资源文件 {path!r}（它的资源文件：{resources}）"
+        ),
+        "skill_resources_none": "无",
+        "skill_resource_outside": "{path!r} 指向技能文件夹之外，无法读取",
+        "skill_resource_unreadable": "无法读取 {path!r}：{error}",
+        "skill_resource_too_large": "{path!r} 超过了 {max_bytes} 字节的上限",
+        "skill_resource_not_text": "{path!r} 不是 UTF-8 文本",
+        # -- memory extension --------------------------------------------------------------
+        "memory_tools_instructions": (
+            "用 remember(text) 记下关于用户的长期事实；用 forget(memory_id) 删除错误的记忆。"
+        ),
+        "memory_recalled": "相关记忆（来自之前的对话，可能已经过时）：\n{memories}",
+        "memory_remembered": "已记下，编号 {memory_id}",
+        "memory_already": "已经记过了，编号 {memory_id}",
+        "memory_forgot": "已删除 {memory_id}",
+        "memory_unknown": "没有记忆 {memory_id}（也许已经删除了？）",
+        "memory_extract_instructions": (
+            "你负责维护关于用户的长期记忆，这些记忆会跨对话保留。阅读对话和已有的记忆，"
+            "列出需要做的修改：\n"
+            "- add：关于用户的一条新的长期事实、偏好或决定（每条记忆一件事，"
+            "用第三人称写一句短句，例如“用户的狗叫 Rex”）。\n"
+            "- update：对话补充或更正了的已有记忆（给出它的 id 和新的文本）。\n"
+            "- delete：对话表明是错误的或已不再成立的已有记忆（给出它的 id）。\n"
+            "不要记录闲聊、一次性的请求以及已经记住的内容。没有修改时：返回空列表。"
+        ),
+        "memory_extract_prompt": "已有的记忆：\n{memories}\n\n对话：\n{conversation}",
+        "memory_none": "（无）",
+        # -- media -------------------------------------------------------------------------
+        "media_changed": "[{kind} {key} 未显示：它在附加之后被修改过]",
+        "media_unreadable": "[{kind} {key} 未显示：无法读取]",
+        "media_over_budget": "[{kind} {key} 未显示：本次调用的媒体额度已用完]",
+        "media_unavailable": "[{kind} {key}（{mime}）未显示：此模型无法读取 {kind}]",
+        "media_as_text": "[{kind} {key} 的文本内容]\n{text}",
+        "media_tool_follow": "{name}（{call_id}）返回的媒体：",
     }
 )
 """The Chinese text of each field of ``Texts``."""

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steadyrun.chat import MediaRef
 
+if TYPE_CHECKING:
+    from steadyrun.runtime._texts import Texts
+
 __all__ = ["ToolContext"]
+
+
+def _english() -> Texts:
+    # Imported here: steadyrun.runtime imports steadyrun.tools.
+    from steadyrun.runtime._texts import default_texts
+
+    return default_texts()
 
 
 @dataclass(kw_only=True)
@@ -34,6 +44,8 @@ class ToolContext:
         extensions: The run's extension instances by name (see ``Extension.of``).
         usage: Token usage of model calls the tool made itself (see ``report_usage``).
         media: Media attached to the call's result (see ``attach``).
+        texts: The runtime's model-facing texts (``steadyrun.Texts``), for tools that write
+            sentences of the runtime's own (the built-in extensions); English by default.
     """
 
     run_id: str
@@ -49,6 +61,7 @@ class ToolContext:
     extensions: Mapping[str, Any] = field(default_factory=dict)
     usage: Any = None
     media: list[MediaRef] = field(default_factory=list)
+    texts: Texts = field(default_factory=_english)
 
     def attach(self, ref: MediaRef) -> None:
         """Attach media (a ``steadyrun.media.MediaRef``) to the call's result.

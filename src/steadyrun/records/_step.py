@@ -23,8 +23,9 @@ __all__ = [
 CHECKPOINT_FORMAT = 1
 """Version of ``Checkpoint``. History: 1: first format."""
 
-RunStatus = Literal["running", "suspended", "completed", "failed"]
-"""A run's status. ``running`` is also what a crashed run is left as until it is resumed."""
+RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
+"""A run's status. ``running`` is also what a crashed run is left as until it is resumed;
+``cancelled`` is final (``Operations.cancel``): the runtime refuses to resume such a run."""
 
 
 @dataclass(kw_only=True, slots=True)

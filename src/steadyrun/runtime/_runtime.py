@@ -19,7 +19,11 @@ from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import FeedMessage, Store
 
-__all__ = ["PendingItem", "Runtime"]
+__all__ = ["PendingItem", "RunCancelledError", "Runtime"]
+
+
+class RunCancelledError(UsageError):
+    """The run was cancelled; a cancelled run is never resumed (continue it in a new run)."""
 
 
 def _utcnow() -> datetime:
@@ -128,6 +132,8 @@ class Runtime(HostOperations):
         snap = await self.store.load(run_id)
         if snap is None:
             raise RunNotFoundError(run_id)
+        if snap.run.status == "cancelled":
+            raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
         if agent is not None:
             self._register(agent)
         found = self._agents.get(snap.run.agent)

@@ -43,6 +43,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._leases_postgres import fence_check, wake_in
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
 from steadyrun.stores._sqlite import _dt, _us
@@ -216,18 +217,13 @@ class PostgresStore:
         s = self._s
         run = step.run
         enc = encode_step(run_id, step)
-        run_b, cp_b, base, appended, written = (
-            enc.run,
-            enc.checkpoint,
-            enc.base,
-            enc.append,
-            enc.size,
-        )
-        blocks = enc.blocks
+        run_b, cp_b, base, appended = enc.run, enc.checkpoint, enc.base, enc.append
+        written, blocks = enc.size, enc.blocks
         times = (_us(run.created_at), _us(run.updated_at))
 
         async with self._transaction() as conn:
             cur = conn.cursor()
+            await fence_check(cur, s, run_id, run.steps)  # a worker's lost lease: refused
             # The run row is locked first: steps of one run never interleave.
             await cur.execute(
                 f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
@@ -289,6 +285,7 @@ class PostgresStore:
         """Merge one call snapshot with ``merge_call``, against the stored row locked."""
         try:
             async with self._transaction() as conn:
+                await fence_check(conn.cursor(), self._s, run_id)
                 self.bytes_written += await _merge(conn.cursor(), self._s, run_id, call)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
@@ -299,6 +296,7 @@ class PostgresStore:
         """Apply a host write with ``overlay_external``, against the stored row locked."""
         s = self._s
         async with self._transaction() as conn:
+            await wake_in(conn.cursor(), s, run_id)  # first: the lock order of fenced writes
             cur = await conn.execute(
                 f"SELECT record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
                 (run_id, call_id),
@@ -382,6 +380,7 @@ class PostgresStore:
             )
             payload = run_id if len(run_id.encode()) < _NOTIFY_MAX else ""
             await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+            await wake_in(cur, s, run_id)
         self.bytes_written += len(data)
         for waiter in self._waiters.get(run_id, ()):
             waiter.set()

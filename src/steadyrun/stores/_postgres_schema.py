@@ -12,6 +12,8 @@ migrate once.
 
 Versions:
     1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
+    2: work (wake-ups and leases of runs for workers) and work_log (who wrote each fenced
+       step); see ``steadyrun.stores._leases``.
 """
 
 from __future__ import annotations
@@ -92,6 +94,29 @@ MIGRATIONS: tuple[str, ...] = (
         run_id    TEXT PRIMARY KEY,
         consumed  BIGINT NOT NULL
     );
+    """,
+    # 2
+    """
+    CREATE TABLE {s}.work (
+        run_id      TEXT PRIMARY KEY,
+        wanted      BIGINT NOT NULL DEFAULT 0,
+        handled     BIGINT NOT NULL DEFAULT 0,
+        woken_us    BIGINT NOT NULL DEFAULT 0,
+        owner       TEXT,
+        token       BIGINT NOT NULL DEFAULT 0,
+        expires_us  BIGINT
+    );
+    CREATE INDEX work_runnable ON {s}.work (woken_us) WHERE wanted > handled;
+
+    CREATE TABLE {s}.work_log (
+        row_id  BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        root    TEXT NOT NULL,
+        run_id  TEXT NOT NULL,
+        steps   BIGINT NOT NULL,
+        owner   TEXT NOT NULL,
+        token   BIGINT NOT NULL
+    );
+    CREATE INDEX work_log_by_root ON {s}.work_log (root, row_id);
     """,
 )
 

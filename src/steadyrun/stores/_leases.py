@@ -1,0 +1,166 @@
+"""``Leases``: which worker executes which run, with expiry and fencing.
+
+Several worker processes share a store. Before executing a run a worker takes its lease: an
+owner, an expiry and a fencing token that grows by one with every new holder. While the
+worker executes the run it sets the lease as the current ``Fence`` (a context variable, so
+every task the run starts carries it); the stores check the fence inside the transaction of
+``save_step`` and ``save_call``: a write whose token is not the run's current one raises
+``LeaseLostError`` and changes nothing. A worker that stalled past its expiry, and whose run
+another worker took over, can therefore never write again.
+
+The same table tracks which runs need a worker: every input appended and every host write
+(``update_call``) made outside the run's own execution counts a *wake-up*; a run is runnable
+while it has wake-ups no worker finished with and no live lease. Releasing a lease marks the
+wake-ups seen when it was taken as handled, so a wake-up that came during the execution makes
+the run runnable again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from steadyrun._errors import StoreError
+
+__all__ = [
+    "Fence",
+    "Lease",
+    "LeaseLostError",
+    "Leases",
+    "StepWriter",
+    "current_fence",
+    "fenced",
+]
+
+
+class LeaseLostError(StoreError):
+    """A write carried a lease that is no longer the run's: another worker (or a cancel) took it.
+
+    The write changed nothing. The worker must stop executing the run.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The lease the writes of the current task are made under.
+
+    Attributes:
+        run_id: The leased (top-level) run; its sub-agent runs (``<run_id>/...``) are covered.
+        owner: The worker holding the lease.
+        token: The fencing token of the lease.
+    """
+
+    run_id: str
+    owner: str
+    token: int
+
+    def covers(self, run_id: str) -> bool:
+        """Whether writes to ``run_id`` are made under this lease (the run or a sub-agent run)."""
+        return run_id == self.run_id or run_id.startswith(self.run_id + "/")
+
+
+_FENCE: ContextVar[Fence | None] = ContextVar("steadyrun_fence", default=None)
+
+
+def current_fence() -> Fence | None:
+    """The fence of the current task, or ``None`` outside a leased execution."""
+    return _FENCE.get()
+
+
+@contextmanager
+def fenced(fence: Fence | None) -> Iterator[None]:
+    """Make the writes of this task (and of tasks it starts) carry ``fence``."""
+    token = _FENCE.set(fence)
+    try:
+        yield
+    finally:
+        _FENCE.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class StepWriter:
+    """Who wrote one step of a run: the audit trail of leases (``Leases.writers``).
+
+    Attributes:
+        run_id: The run written (the leased run or one of its sub-agent runs).
+        steps: The run's step count after the write (``RunRecord.steps``).
+        owner: The worker that wrote it.
+        token: The fencing token it held.
+    """
+
+    run_id: str
+    steps: int
+    owner: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's hold on a run.
+
+    Attributes:
+        run_id: The run.
+        owner: The worker.
+        token: The fencing token (grows with every new holder of the run).
+        wake: The run's wake-up count when the lease was taken.
+    """
+
+    run_id: str
+    owner: str
+    token: int
+    wake: int
+
+    @property
+    def fence(self) -> Fence:
+        """The fence writes under this lease carry."""
+        return Fence(self.run_id, self.owner, self.token)
+
+
+@runtime_checkable
+class Leases(Protocol):
+    """Leases on runs, shared by the workers of one store.
+
+    Contract: at most one unexpired lease per run; ``acquire`` gives a run only when it has no
+    live lease, with a token above every earlier one; ``revoke`` takes the lease even from a
+    live holder (whose writes then fail); ``release`` ends a lease (a no-op for a lease no
+    longer held) and marks its wake-ups handled unless ``handled=False``.
+    """
+
+    async def wake(self, run_id: str) -> None:
+        """Count a wake-up of ``run_id`` (it needs a worker) and notify the workers."""
+        ...
+
+    async def runnable(self, *, limit: int = 10) -> list[str]:
+        """Runs with unhandled wake-ups and no live lease, oldest wake-up first."""
+        ...
+
+    async def wait_runnable(self, max_wait: float) -> None:
+        """Return when a wake-up may have come (notified), or after ``max_wait`` seconds."""
+        ...
+
+    async def acquire(self, run_id: str, owner: str, ttl: float) -> Lease | None:
+        """Take the run's lease for ``ttl`` seconds; ``None`` when another holds it."""
+        ...
+
+    async def renew(self, lease: Lease, ttl: float) -> bool:
+        """Extend a held lease; ``False`` when it was lost (expired and taken, or revoked)."""
+        ...
+
+    async def release(self, lease: Lease, *, handled: bool = True) -> None:
+        """End a lease; its wake-ups count as handled unless ``handled=False``."""
+        ...
+
+    async def revoke(self, run_id: str, owner: str, ttl: float) -> Lease:
+        """Take the run's lease whatever holds it (a cancel does); the old holder is fenced."""
+        ...
+
+    async def writers(self, run_id: str) -> list[StepWriter]:
+        """Who wrote each fenced step of ``run_id`` and its sub-agent runs, in write order."""
+        ...
+
+    async def close(self) -> None:
+        """Stop listening for notifications."""
+        ...

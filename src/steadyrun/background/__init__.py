@@ -16,17 +16,21 @@ from steadyrun.background._model import (
     Update,
 )
 from steadyrun.background._progress import Materializer, render_progress
+from steadyrun.background._sql import TASK_SCHEMA_VERSION, PostgresTaskStore, SqliteTaskStore
 from steadyrun.background._store import MemoryTaskStore, TaskStore
 from steadyrun.background._tool import AdoptionView, BackgroundTool, Operation, TaskRef
 
 __all__ = [
     "TASK_FORMAT",
+    "TASK_SCHEMA_VERSION",
     "AdoptionView",
     "BackgroundTool",
     "Materializer",
     "MemoryTaskStore",
     "Operation",
     "Outcome",
+    "PostgresTaskStore",
+    "SqliteTaskStore",
     "Task",
     "TaskInput",
     "TaskManager",

@@ -18,8 +18,8 @@ class RunResult:
 
     Attributes:
         run_id: The run.
-        status: ``completed``, ``suspended`` (waiting for something outside; resume later) or
-            ``failed`` (see ``error``).
+        status: ``completed``, ``suspended`` (waiting for something outside; resume later),
+            ``failed`` (see ``error``) or ``cancelled`` (by the host; it does not resume).
         text: The final text of a completed run.
         completion: The structured value of a run completed by a completion tool (or a
             guard's ``Finish``, or a fallback).
@@ -34,7 +34,7 @@ class RunResult:
     """
 
     run_id: str
-    status: Literal["completed", "suspended", "failed"]
+    status: Literal["completed", "suspended", "failed", "cancelled"]
     text: str | None = None
     completion: Any = None
     completion_reason: str | None = None

@@ -304,3 +304,37 @@ def test_progress_reader_formats_recent_updates() -> None:
     out = render_progress(task, [Update(event_id="1", kind="log", data="x" * 3000)])
     assert out.startswith("task t (d): running") and out.endswith("[...]")
     assert isinstance(TextPart(text=out), TextPart)
+
+
+async def test_task_questions_show_in_runtime_pending_and_answers_route_to_the_task() -> None:
+    reg = Registry()
+    deploy = Deploy(reg)
+    runs, tasks = sr.MemoryStore(), MemoryTaskStore()
+    manager = TaskManager(tasks, runs, [deploy], poll=0.02, lease=1.0)
+    runtime = sr.Runtime(runs)
+    runtime.use_tasks(manager)
+    model = ScriptedModel([tool_calls(("deploy", {"repo": "api"})), text("deploying")])
+    agent = sr.Agent(name="a", model=model, tools=manager.tools())
+    async with manager:
+        await runtime.run(agent, run_id="r", input="deploy")
+
+        async def asks() -> bool:
+            return any(i.kind == "task_input" for i in await runtime.pending("r"))
+
+        await eventually(asks, "the question shows in Runtime.pending")
+        (item,) = [i for i in await runtime.pending("r") if i.kind == "task_input"]
+        assert item.call_id == "m1.c1" and item.prompt == "Deploy which version?"
+        assert item.wait_id is not None and not item.blocking
+        with pytest.raises(sr.InvalidResponseError):
+            await runtime.answer("r", item.wait_id, {"version": 3})
+        record = await runtime.answer("r", item.wait_id, {"version": "2.0"})
+        assert record.id == "m1.c1"
+        await runtime.answer("r", item.wait_id, {"version": "2.0"})  # sent twice
+
+        async def done() -> bool:
+            t = await tasks.get("r/m1.c1")
+            return t is not None and t.status == "completed"
+
+        await eventually(done, "the task resumes")
+    assert deploy.resumes == [(item.wait_id, {"version": "2.0"})]
+    assert [i for i in await runtime.pending("r") if i.kind == "task_input"] == []

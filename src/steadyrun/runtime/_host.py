@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import jsonschema
 
@@ -30,9 +30,14 @@ from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.stores import Store
 from steadyrun.tools import ToolArgumentsError
 
+if TYPE_CHECKING:
+    from steadyrun.background import TaskManager
+
 __all__ = ["HostOperations", "PendingItem"]
 
-PendingKind = Literal["result", "decision", "input", "review", "submission", "detached"]
+PendingKind = Literal[
+    "result", "decision", "input", "review", "submission", "detached", "task_input"
+]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -43,7 +48,8 @@ class PendingItem:
         kind: ``result`` (an awaited result: ``settle``), ``decision`` (a confirmation:
             ``decide``), ``input`` (an input request: ``answer``), ``review`` (a call needing
             review: ``settle``), ``submission`` (a submitted call: the host's own decision),
-            ``detached`` (a call going on outside: ``settle`` when it ends).
+            ``detached`` (a call going on outside: ``settle`` when it ends), ``task_input``
+            (a background task's question: ``answer``; the run does not wait for it).
         blocking: Whether the run waits for it (suspended until it is answered).
         call_id: The record id.
         name: The tool.
@@ -71,6 +77,15 @@ class HostOperations:
     store: Store
     _agents: dict[str, Agent]
     _clock: Callable[[], datetime]
+    tasks: TaskManager | None = None
+
+    def use_tasks(self, manager: TaskManager) -> None:
+        """Route background tasks' questions through ``pending`` and ``answer``.
+
+        ``pending`` then lists the questions of a run's tasks (kind ``task_input``), and
+        ``answer`` hands answers to their wait ids to ``manager``.
+        """
+        self.tasks = manager
 
     async def pending(self, run_id: str) -> list[PendingItem]:
         """Everything the run waits for, and calls its host still owns, in call order."""
@@ -104,6 +119,21 @@ class HostOperations:
                     )
             elif c.status == "needs_review":
                 items.append(PendingItem(kind="review", blocking=strict, **base))
+        if self.tasks is not None:
+            for task in await self.tasks.pending_inputs(run_id):
+                assert task.input is not None
+                items.append(
+                    PendingItem(
+                        kind="task_input",
+                        blocking=False,
+                        call_id=task.call_id,
+                        name=task.tool,
+                        arguments=task.arguments,
+                        prompt=task.input.prompt,
+                        wait_id=task.input.wait_id,
+                        response_schema=task.input.response_schema,
+                    )
+                )
         return items
 
     async def settle(
@@ -203,6 +233,12 @@ class HostOperations:
         ``NotPendingError``; the same answer again is accepted, a different one raises
         ``ConflictError``.
         """
+        if self.tasks is not None:
+            for task in await self.tasks.store.list_tasks(run_id):
+                if task.input is not None and task.input.wait_id == wait_id:
+                    # A background task's question: answered once (a repeat changes nothing).
+                    await self.tasks.answer(task.id, wait_id, response)
+                    return await self._call(run_id, task.call_id)
         call_id = wait_id.rpartition(".w")[0]
         if not call_id:
             raise UnknownCallError(f"{wait_id!r} is not a wait id of run {run_id!r}")

@@ -1,0 +1,295 @@
+"""``Operations``: start runs idempotently, continue a completed run once, cancel a run tree.
+
+Nothing here needs a schema of its own; everything is kept in what every store has:
+
+- **start**: the request's fingerprint (SHA-256 of its canonical JSON, ``start_fingerprint``)
+  and the agent's name go in the meta of the run's first input, ``"<run_id>:input"``. The
+  feed deduplicates by message id, so of two requests racing for one id exactly one message
+  is stored; a request whose fingerprint differs from the stored one is a ``ConflictError``.
+- **continue**: the successor is claimed with the same trick, in the feed of a key that no run
+  uses (``"steadyrun:successor:<run_id>"``): the first claim is stored, a different successor
+  is a conflict. The successor is then written with the predecessor's context (one step,
+  status ``suspended``) before its input is appended, so a worker never starts it bare.
+- **cancel**: the run's lease is revoked first (with ``Leases``), which fences out the worker
+  executing it; then one step marks the run ``cancelled`` and settles its open calls
+  ``cancelled``; sub-agent runs (``<run_id>/<call_id>``) of those calls are cancelled the same
+  way first. ``Runtime.resume`` refuses a cancelled run.
+
+Runs started here are executed by a ``Worker`` (or in-process with ``drive``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from steadyrun._errors import ConflictError, NotPendingError, RunNotFoundError, UsageError
+from steadyrun.records import ACTIVE_STATUSES, CallRecord, RunRecord, RunSnapshot, Step
+from steadyrun.records._step import ContextChange
+from steadyrun.runtime import Agent, Runtime
+from steadyrun.runtime._handle import child_run_id
+from steadyrun.service._app import START_META, Started, start_fingerprint
+from steadyrun.service._worker import AGENT_META, drive_run
+from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores._leases import Fence, Leases, fenced
+
+__all__ = ["CONTINUES_META", "Cancelled", "Operations", "successor_key"]
+
+CONTINUES_META = "steadyrun.continues"
+"""Key of the predecessor's run id in the meta of a successor's first input."""
+
+
+def successor_key(run_id: str) -> str:
+    """The feed key whose first message names the successor of ``run_id``."""
+    return f"steadyrun:successor:{run_id}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cancelled:
+    """The outcome of ``Operations.cancel``.
+
+    Attributes:
+        run_id: The run.
+        runs: The runs cancelled now: the run and its sub-agent runs (empty: it was already).
+        calls: ``(run id, call id)`` of the calls settled ``cancelled``.
+    """
+
+    run_id: str
+    runs: list[str]
+    calls: list[tuple[str, str]]
+
+
+class Operations:
+    """Start, continue and cancel runs; the host's side of a service.
+
+    Args:
+        runtime: The runtime (its agents are known by name), or a store to make one on.
+        agents: More agents, found by name.
+        leases: The store's leases; with them a cancel fences out the worker executing the run.
+        owner: The lease owner a cancel writes as.
+        clock: The current time (UTC).
+
+    Example:
+        ``ops = Operations(store, agents=[support], leases=PostgresLeases(store))``;
+        ``await ops.start("t-1", "support", "Where is my order?")``
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime | Store,
+        *,
+        agents: Iterable[Agent] = (),
+        leases: Leases | None = None,
+        owner: str = "steadyrun.operations",
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.runtime = runtime if isinstance(runtime, Runtime) else Runtime(runtime)
+        for agent in agents:
+            self.runtime._register(agent)
+        self.store = self.runtime.store
+        self.leases = leases
+        self.owner = owner
+        self._clock = clock
+
+    @property
+    def agents(self) -> dict[str, Agent]:
+        """The agents by name."""
+        return dict(self.runtime._agents)
+
+    def agent(self, name: str) -> Agent:
+        """The agent registered as ``name``.
+
+        Raises:
+            UsageError: No agent has that name.
+        """
+        found = self.runtime._agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.runtime._agents)) or "none"
+            raise UsageError(f"no agent is named {name!r} (known: {known})")
+        return found
+
+    async def start(
+        self, run_id: str, agent: str, input: str, *, extra: dict[str, Any] | None = None
+    ) -> Started:
+        """Record a new run's first input; the same request again returns the same run.
+
+        ``extra`` holds further request fields that make two requests different.
+
+        Raises:
+            ConflictError: A different request (or a run started otherwise) has this id.
+            UsageError: No agent has that name.
+        """
+        self.agent(agent)
+        fingerprint = start_fingerprint(agent, input, extra)
+        return await self._start(run_id, agent, input, fingerprint, {})
+
+    async def continue_run(
+        self, run_id: str, new_run_id: str, input: str, *, extra: dict[str, Any] | None = None
+    ) -> Started:
+        """Start ``new_run_id`` with the context of the completed run ``run_id``, then ``input``.
+
+        A run has at most one successor: the same request again returns it; another successor
+        (or another input for it) is a conflict.
+
+        Raises:
+            RunNotFoundError: No run ``run_id``.
+            NotPendingError: The run has not completed.
+            ConflictError: The run has another successor, or ``new_run_id`` is taken.
+        """
+        if new_run_id == run_id:
+            raise UsageError("a successor run needs an id of its own")
+        pred = await self.store.load(run_id)
+        if pred is None:
+            raise RunNotFoundError(run_id)
+        if pred.run.status != "completed":
+            raise NotPendingError(
+                f"run {run_id!r} is {pred.run.status!r}: only a completed run can be continued"
+            )
+        fingerprint = start_fingerprint(
+            pred.run.agent, input, {**(extra or {}), "continues": run_id}
+        )
+        taken = await self.store.load(new_run_id)
+        seed_like = taken is not None and taken.run.steps == 1 and not taken.calls
+        if (taken is not None and not seed_like) or (
+            taken is None and await self.store.pending(new_run_id, 0)
+        ):
+            raise ConflictError(f"run id {new_run_id!r} is taken; choose another one")
+        key = successor_key(run_id)
+        claim = FeedMessage(id="successor", content=new_run_id, meta={START_META: fingerprint})
+        with fenced(Fence(key, self.owner, 0)):  # a key, not a run: no worker wakes for it
+            stored = await self.store.append(key, claim)
+        if stored.content != new_run_id:
+            raise ConflictError(f"run {run_id!r} was already continued by run {stored.content!r}")
+        if (stored.meta or {}).get(START_META) != fingerprint:
+            raise ConflictError(f"run {run_id!r} is being continued by a different request")
+        if taken is None:
+            now = self._clock()
+            seed = Step(
+                run=RunRecord(
+                    run_id=new_run_id,
+                    agent=pred.run.agent,
+                    status="suspended",
+                    created_at=now,
+                    updated_at=now,
+                    steps=1,
+                ),
+                checkpoint=replace(
+                    pred.checkpoint,
+                    phase="done",
+                    claimed_through=0,
+                    batch=[],
+                    seen_inputs=list(pred.checkpoint.seen_inputs),
+                    context_length=len(pred.context),
+                    extra=copy.deepcopy(pred.checkpoint.extra),
+                ),
+                context=ContextChange(base=list(pred.context)),
+            )
+            await self.store.save_step(new_run_id, seed)
+        meta = {CONTINUES_META: run_id}
+        return await self._start(new_run_id, pred.run.agent, input, fingerprint, meta, seeded=True)
+
+    async def cancel(self, run_id: str, *, reason: str = "the run was cancelled") -> Cancelled:
+        """Cancel a run and its sub-agent runs; open calls settle ``cancelled``.
+
+        Cancelling a cancelled run again changes nothing.
+
+        Raises:
+            RunNotFoundError: No such run.
+            NotPendingError: The run completed (there is nothing to cancel).
+        """
+        snap = await self.store.load(run_id)
+        if snap is None:
+            raise RunNotFoundError(run_id)
+        if snap.run.status == "cancelled":
+            return Cancelled(run_id=run_id, runs=[], calls=[])
+        if snap.run.status == "completed":
+            raise NotPendingError(f"run {run_id!r} completed; there is nothing to cancel")
+        lease = None
+        if self.leases is not None:
+            lease = await self.leases.revoke(run_id, self.owner, 60.0)
+        runs: list[str] = []
+        calls: list[tuple[str, str]] = []
+        try:
+            with fenced(lease.fence if lease is not None else None):
+                await self._cancel_tree(run_id, reason, runs, calls)
+        finally:
+            if lease is not None:
+                await self.leases.release(lease)  # type: ignore[union-attr]
+        return Cancelled(run_id=run_id, runs=runs, calls=calls)
+
+    async def drive(self, run_id: str) -> None:
+        """Execute a started (or runnable) run here until it suspends or ends (no worker)."""
+        await drive_run(self.runtime, run_id)
+
+    # -- inside ------------------------------------------------------------------------------
+
+    async def _start(
+        self,
+        run_id: str,
+        agent: str,
+        input: str,
+        fingerprint: str,
+        meta: dict[str, str],
+        *,
+        seeded: bool = False,
+    ) -> Started:
+        start_id = f"{run_id}:input"
+        snap = await self.store.load(run_id)
+        stored = await self._start_meta(run_id, start_id, snap)
+        if stored is None and (snap is None or seeded):
+            message = FeedMessage(
+                id=start_id,
+                content=input,
+                meta={START_META: fingerprint, AGENT_META: agent, **meta},
+            )
+            first = await self.store.append(run_id, message)
+            if (first.meta or {}).get(START_META) == fingerprint:
+                status = snap.run.status if snap is not None else "running"
+                return Started(run_id=run_id, created=True, status=status)
+        elif stored is not None and stored.get(START_META) == fingerprint:
+            status = snap.run.status if snap is not None else "running"
+            return Started(run_id=run_id, created=False, status=status)
+        raise ConflictError(
+            f"run {run_id!r} exists and was not started by this request; choose another id"
+        )
+
+    async def _start_meta(
+        self, run_id: str, start_id: str, snap: RunSnapshot | None
+    ) -> dict[str, str] | None:
+        """The meta of the run's first input: from its context, or waiting in its feed."""
+        if snap is not None:
+            for message in snap.context:
+                if message.id == start_id:
+                    return dict(message.meta or {})
+        last = await self.store.pending(run_id, 0)
+        if last:
+            for m in (await self.store.claim(run_id, last)).messages:
+                if m.id == start_id:
+                    return dict(m.meta or {})
+        return None
+
+    async def _cancel_tree(
+        self, run_id: str, reason: str, runs: list[str], calls: list[tuple[str, str]]
+    ) -> None:
+        snap = await self.store.load(run_id)
+        if snap is None or snap.run.status in ("cancelled", "completed"):
+            return
+        now = self._clock()
+        settled: list[CallRecord] = []
+        for call in snap.calls:
+            if call.status not in ACTIVE_STATUSES:
+                continue
+            await self._cancel_tree(child_run_id(run_id, call.id), reason, runs, calls)
+            why = reason
+            if call.status == "running":
+                why = f"{reason} while the call was running; whether it took effect is unknown"
+            settled.append(
+                replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
+            )
+            calls.append((run_id, call.id))
+        run = replace(snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1)
+        await self.store.save_step(run_id, Step(run=run, checkpoint=snap.checkpoint, calls=settled))
+        runs.append(run_id)

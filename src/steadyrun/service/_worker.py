@@ -1,0 +1,350 @@
+"""``Worker``: resumes runs that became runnable, under leases, with bounded concurrency.
+
+A run becomes runnable when something is written to it from outside its execution: input
+appended (a new run's first input too), a decision, an answer, a settled result (the stores
+count these as wake-ups; see ``steadyrun.stores._leases``). The worker asks its ``Leases`` for
+runnable runs, takes a lease on each (up to ``concurrency`` at once), and executes the run with
+the lease as the fence of every write; the lease is renewed while the run executes and
+released when it returns, marking the wake-ups it saw as handled. Between runs it waits for a
+wake-up notification (PostgreSQL ``LISTEN``), polling rarely as a fallback.
+
+Stopping (``stop()``, or SIGTERM/SIGINT with ``handle_signals=True``) is graceful: no new run is
+taken; each executing run stops right after its next checkpoint (its next ``save_step``) and
+its lease is released unhandled, so another worker resumes it at once from that checkpoint.
+What has not stopped after ``grace`` seconds is cancelled as a crash would stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from datetime import datetime
+
+from steadyrun._errors import SteadyrunError, UsageError
+from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
+from steadyrun.runtime import Runtime
+from steadyrun.runtime._runtime import RunCancelledError
+from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
+from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence, fenced
+
+__all__ = ["AGENT_META", "Worker", "WorkerStats", "drive_run"]
+
+log = logging.getLogger("steadyrun.worker")
+
+AGENT_META = "steadyrun.agent"
+"""Key of the agent's name in the meta of a new run's first input (``Operations.start``)."""
+
+
+class _Drained(Exception):
+    """Raised right after a checkpoint of a run whose worker is stopping."""
+
+
+class WorkerStats:
+    """What a worker did so far.
+
+    Attributes:
+        executed: Executions that ended (the run suspended, completed, failed or was skipped).
+        drained: Executions stopped at a checkpoint because the worker stopped.
+        lost: Executions stopped because the lease was lost.
+        errors: Executions that raised.
+    """
+
+    def __init__(self) -> None:
+        self.executed = 0
+        self.drained = 0
+        self.lost = 0
+        self.errors = 0
+
+
+class Worker:
+    """Executes runnable runs of a store under leases; several workers may share the store.
+
+    Args:
+        runtime: A runtime with the agents (and observers, texts, media options) to run with.
+        leases: The leases of the runtime's store (``PostgresLeases(store)``).
+        owner: This worker's id in leases and the step log; host, pid and a random suffix
+            by default.
+        concurrency: Runs executed at once at most.
+        ttl: Seconds a lease lasts unless renewed; a dead worker's runs wait this long.
+        poll: Longest wait between looks for runnable runs when no notification comes.
+        grace: Seconds ``stop`` waits for executing runs to reach a checkpoint.
+        handle_signals: Stop gracefully on SIGTERM and SIGINT while ``run`` works.
+
+    Example:
+        ``await Worker(Runtime(store, agents=[support]), PostgresLeases(store)).run()``
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        leases: Leases,
+        *,
+        owner: str | None = None,
+        concurrency: int = 8,
+        ttl: float = 30.0,
+        poll: float = 2.0,
+        grace: float = 30.0,
+        handle_signals: bool = False,
+    ) -> None:
+        if concurrency < 1 or ttl <= 0 or poll <= 0 or grace < 0:
+            raise UsageError(
+                "Worker needs concurrency >= 1, ttl > 0, poll > 0 and grace >= 0, not "
+                f"{concurrency}, {ttl}, {poll} and {grace}"
+            )
+        self.store = runtime.store
+        self.leases = leases
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.concurrency = concurrency
+        self.ttl = ttl
+        self.poll = poll
+        self.grace = grace
+        self.handle_signals = handle_signals
+        self.stats = WorkerStats()
+        self.runtime = _rebuilt(runtime, _DrainingStore(runtime.store, self))
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopping = asyncio.Event()
+        self._freed = asyncio.Event()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether ``stop`` was called."""
+        return self._stopping.is_set()
+
+    def executing(self) -> list[str]:
+        """The runs this worker executes now."""
+        return list(self._tasks)
+
+    def stop(self) -> None:
+        """Stop taking runs; executing runs stop at their next checkpoint (see the module)."""
+        self._stopping.set()
+
+    async def run(self) -> None:
+        """Work until ``stop``; then let executing runs reach a checkpoint and return."""
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGTERM, signal.SIGINT) if self.handle_signals else ()
+        for sig in signals:
+            loop.add_signal_handler(sig, self.stop)
+        try:
+            while not self._stopping.is_set():
+                if await self._fill() == 0:
+                    await self._idle()
+            await self._drain()
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    async def run_until_idle(self) -> None:
+        """Execute runnable runs until none is left or executing (tests, one-off catch-ups)."""
+        while not self._stopping.is_set():
+            started = await self._fill()
+            if not started and not self._tasks:
+                return
+            if not started:
+                self._freed.clear()
+                await self._freed.wait()
+
+    # -- inside ------------------------------------------------------------------------------
+
+    async def _fill(self) -> int:
+        free = self.concurrency - len(self._tasks)
+        if free <= 0:
+            return 0
+        started = 0
+        for run_id in await self.leases.runnable(limit=free + len(self._tasks)):
+            if started >= free or self._stopping.is_set():
+                break
+            if run_id in self._tasks:
+                continue
+            lease = await self.leases.acquire(run_id, self.owner, self.ttl)
+            if lease is None:
+                continue  # another worker was quicker
+            task = asyncio.create_task(self._execute(lease), name=f"steadyrun-run-{run_id}")
+            self._tasks[run_id] = task
+            started += 1
+        return started
+
+    async def _idle(self) -> None:
+        self._freed.clear()
+        waits = [
+            asyncio.create_task(self.leases.wait_runnable(self.poll)),
+            asyncio.create_task(self._freed.wait()),
+            asyncio.create_task(self._stopping.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def _drain(self) -> None:
+        tasks = list(self._tasks.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=self.grace)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+
+    async def _execute(self, lease: Lease) -> None:
+        run_id = lease.run_id
+        me = asyncio.current_task()
+        lost = asyncio.Event()
+        renewer = asyncio.create_task(self._renew(lease, me, lost))
+        handled = True
+        try:
+            with fenced(lease.fence):
+                await drive_run(self.runtime, run_id)
+            self.stats.executed += 1
+        except _Drained:
+            handled = False
+            self.stats.drained += 1
+        except LeaseLostError:
+            lost.set()
+            self.stats.lost += 1
+        except asyncio.CancelledError:
+            handled = False
+            if lost.is_set():
+                self.stats.lost += 1
+            elif not self._stopping.is_set():
+                raise
+        except Exception:
+            self.stats.errors += 1
+            log.exception(
+                "run %r raised in worker %s; it waits for its next wake-up", run_id, self.owner
+            )
+        finally:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+            if not lost.is_set():
+                with contextlib.suppress(SteadyrunError):
+                    await self.leases.release(lease, handled=handled)
+            self._tasks.pop(run_id, None)
+            self._freed.set()
+
+    async def _renew(
+        self, lease: Lease, task: asyncio.Task[None] | None, lost: asyncio.Event
+    ) -> None:
+        every = self.ttl / 3
+        failures = 0
+        while True:
+            await asyncio.sleep(every)
+            try:
+                held = await self.leases.renew(lease, self.ttl)
+                failures = 0
+            except SteadyrunError:
+                failures += 1
+                held = failures < 3  # three failed renewals span the whole ttl
+            if not held:
+                log.warning(
+                    "worker %s lost the lease of run %r; stopping it", self.owner, lease.run_id
+                )
+                lost.set()
+                if task is not None:
+                    task.cancel()
+                return
+
+
+async def drive_run(runtime: Runtime, run_id: str) -> None:
+    """Execute a run until it suspends or ends: resume it, or start it from its first input.
+
+    A new run's first input names its agent (``AGENT_META``, written by
+    ``Operations.start``); a cancelled run, or a feed without such an input, is left alone.
+    """
+    store = runtime.store
+    snap = await store.load(run_id)
+    if snap is not None:
+        if snap.run.status != "cancelled":
+            with contextlib.suppress(RunCancelledError):
+                await runtime.resume(run_id)
+        return
+    last = await store.pending(run_id, 0)
+    first = (await store.claim(run_id, last)).messages[0] if last else None
+    if first is None:
+        return  # a wake-up without a run to start (a key of the operations, say)
+    name = (first.meta or {}).get(AGENT_META)
+    agent = runtime._agents.get(name or "")
+    if agent is None:
+        log.warning("run %r names agent %r, which this runtime does not know", run_id, name)
+        return
+    await runtime.run(agent, run_id=run_id, input=first.content, input_id=first.id)
+
+
+def _rebuilt(runtime: Runtime, store: Store) -> Runtime:
+    """A runtime like ``runtime`` on ``store`` (same agents, observers and options)."""
+    return Runtime(
+        store,
+        agents=list(runtime._agents.values()),
+        observers=runtime._observers,
+        texts=runtime.texts,
+        clock=runtime._clock,
+        new_id=runtime._new_id,
+        on_handover=runtime._on_handover,
+        media=runtime.media,
+    )
+
+
+class _DrainingStore:
+    """The worker's store: raises ``_Drained`` after a checkpoint of a run while stopping."""
+
+    def __init__(self, store: Store, worker: Worker) -> None:
+        self._store = store
+        self._worker = worker
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        await self._store.save_step(run_id, step)
+        fence = current_fence()
+        if (
+            self._worker.stopping
+            and step.run.status == "running"
+            and fence is not None
+            and fence.run_id == run_id
+        ):
+            raise _Drained(run_id)
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        await self._store.save_call(run_id, call)
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        return await self._store.update_call(run_id, call_id, update)
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        return await self._store.load(run_id)
+
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        return await self._store.load_call(run_id, call_id)
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        return await self._store.append(run_id, message)
+
+    async def pending(self, run_id: str, after: int) -> int:
+        return await self._store.pending(run_id, after)
+
+    async def claim(self, run_id: str, through: int) -> Claim:
+        return await self._store.claim(run_id, through)
+
+    async def consume(self, run_id: str, through: int) -> None:
+        await self._store.consume(run_id, through)
+
+    async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
+        return await self._store.wait_pending(run_id, after, max_wait)
+
+    async def list_runs(
+        self,
+        *,
+        status: RunStatus | None = None,
+        agent: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        return await self._store.list_runs(
+            status=status, agent=agent, updated_before=updated_before, limit=limit
+        )
+
+    async def close(self) -> None:
+        await self._store.close()

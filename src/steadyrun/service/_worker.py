@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import signal
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
+from typing import Any
 
 from steadyrun._errors import SteadyrunError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
-from steadyrun.runtime import Runtime
+from steadyrun.runtime import RunResult, Runtime
 from steadyrun.runtime._runtime import RunCancelledError
 from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
 from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence, fenced
@@ -255,24 +258,49 @@ async def drive_run(runtime: Runtime, run_id: str) -> None:
 
     A new run's first input names its agent (``AGENT_META``, written by
     ``Operations.start``); a cancelled run, or a feed without such an input, is left alone.
+    Observers with ``on_run_start``/``on_run_end`` (``TracingObserver``) hear of the execution.
     """
     store = runtime.store
     snap = await store.load(run_id)
     if snap is not None:
-        if snap.run.status != "cancelled":
-            with contextlib.suppress(RunCancelledError):
-                await runtime.resume(run_id)
-        return
-    last = await store.pending(run_id, 0)
-    first = (await store.claim(run_id, last)).messages[0] if last else None
-    if first is None:
-        return  # a wake-up without a run to start (a key of the operations, say)
-    name = (first.meta or {}).get(AGENT_META)
-    agent = runtime._agents.get(name or "")
-    if agent is None:
-        log.warning("run %r names agent %r, which this runtime does not know", run_id, name)
-        return
-    await runtime.run(agent, run_id=run_id, input=first.content, input_id=first.id)
+        if snap.run.status == "cancelled":
+            return
+        name: str | None = snap.run.agent
+        go: Callable[[], Awaitable[RunResult]] = lambda: runtime.resume(run_id)  # noqa: E731
+    else:
+        last = await store.pending(run_id, 0)
+        first = (await store.claim(run_id, last)).messages[0] if last else None
+        if first is None:
+            return  # a wake-up without a run to start (a key of the operations, say)
+        name = (first.meta or {}).get(AGENT_META)
+        agent = runtime._agents.get(name or "")
+        if agent is None:
+            log.warning("run %r names agent %r, which this runtime does not know", run_id, name)
+            return
+        go = lambda: runtime.run(agent, run_id=run_id, input=first.content, input_id=first.id)  # noqa: E731
+    await _announce(runtime, "on_run_start", run_id, name)
+    status, error = "crashed", None
+    try:
+        result = await go()
+        status = result.status
+        error = str(result.error) if result.error is not None else None
+    except RunCancelledError:
+        status = "cancelled"
+    finally:
+        await _announce(runtime, "on_run_end", run_id, status, error)
+
+
+async def _announce(runtime: Runtime, method: str, *args: Any) -> None:
+    for observer in runtime._observers:
+        fn = getattr(observer, method, None)
+        if fn is None:
+            continue
+        try:
+            out = fn(*args)
+            if inspect.isawaitable(out):
+                await out
+        except Exception:
+            log.exception("observer %r failed in %s", observer, method)
 
 
 def _rebuilt(runtime: Runtime, store: Store) -> Runtime:

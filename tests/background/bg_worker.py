@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,8 @@ class WatchFile(Operation):
         self.result = result
 
     async def wait(self) -> Any:
-        while not self.result.exists():
+        # Another OS process writes the file: nothing in this process could set an event.
+        while not self.result.exists():  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         return self.result.read_text()
 
@@ -71,7 +71,9 @@ class ExternalJob(BackgroundTool):
                 "while not go.exists(): time.sleep(0.05)\n"
                 f"pathlib.Path({str(result)!r}).write_text('job {args.name} done')\n"
             )
-            subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-c", script, start_new_session=True
+            )
         return WatchFile(result)
 
     async def recover(self, task: TaskRef, args: Any, checkpoint: Any) -> Operation:

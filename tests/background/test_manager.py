@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -338,3 +339,60 @@ async def test_task_questions_show_in_runtime_pending_and_answers_route_to_the_t
         await eventually(done, "the task resumes")
     assert deploy.resumes == [(item.wait_id, {"version": "2.0"})]
     assert [i for i in await runtime.pending("r") if i.kind == "task_input"] == []
+
+
+async def test_an_invocation_past_its_overall_timeout_is_stopped() -> None:
+    reg = Registry()
+
+    class Slow(Build):
+        name = "slow_build"
+        invocation_timeout = 0.3
+
+    runs, tasks = sr.MemoryStore(), MemoryTaskStore()
+    manager = TaskManager(tasks, runs, [Slow(reg)], lease=0.15, poll=0.02)
+    model = ScriptedModel([tool_calls(("slow_build", {"repo": "x"})), text("started")])
+    agent = sr.Agent(name="a", model=model, tools=manager.tools())
+    async with manager:
+        await sr.Runtime(runs).run(agent, run_id="r", input="go")
+
+        async def timed_out() -> bool:
+            t = await tasks.get("r/m1.c1")
+            return t is not None and t.status == "cancelled"
+
+        await eventually(timed_out, "the overall timeout stops it")
+    task = await tasks.get("r/m1.c1")
+    assert task is not None and "did not finish within 0.3 s" in (task.error or "")
+    assert reg.stops == ["r/m1.c1"]
+
+
+async def test_arguments_are_validated_and_prepared_before_anything_starts() -> None:
+    reg = Registry()
+    reg.gate("r/m2.c1").set()
+
+    class Prepared(Build):
+        name = "prepared_build"
+
+        async def prepare_input(self, args: Any) -> Any:
+            if args.repo == "default":
+                return args.model_copy(update={"repo": "main-repo"})
+            return args
+
+        def describe(self, args: Any) -> str:
+            return f"build {args.repo}"
+
+    runs, tasks = sr.MemoryStore(), MemoryTaskStore()
+    manager = TaskManager(tasks, runs, [Prepared(reg)])
+    model = ScriptedModel(
+        [
+            tool_calls(("prepared_build", {"repo": 5})),
+            tool_calls(("prepared_build", {"repo": "default", "run_in_background": True})),
+            text("ok"),
+        ]
+    )
+    agent = sr.Agent(name="a", model=model, tools=manager.tools())
+    result = await sr.Runtime(runs).run(agent, run_id="r", input="go")
+    assert result.call("m1.c1").status == "failed" and reg.starts == {}
+    assert "repo" in (result.call("m1.c1").error or "")
+    task = await tasks.get("r/m2.c1")
+    assert task is not None and json.loads(task.arguments)["repo"] == "main-repo"
+    assert task.description == "build main-repo"

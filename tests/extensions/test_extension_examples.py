@@ -18,6 +18,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
         ("subagents.py", "m2.c1/m1.c1 submit_result succeeded"),
         ("deferred_tools.py", "model call 2 saw tools: churn_report, search_tools"),
         ("media_agent.py", "[pdf tickets/7/invoice.pdf as text] | an invoice: 2 x widgets"),
+        ("background_build.py", "answer: The build finished: shop-1.0.tar.gz is ready."),
     ],
 )
 def test_extension_example_runs(script: str, expected: str) -> None:

@@ -128,13 +128,6 @@ async def test_bad_tool_calls_are_answered_not_run(calls: list[tuple[str, str]])
     assert snap is not None and len(snap.context) == snap.checkpoint.context_length
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=sr.StoreError,
-    reason="src bug, reported: a lone surrogate in a tool name or arguments (a provider's JSON "
-    "may hold '\\udc80') makes the response unstorable: run() raises StoreError('cannot store "
-    "Message ... surrogates not allowed') instead of answering the call as invalid",
-)
 @pytest.mark.parametrize(
     "name, arguments", [("\udc80", "{}"), ("refund", '{"order_id": "\udc80"}')]
 )
@@ -195,15 +188,12 @@ KNOWN = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="src bug, reported: a malformed provider body raises an "
-    "untyped error (ValueError/AttributeError/TypeError), not a ModelError",
-)
 @pytest.mark.parametrize(
     ("target", "body"), KNOWN, ids=[f"{t}-{i}" for i, (t, _) in enumerate(KNOWN)]
 )
-def test_known_parser_bugs(target: str, body: dict[str, Any]) -> None:
+def test_malformed_bodies_found_by_fuzzing_give_typed_errors(
+    target: str, body: dict[str, Any]
+) -> None:
     fuzz_targets.TARGETS[target](json.dumps(body).encode())  # a typed ModelError passes
 
 

@@ -71,6 +71,13 @@ class ProviderError(ModelError):
         super().__init__(f"{where}{extra}: {message}{rid}")
 
 
+class MalformedResponse(ProviderError):
+    """A provider's response did not have the shape its API documents.
+
+    A broken proxy, or a server that is not what it claims: nothing of the response is used.
+    """
+
+
 class RateLimited(ProviderError):
     """Too many requests (429); retried after the provider's ``retry_after``."""
 

@@ -28,6 +28,7 @@ from steadyrun.chat import (
     ToolResultPart,
     Usage,
 )
+from steadyrun.models._errors import MalformedResponse
 from steadyrun.models._openai_common import (
     MediaResolver,
     body_error,
@@ -253,7 +254,7 @@ def _check_error(data: dict[str, Any], provider: str, request_id: str | None) ->
         raise body_error(data["error"], provider=provider, request_id=request_id)
 
 
-def chat_response(
+def _chat_response(
     data: dict[str, Any], *, request_id: str | None, model: str, provider: str
 ) -> ModelResponse:
     """Our ``ModelResponse`` of a chat completion body.
@@ -400,3 +401,19 @@ class ChatStream:
             model_name=self._model or self.model,
             provider_details=details(self.request_id, self._id),
         )
+
+
+def chat_response(
+    data: dict[str, Any], *, request_id: str | None, model: str, provider: str
+) -> ModelResponse:
+    """Our ``ModelResponse`` of a chat completion body; ``MalformedResponse`` when it is broken."""
+    try:
+        return _chat_response(data, request_id=request_id, model=model, provider=provider)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        # The SDKs build response objects without type checks, so a misbehaving server's body
+        # reaches the parser as it is: say so with a typed error, not a stray TypeError.
+        raise MalformedResponse(
+            f"the response cannot be read: {type(exc).__name__}: {exc}",
+            provider=provider,
+            request_id=request_id,
+        ) from exc

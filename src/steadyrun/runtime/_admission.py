@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from steadyrun._codec import from_plain
-from steadyrun.chat import Message, TextPart, ThinkingPart, ToolCallPart, Usage
+from steadyrun.chat import (
+    Message,
+    ModelResponse,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    Usage,
+)
 from steadyrun.records import Block, CallRecord
 from steadyrun.runtime._calls import USAGE_NOTE
 from steadyrun.runtime._results import call_id
@@ -15,7 +24,7 @@ from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ToolSet
 
-__all__ = ["open_batch", "record_message", "tools_usage"]
+__all__ = ["open_batch", "record_message", "scrub_response", "tools_usage"]
 
 
 def record_message(state: RunState, model_call_id: str, message: Message) -> list[Block]:
@@ -98,3 +107,42 @@ def tools_usage(records: Sequence[CallRecord]) -> Usage:
         if note:
             total = total + from_plain(json.loads(note), Usage)
     return total
+
+
+def _valid(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _clean(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def scrub_response(response: ModelResponse) -> tuple[ModelResponse, set[int]]:
+    """A response whose text can be stored, and the indexes of tool calls that were garbled.
+
+    A provider's JSON may carry lone surrogates (an escaped U+DC80, say), which no store can
+    encode. Text and thinking get U+FFFD in their place; a tool call with one in its name or
+    arguments is kept (with U+FFFD) but must not run: its index is returned so it is refused.
+    """
+    message = response.message
+    if all(
+        _valid(p.text if isinstance(p, TextPart | ThinkingPart) else "") for p in message.parts
+    ) and all(_valid(p.name) and _valid(p.arguments) for p in message.tool_calls):
+        return response, set()
+    garbled: set[int] = set()
+    parts: list[Part] = []
+    calls = 0
+    for part in message.parts:
+        if isinstance(part, TextPart | ThinkingPart):
+            part = replace(part, text=_clean(part.text))
+        elif isinstance(part, ToolCallPart):
+            if not (_valid(part.name) and _valid(part.arguments)):
+                garbled.add(calls)
+                part = replace(part, name=_clean(part.name), arguments=_clean(part.arguments))
+            calls += 1
+        parts.append(part)
+    return replace(response, message=replace(message, parts=parts)), garbled

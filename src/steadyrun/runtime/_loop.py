@@ -36,7 +36,7 @@ from steadyrun.context import (
 )
 from steadyrun.media import MediaOptions, MediaPreparer, supplying
 from steadyrun.records import Block
-from steadyrun.runtime._admission import open_batch, record_message, tools_usage
+from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
 from steadyrun.runtime._calls import CallRunner, HandoverHook
@@ -100,6 +100,7 @@ class Execution:
         self.clock = clock
         self.limits = agent.limits
         self.subagent = subagent
+        self._garbled: set[int] = set()
         self.media_options = media or MediaOptions()
         self.media = media_preparer or MediaPreparer(self.media_options)
         self.ext = extensions
@@ -257,6 +258,7 @@ class Execution:
                     "resume the run to retry from its last checkpoint"
                 )
             )
+        response, self._garbled = scrub_response(response)
         await self.observers.emit("on_model_response", state.run_id, model_call_id, response)
         if self.ext is not None:
             await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
@@ -378,6 +380,11 @@ class Execution:
         if self.ext is not None:
             review = ToolBatch(run_id=state.run_id, model_call_id=model_call_id, calls=tuple(parts))
             denied = dict((await self.ext.review_batch(review)).denied)
+        for i in self._garbled:
+            error = "they are not valid Unicode text (a lone surrogate)"
+            denied.setdefault(
+                i, self.texts.invalid_arguments.format(name=parts[i].name, error=error)
+            )
         record_message(state, model_call_id, response.message)
         open_batch(
             state,

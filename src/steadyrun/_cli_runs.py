@@ -1,0 +1,285 @@
+"""The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from steadyrun._cli_target import Target, load_target
+from steadyrun.records import RunStatus
+
+__all__ = ["AppOpt", "JsonOpt", "StoreOpt", "fail", "runs", "write_commands"]
+
+AppOpt = Annotated[
+    str | None,
+    typer.Option("--app", metavar="MODULE:ATTR", help="object with the agents and the store"),
+]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option("--store", metavar="URL", help="sqlite:PATH or postgresql://... (no agents)"),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``message`` to stderr and exit with 1."""
+    print(f"steadyrun: {message}", file=sys.stderr)
+    raise typer.Exit(1)
+
+
+def _with(app: str | None, store: str | None, fn: Callable[[Target], Awaitable[Any]]) -> Any:
+    async def go() -> Any:
+        target = await load_target(app, store)
+        try:
+            return await fn(target)
+        finally:
+            await target.store.close()
+
+    return asyncio.run(go())
+
+
+def _print(data: Any) -> None:
+    print(json.dumps(data, default=str, ensure_ascii=False, indent=None))
+
+
+def runs() -> typer.Typer:
+    """The ``runs`` command group."""
+    group = typer.Typer(no_args_is_help=True)
+
+    @group.command("list", help="Runs by last activity, newest first.")
+    def list_(
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        status: Annotated[str | None, typer.Option(help="only runs with this status")] = None,
+        agent: Annotated[str | None, typer.Option(help="only runs of this agent")] = None,
+        limit: Annotated[int, typer.Option(help="at most this many")] = 50,
+        json_out: JsonOpt = False,
+    ) -> None:
+        async def go(t: Target) -> None:
+            found = await t.store.list_runs(status=_status(status), agent=agent, limit=limit)
+            if json_out:
+                _print([asdict(s) for s in found])
+                return
+            table = Table("run", "agent", "status", "steps", "updated")
+            for s in found:
+                table.add_row(s.run_id, s.agent, s.status, str(s.steps), str(s.updated_at or ""))
+            Console().print(table)
+
+        _with(app, store, go)
+
+    @group.command(help="A run: status, answer, calls.")
+    def show(
+        run_id: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        async def go(t: Target) -> None:
+            snap = await t.store.load(run_id)
+            if snap is None:
+                fail(f"no run {run_id!r}")
+            calls = [
+                {"id": c.id, "name": c.name, "status": c.status, "arguments": c.arguments}
+                for c in snap.calls
+            ]
+            run = snap.run
+            data = {
+                "run_id": run.run_id,
+                "agent": run.agent,
+                "status": run.status,
+                "text": run.text,
+                "error": run.error,
+                "steps": run.steps,
+                "calls": calls,
+            }
+            if json_out:
+                _print(data)
+                return
+            console = Console()
+            console.print(f"[bold]{run.run_id}[/] ({run.agent}): [bold]{run.status}[/]")
+            if run.text:
+                console.print(run.text)
+            if run.error:
+                console.print(f"[red]{run.error_kind}: {run.error}[/]")
+            table = Table("call", "tool", "status", "arguments")
+            for c in calls:
+                table.add_row(c["id"], c["name"], c["status"], c["arguments"][:60])
+            console.print(table)
+
+        _with(app, store, go)
+
+    @group.command(help="Follow a run: print its calls as they change until it stops.")
+    def tail(
+        run_id: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        interval: Annotated[float, typer.Option(help="seconds between looks")] = 0.5,
+        json_out: JsonOpt = False,
+    ) -> None:
+        async def go(t: Target) -> None:
+            console = Console(stderr=json_out)
+            seen: dict[str, str] = {}
+            with console.status(f"following {run_id}...") as spinner:
+                while True:
+                    snap = await t.store.load(run_id)
+                    if snap is None:
+                        fail(f"no run {run_id!r}")
+                    for c in snap.calls:
+                        if seen.get(c.id) != c.status:
+                            seen[c.id] = c.status
+                            event = {"call": c.id, "tool": c.name, "status": c.status}
+                            if json_out:
+                                _print(event)
+                            else:
+                                console.print(f"{c.id}  {c.name}  {c.status}")
+                    spinner.update(f"{run_id}: {snap.run.status}, {snap.run.steps} steps")
+                    if snap.run.status != "running":
+                        end = {"run": run_id, "status": snap.run.status, "text": snap.run.text}
+                        if json_out:
+                            _print(end)
+                        else:
+                            console.print(f"[bold]{snap.run.status}[/] {snap.run.text or ''}")
+                        return
+                    await asyncio.sleep(interval)
+
+        _with(app, store, go)
+
+    @group.command(help="Cancel a run, its open calls and its sub-agent runs.")
+    def cancel(
+        run_id: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        async def go(t: Target) -> None:
+            from steadyrun.service._ops import Operations
+
+            leases = None
+            try:
+                from steadyrun.stores import PostgresStore
+                from steadyrun.stores._leases_postgres import PostgresLeases
+
+                if isinstance(t.store, PostgresStore):
+                    leases = PostgresLeases(t.store)
+            except ImportError:
+                pass
+            done = await Operations(t.runtime, leases=leases).cancel(run_id)
+            if json_out:
+                _print(asdict(done))
+            else:
+                print(f"cancelled {len(done.runs)} run(s), {len(done.calls)} call(s)")
+
+        _with(app, store, go)
+
+    return group
+
+
+def write_commands(cli: typer.Typer) -> None:
+    """Add ``pending``, ``approve``, ``reject`` and ``answer`` to ``cli``."""
+
+    @cli.command(help="What a run waits for: decisions, inputs, results.")
+    def pending(
+        run_id: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        async def go(t: Target) -> None:
+            items = await t.runtime.pending(run_id)
+            if json_out:
+                _print([asdict(i) for i in items])
+                return
+            table = Table("kind", "call", "tool", "wait id", "prompt")
+            for i in items:
+                table.add_row(i.kind, i.call_id, i.name, i.wait_id or "", i.prompt or "")
+            Console().print(table)
+
+        _with(app, store, go)
+
+    @cli.command(help="Approve a call waiting for a decision.")
+    def approve(
+        run_id: str,
+        call_id: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        arguments: Annotated[
+            str | None, typer.Option(help="edited arguments (JSON; needs --app)")
+        ] = None,
+        by: Annotated[str | None, typer.Option(help="who decided")] = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        _decide(app, store, run_id, call_id, True, None, arguments, by, json_out)
+
+    @cli.command(help="Reject a call waiting for a decision; the model sees the reason.")
+    def reject(
+        run_id: str,
+        call_id: str,
+        reason: Annotated[str, typer.Option(help="why (the model sees it)")],
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        by: Annotated[str | None, typer.Option(help="who decided")] = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        _decide(app, store, run_id, call_id, False, reason, None, by, json_out)
+
+    @cli.command(help="Answer an input request by its wait id (RESPONSE is JSON).")
+    def answer(
+        run_id: str,
+        wait_id: str,
+        response: str,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        try:
+            value = json.loads(response)
+        except json.JSONDecodeError as exc:
+            fail(f"RESPONSE is not JSON: {exc}")
+
+        async def go(t: Target) -> None:
+            record = await t.runtime.answer(run_id, wait_id, value)
+            _done(record.id, record.status, json_out)
+
+        _with(app, store, go)
+
+
+def _decide(
+    app: str | None,
+    store: str | None,
+    run_id: str,
+    call_id: str,
+    approve: bool,
+    reason: str | None,
+    arguments: str | None,
+    by: str | None,
+    json_out: bool,
+) -> None:
+    async def go(t: Target) -> None:
+        record = await t.runtime.decide(
+            run_id, call_id, approve=approve, reason=reason, arguments=arguments, decided_by=by
+        )
+        _done(record.id, record.status, json_out)
+
+    _with(app, store, go)
+
+
+def _done(call_id: str, status: str, json_out: bool) -> None:
+    if json_out:
+        _print({"call": call_id, "status": status})
+    else:
+        print(f"{call_id}: {status} (a worker resumes the run)")
+
+
+def _status(value: str | None) -> RunStatus | None:
+    allowed = ("running", "suspended", "completed", "failed", "cancelled")
+    if value is not None and value not in allowed:
+        fail(f"--status is one of {', '.join(allowed)}")
+    return value  # type: ignore[return-value]

@@ -1,0 +1,103 @@
+"""What the ``steadyrun`` commands work on: ``--app module:attribute`` or ``--store URL``.
+
+``--app`` names an object holding the agents and the store: a ``steadyrun.service.App``, an
+``Operations``, a ``Runtime``, or a function (sync or async, no arguments) returning one. The
+module is imported from the current directory too. ``--store`` names a store alone, enough for
+the commands that read runs and write decisions: ``sqlite:PATH`` (or a path ending in ``.db``)
+or a ``postgresql://`` URL.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from steadyrun._errors import UsageError
+from steadyrun.runtime import Runtime
+from steadyrun.stores import SqliteStore, Store
+
+__all__ = ["STORE_ENV", "Target", "load_target"]
+
+STORE_ENV = "STEADYRUN_STORE"
+"""Environment variable with the default ``--store``."""
+
+APP_ENV = "STEADYRUN_APP"
+"""Environment variable with the default ``--app``."""
+
+
+@dataclass(slots=True)
+class Target:
+    """The runtime the commands use, and the object ``--app`` named (if any).
+
+    Attributes:
+        runtime: A runtime on the store, with the app's agents.
+        app: What ``--app`` named, after calling it if it was a function.
+    """
+
+    runtime: Runtime
+    app: Any = None
+
+    @property
+    def store(self) -> Store:
+        """The store."""
+        return self.runtime.store
+
+
+def open_store(url: str) -> Store:
+    """A store from a ``--store`` value."""
+    if url.startswith(("postgresql://", "postgres://")) or url.startswith("host="):
+        from steadyrun.stores import PostgresStore
+
+        return PostgresStore(url)
+    path = url.removeprefix("sqlite:")
+    if url.startswith("sqlite:") or path.endswith((".db", ".sqlite", ".sqlite3")):
+        return SqliteStore(path)
+    raise UsageError(f"--store {url!r}: use sqlite:PATH or a postgresql:// URL")
+
+
+async def load_target(app: str | None, store: str | None) -> Target:
+    """Resolve ``--app`` (first) or ``--store`` (or their environment variables)."""
+    app = app or os.environ.get(APP_ENV)
+    store = store or os.environ.get(STORE_ENV)
+    if app:
+        found = await _load_app(app)
+        runtime = getattr(found, "runtime", None)
+        if isinstance(found, Runtime):
+            runtime = found
+        if not isinstance(runtime, Runtime):
+            raise UsageError(
+                f"--app {app!r} is a {type(found).__name__}: name an App, Operations or Runtime "
+                "(or a function returning one)"
+            )
+        return Target(runtime=runtime, app=found)
+    if store:
+        return Target(runtime=Runtime(open_store(store)))
+    raise UsageError(f"say where the runs are: --app module:attribute or --store URL ({STORE_ENV})")
+
+
+async def _load_app(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise UsageError(f"--app takes module:attribute, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    found: Any = module
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise UsageError(f"--app {spec!r}: {module_name} has no {attribute!r}") from None
+    plain = not isinstance(found, (type, Runtime)) and not hasattr(found, "runtime")
+    if callable(found) and plain:
+        found = found()
+        if inspect.isawaitable(found):
+            found = await found
+    return found

@@ -27,24 +27,8 @@ SRC = Path(sr.__file__).parent
 DOCS = SRC.parents[1] / "docs" / "texts.md"
 START, END = "<!-- fields:start -->", "<!-- fields:end -->"
 
-# Fields added for sentences still written outside Texts; their modules will format them.
-NOT_WIRED_YET = frozenset(PLACEHOLDERS) - {
-    "cancelled",
-    "interrupted_replayable",
-    "interrupted",
-    "needs_review",
-    "unknown_tool",
-    "invalid_arguments",
-    "tool_error",
-    "length_cut",
-    "cannot_suspend",
-    "cannot_detach",
-    "refused",
-    "rejected",
-    "edited_arguments",
-    "completion_not_alone",
-    "completion_rejected",
-}
+# Fields not formatted by the runtime yet (none: every sentence is wired in).
+NOT_WIRED_YET: frozenset[str] = frozenset()
 # Chinese texts made of placeholders and punctuation only.
 NO_WORDS = {"interrupted_detail", "rejected_reason"}
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -31,6 +31,7 @@ from steadyrun.extensions._memory_store import (
 from steadyrun.models._client import ModelClient
 from steadyrun.models._structured import StructuredOutputError, generate_object
 from steadyrun.runtime._extension import Extension, TurnView
+from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ sentence in the third person, e.g. "The user's dog is called Rex").
 - delete: an existing memory the conversation shows is wrong or no longer true (give its id).
 Leave out small talk, one-off requests and anything already remembered. No changes: an empty \
 list."""
+"""The English instructions of the extraction call (``Texts().memory_extract_instructions``)."""
 
 
 class MemoryChange(BaseModel):
@@ -126,8 +128,8 @@ class Memory(Extension):
         extract: Whether completed turns are extracted automatically.
         extract_model: The extraction model (a ``"provider:model"`` spec or a client); by
             default the agent's.
-        extract_instructions: The extraction model's instructions (default:
-            ``EXTRACT_INSTRUCTIONS``).
+        extract_instructions: The extraction model's instructions (default: the runtime's
+            ``Texts.memory_extract_instructions``; English outside a run).
         max_existing: Existing memories shown to the extraction model at most (the most
             relevant ones when the namespace holds more).
         tools: Whether the model gets ``remember(text)`` and ``forget(memory_id)``.
@@ -158,13 +160,14 @@ class Memory(Extension):
         self.min_score = min_score
         self.extract_enabled = extract
         self.extract_model = extract_model
-        self.extract_instructions = extract_instructions or EXTRACT_INSTRUCTIONS
+        self.extract_instructions = extract_instructions
         self.max_existing = max_existing
         self.with_tools = tools
         self.reserved_tokens = reserved_tokens
         self._reset()
 
     def _reset(self) -> None:
+        self.texts: Texts = default_texts()
         self._run_id: str | None = None
         self._client: ModelClient | None = None
         self._recalled: list[dict[str, str]] = []
@@ -186,6 +189,7 @@ class Memory(Extension):
         """
         self._run_id = handle.run_id
         self._client = handle.agent.client
+        self.texts = texts_of(handle)
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -233,17 +237,13 @@ class Memory(Extension):
         """
         if view.subagent:
             return None
+        texts = self.texts
         parts = []
         if self.with_tools:
-            parts.append(
-                "Keep lasting facts about the user with remember(text); drop wrong ones with "
-                "forget(memory_id)."
-            )
+            parts.append(texts.memory_tools_instructions)
         if self._recalled:
             lines = "\n".join(f"- [{m['id']}] {m['text']}" for m in self._recalled)
-            parts.append(
-                "Relevant memories (from earlier conversations; they may be out of date):\n" + lines
-            )
+            parts.append(texts.memory_recalled.format(memories=lines))
         return "\n".join(parts) or None
 
     async def on_claim(self, run_id: str, messages: Sequence[Message]) -> None:
@@ -316,12 +316,12 @@ class Memory(Extension):
             if len(existing) > self.max_existing:
                 found = await self.bank.search(ns, talk, self.max_existing)
                 existing = [s.item for s in found]
-            shown = "\n".join(f"- [{m.id}] {m.text}" for m in existing) or "(none)"
-            prompt = f"Existing memories:\n{shown}\n\nConversation:\n{talk}"
+            texts = self.texts
+            shown = "\n".join(f"- [{m.id}] {m.text}" for m in existing) or texts.memory_none
+            prompt = texts.memory_extract_prompt.format(memories=shown, conversation=talk)
+            instructions = self.extract_instructions or texts.memory_extract_instructions
             try:
-                answer = await generate_object(
-                    model, MemoryChanges, self.extract_instructions, prompt
-                )
+                answer = await generate_object(model, MemoryChanges, instructions, prompt)
             except StructuredOutputError as exc:
                 self._count(replace(exc.usage, requests=exc.attempts))
                 raise
@@ -394,9 +394,9 @@ class Memory(Extension):
             ns = run.namespace_for(ctx.run_id)
             same = [m for m in await run.bank.list(ns) if _norm(m.text) == _norm(text)]
             if same:  # a repeated call (after a crash, say) adds nothing twice
-                return f"already remembered as {same[0].id}"
+                return ctx.texts.memory_already.format(memory_id=same[0].id)
             item = await run.bank.add(ns, text, metadata={"run_id": ctx.run_id})
-            return f"remembered as {item.id}"
+            return ctx.texts.memory_remembered.format(memory_id=item.id)
 
         @tool(main_only=True, replayable=True, concurrency_key="")
         async def forget(memory_id: str, ctx: ToolContext) -> str:
@@ -408,8 +408,8 @@ class Memory(Extension):
             """
             run = ext.of(ctx)
             if await run.bank.delete(run.namespace_for(ctx.run_id), memory_id):
-                return f"forgot {memory_id}"
-            return f"no memory {memory_id} (already forgotten?)"
+                return ctx.texts.memory_forgot.format(memory_id=memory_id)
+            return ctx.texts.memory_unknown.format(memory_id=memory_id)
 
         return (remember, forget)
 

@@ -9,7 +9,6 @@ from steadyrun.media._prepare import (
     MediaAdapter,
     MediaOptions,
     MediaPreparer,
-    MediaTexts,
     media_kind,
     model_media,
 )
@@ -28,7 +27,6 @@ __all__ = [
     "MediaPreparer",
     "MediaRef",
     "MediaSupply",
-    "MediaTexts",
     "media_kind",
     "media_ref",
     "model_media",

@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import (
@@ -29,14 +29,19 @@ from steadyrun.chat import (
 )
 from steadyrun.media._supply import MediaSupply
 
+if TYPE_CHECKING:
+    from steadyrun.runtime._texts import Texts
+
 __all__ = [
     "MediaAdapter",
     "MediaOptions",
     "MediaPreparer",
-    "MediaTexts",
     "media_kind",
     "model_media",
 ]
+
+Problem = Literal["changed", "unreadable"]
+"""Why media read for a model call cannot be shown."""
 
 log = logging.getLogger("steadyrun.media")
 
@@ -97,22 +102,6 @@ class MediaOptions:
             )
 
 
-@dataclass(kw_only=True, frozen=True)
-class MediaTexts:
-    """The notes the model sees in place of media.
-
-    Placeholders: ``key``, ``mime``, ``kind``; ``name`` and ``call_id`` (the tool call) in
-    ``tool_media_follow``; ``text`` (the adapter's text) in ``as_text``.
-    """
-
-    changed: str = "[{kind} {key} is not shown: it changed after it was attached]"
-    unreadable: str = "[{kind} {key} is not shown: it could not be read]"
-    over_budget: str = "[{kind} {key} is not shown: the media budget of this call is used up]"
-    unavailable: str = "[{kind} {key} ({mime}) is not shown: this model cannot read {kind}]"
-    as_text: str = "[{kind} {key} as text]\n{text}"
-    tool_media_follow: str = "Media returned by {name} ({call_id}):"
-
-
 @dataclass(slots=True)
 class _Spot:
     """Where a reference sits in the request."""
@@ -123,19 +112,33 @@ class _Spot:
     tool: bool
 
 
+def _english() -> Texts:
+    from steadyrun.runtime._texts import default_texts  # steadyrun.runtime imports this package
+
+    return default_texts()
+
+
 class MediaPreparer:
-    """Prepares the media of one run's model calls (caching bytes and adapter text)."""
+    """Prepares the media of one run's model calls (caching bytes and adapter text).
+
+    Args:
+        options: How media are read, and the budget of a model call.
+        texts: The runtime's texts: the notes the model reads in place of media (``media_*``);
+            default: English.
+        cache_bytes: Verified bytes kept, at most.
+        cache_texts: Adapter texts kept, at most.
+    """
 
     def __init__(
         self,
         options: MediaOptions,
-        texts: MediaTexts | None = None,
+        texts: Texts | None = None,
         *,
         cache_bytes: int = 64 * 1024 * 1024,
         cache_texts: int = 512,
     ) -> None:
         self.options = options
-        self.texts = texts or MediaTexts()
+        self.texts = texts if texts is not None else _english()
         # Shared by the runs of a runtime: verified bytes (bounded by size) and adapter text
         # (bounded by count), both keyed by key and SHA-256, so a reference that changed misses.
         self._bytes: OrderedDict[str, bytes] = OrderedDict()
@@ -156,14 +159,13 @@ class MediaPreparer:
         for i, spot in enumerate(spots):
             ref = spot.ref
             kind = media_kind(ref.mime)
-            fmt = {"kind": kind, "key": ref.key, "mime": ref.mime}
             slot = (spot.message, spot.part, _id(ref))
             if i not in allowed:
-                out[slot] = self.texts.over_budget.format(**fmt)
+                out[slot] = self.texts.media_over_budget.format(kind=kind, key=ref.key)
             elif kinds is not None and kind not in kinds:
-                out[slot] = await self._as_text(ref, kind, fmt)
+                out[slot] = await self._as_text(ref, kind)
             else:
-                out[slot] = await self._native(ref, kind, fmt, supply)
+                out[slot] = await self._native(ref, kind, supply)
         messages = _rewrite(request.messages, out, move_tool_media=not in_results, texts=self.texts)
         return replace(request, messages=messages), supply
 
@@ -179,9 +181,14 @@ class MediaPreparer:
             size += ref.size
         return allowed
 
-    async def _native(
-        self, ref: MediaRef, kind: str, fmt: dict[str, str], supply: MediaSupply
-    ) -> str | None:
+    def _note(self, problem: Problem, ref: MediaRef, kind: str) -> str:
+        """The note the model reads in place of media that cannot be shown."""
+        texts = self.texts
+        if problem == "changed":
+            return texts.media_changed.format(kind=kind, key=ref.key)
+        return texts.media_unreadable.format(kind=kind, key=ref.key)
+
+    async def _native(self, ref: MediaRef, kind: str, supply: MediaSupply) -> str | None:
         opts = self.options
         if opts.url is not None:
             try:
@@ -196,48 +203,49 @@ class MediaPreparer:
             return None  # the model's own media_reader (if any) reads it
         data, problem = await self._read(ref)
         if problem is not None:
-            return problem.format(**fmt)
+            return self._note(problem, ref, kind)
         assert data is not None
         supply.add_bytes(ref, data)
         return None
 
-    async def _as_text(self, ref: MediaRef, kind: str, fmt: dict[str, str]) -> str:
+    async def _as_text(self, ref: MediaRef, kind: str) -> str:
+        texts = self.texts
         adapter = self.options.adapters.get(kind)
         if adapter is None:
-            return self.texts.unavailable.format(**fmt)
+            return texts.media_unavailable.format(kind=kind, key=ref.key, mime=ref.mime)
         cached = self._text.get(_id(ref))
         if cached is None:
             data, problem = await self._read(ref)
             if problem is not None:
-                return problem.format(**fmt)
+                return self._note(problem, ref, kind)
             assert data is not None
             try:
                 out = adapter(ref, data)
                 cached = await out if inspect.isawaitable(out) else out
             except Exception:
                 log.exception("media adapter for %s failed on %r", kind, ref.key)
-                return self.texts.unreadable.format(**fmt)
+                return self._note("unreadable", ref, kind)
             self._text[_id(ref)] = cached
             while len(self._text) > self._cache_texts:
                 self._text.popitem(last=False)
-        return self.texts.as_text.format(text=cached, **fmt)
+        return texts.media_as_text.format(kind=kind, key=ref.key, text=cached)
 
-    async def _read(self, ref: MediaRef) -> tuple[bytes | None, str | None]:
-        """The verified bytes of ``ref``, or the note to show instead."""
+    async def _read(self, ref: MediaRef) -> tuple[bytes | None, Problem | None]:
+        """The verified bytes of ``ref``, or why it cannot be shown."""
         key = _id(ref)
         if key in self._bytes:
             self._bytes.move_to_end(key)
             return self._bytes[key], None
         reader = self.options.reader
         if reader is None:
-            return None, self.texts.unreadable
+            return None, "unreadable"
         try:
             data = await reader(ref)
         except Exception:
             log.exception("media reader failed for %r", ref.key)
-            return None, self.texts.unreadable
+            return None, "unreadable"
         if ref.sha256 and hashlib.sha256(data).hexdigest() != ref.sha256.lower():
-            return None, self.texts.changed
+            return None, "changed"
         if len(data) <= self._cache_bytes:
             self._bytes[key] = data
             total = sum(len(v) for v in self._bytes.values())
@@ -267,7 +275,7 @@ def _rewrite(
     out: dict[tuple[int, int, str], str | None],
     *,
     move_tool_media: bool,
-    texts: MediaTexts,
+    texts: Texts,
 ) -> list[Message]:
     touched = {(m, p) for m, p, _ in out}
     result: list[Message] = []
@@ -286,7 +294,7 @@ def _rewrite(
                 notes = [n for r in part.media if (n := out[(mi, pi, _id(r))]) is not None]
                 content = "\n".join([part.content, *notes]) if notes else part.content
                 if move_tool_media and native:
-                    label = texts.tool_media_follow.format(name=part.name, call_id=part.call_id)
+                    label = texts.media_tool_follow.format(name=part.name, call_id=part.call_id)
                     follow += [TextPart(text=label), *(MediaPart(ref=r) for r in native)]
                     native = []
                 parts.append(replace(part, content=content, media=native))

@@ -73,7 +73,7 @@ class Runtime(HostOperations):
         self._active: set[str] = set()
         self._on_handover = on_handover
         self.media = media
-        self._media = MediaPreparer(media or MediaOptions())
+        self._media = MediaPreparer(media or MediaOptions(), self.texts)
 
     def _register(self, agent: Agent) -> None:
         known = self._agents.get(agent.name)

@@ -33,6 +33,7 @@ __all__ = [
     "mark",
     "offload_text",
     "record_ids",
+    "result_key",
     "rounds",
     "split_for_summary",
     "transcript",

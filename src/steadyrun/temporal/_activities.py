@@ -1,0 +1,222 @@
+"""The activities of ``AgentWorkflow``: model calls, tool bodies, and writes to the app's store.
+
+They run in the worker, where the agents, their models, tools and dependencies live. A tool
+body's outcome (what it returned, the control signal or exception it raised) comes back as a
+``ToolOutcome``; the workflow turns it into the record's next state with steadyrun's own
+``CallRunner``. Only the loss of the worker (or a timeout) fails the activity itself, and only
+then does Temporal's retry policy apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from steadyrun._codec import from_plain, to_plain
+from steadyrun._errors import StoreError
+from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
+from steadyrun.control import (
+    AwaitExternal,
+    Complete,
+    ControlSignal,
+    Detach,
+    HostFailure,
+    InputRequired,
+)
+from steadyrun.media import MediaOptions, MediaPreparer, supplying
+from steadyrun.models import ModelClient, resolve_model
+from steadyrun.records import CallRecord, Step
+from steadyrun.runtime import Agent
+from steadyrun.stores import FeedMessage
+from steadyrun.temporal._payloads import (
+    ACTIVITY_MODEL,
+    ACTIVITY_RECORD,
+    ACTIVITY_TOOL,
+    ModelCallInput,
+    RecordInput,
+    ToolCallInput,
+    ToolOutcome,
+    update_from_plain,
+)
+from steadyrun.tools import Tool, ToolArgumentsError, ToolContext
+
+if TYPE_CHECKING:
+    from steadyrun.temporal._app import TemporalApp
+
+__all__ = ["Activities"]
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc)
+
+
+class Activities:
+    """The activities of one ``TemporalApp`` (bound methods, registered with its worker)."""
+
+    def __init__(self, app: TemporalApp) -> None:
+        self.app = app
+        self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
+
+    def all(self) -> list[Callable[..., Any]]:
+        """The activity functions to register."""
+        return [self.model, self.tool, self.record]
+
+    def _agent(self, name: str) -> Agent:
+        try:
+            return self.app.agent(name)
+        except KeyError as exc:
+            raise ApplicationError(str(exc), type="UsageError", non_retryable=True) from None
+
+    # -- model ------------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_MODEL)
+    async def model(self, inp: ModelCallInput) -> dict[str, Any]:
+        """One model call of a run (media are prepared here, where they can be read)."""
+        agent = self._agent(inp.agent)
+        client: ModelClient = agent.client
+        if inp.purpose == "summary" and agent.context is not None:
+            summary = agent.context.summary_model
+            client = resolve_model(summary) if summary is not None else agent.client
+        request = from_plain(inp.request, ModelRequest)
+        request, supply = await self.media.prepare(request, client)
+        try:
+            with supplying(supply):
+                response = await client.respond(request)
+        except Exception as exc:
+            if getattr(exc, "retryable", True) is False:
+                raise ApplicationError(
+                    f"{type(exc).__name__}: {exc}", type=type(exc).__name__, non_retryable=True
+                ) from exc
+            raise
+        return to_plain(response, ModelResponse)  # type: ignore[no-any-return]
+
+    # -- tool -------------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_TOOL)
+    async def tool(self, inp: ToolCallInput) -> ToolOutcome:
+        """One tool body; heartbeats while it runs, so the loss of this worker is noticed."""
+        agent = self._agent(inp.agent)
+        tool = agent.toolset.get(inp.name)
+        if tool is None:
+            raise ApplicationError(
+                f"agent {inp.agent!r} has no tool {inp.name!r} in this worker",
+                type="UsageError",
+                non_retryable=True,
+            )
+        try:
+            args = tool.validate(inp.arguments)
+        except ToolArgumentsError as exc:
+            return ToolOutcome(kind="error", error_type="ToolArgumentsError", text=str(exc))
+        ctx = ToolContext(
+            run_id=inp.run_id,
+            call_id=inp.call_id,
+            tool_name=tool.name,
+            provider_call_id=inp.provider_call_id,
+            deps=agent.deps,
+            can_suspend=inp.can_suspend,
+            input_state=inp.input_state if inp.answered else None,
+            input_response=inp.input_response if inp.answered else None,
+            edited_arguments=inp.edited_arguments,
+            texts=self.app.texts,
+        )
+        beat = asyncio.create_task(self._heartbeat())
+        try:
+            outcome = await _run_tool(tool, args, ctx)
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        if ctx.usage is not None:
+            outcome.usage = to_plain(ctx.usage, Usage)
+        outcome.media = [to_plain(m, MediaRef) for m in ctx.media]
+        return outcome
+
+    async def _heartbeat(self) -> None:
+        interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(interval)
+
+    # -- records ----------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_RECORD)
+    async def record(self, inp: RecordInput) -> None:
+        """Apply a run's writes to the app's store, in order (each write is idempotent)."""
+        store = self.app.store
+        if store is None:
+            return
+        run_id = inp.run_id
+        for op in inp.ops:
+            if op.op == "save_step":
+                await store.save_step(run_id, from_plain(op.data, Step))
+            elif op.op == "save_call":
+                await store.save_call(run_id, from_plain(op.data, CallRecord))
+            elif op.op == "update_call":
+                assert op.call_id is not None
+                await store.update_call(run_id, op.call_id, update_from_plain(op.data))
+            elif op.op == "append":
+                await store.append(run_id, from_plain(op.data, FeedMessage))
+            elif op.op == "consume":
+                await store.consume(run_id, op.through)
+            else:
+                raise ApplicationError(f"unknown record op {op.op!r}", non_retryable=True)
+
+
+async def _run_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+    """Run the body and describe how it ended."""
+    try:
+        value = await tool.invoke(args, ctx)
+    except Complete as signal:
+        try:
+            plain = to_plain(signal.value, Any)
+            text = tool.render(signal.value)
+        except Exception as exc:
+            return ToolOutcome(kind="error", error_type=type(exc).__name__, text=str(exc))
+        return ToolOutcome(kind="complete", text=text, value=plain, fixed=signal.fixed)
+    except AwaitExternal as signal:
+        return _handover(ToolOutcome(kind="await"), signal.payload)
+    except Detach as signal:
+        return _handover(ToolOutcome(kind="detach", receipt=signal.receipt), signal.payload)
+    except InputRequired as signal:
+        out = ToolOutcome(
+            kind="input",
+            prompt=signal.prompt,
+            response_schema=signal.response_schema,
+        )
+        try:
+            out.state = to_plain(signal.state, Any)
+        except StoreError as exc:
+            return ToolOutcome(kind="error", error_type="StoreError", text=str(exc))
+        return out
+    except ControlSignal as signal:
+        return ToolOutcome(kind="signal", error_type=type(signal).__name__)
+    except HostFailure as exc:
+        return ToolOutcome(kind="host_failure", text=str(exc))
+    except TimeoutError as exc:
+        return ToolOutcome(kind="timeout", text=str(exc))
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the activity itself is cancelled (the workflow's timeout, or cancel)
+        return ToolOutcome(kind="cancelled")
+    except Exception as exc:
+        return ToolOutcome(kind="error", error_type=type(exc).__name__, text=str(exc))
+    try:
+        text = tool.render(value)
+        plain = to_plain(value, Any) if tool.completion else None
+    except Exception as exc:
+        return ToolOutcome(kind="unrenderable", error_type=type(exc).__name__, text=str(exc))
+    return ToolOutcome(kind="returned", text=text, value=plain)
+
+
+def _handover(out: ToolOutcome, payload: Any) -> ToolOutcome:
+    try:
+        out.value = to_plain(payload, Any)
+    except StoreError as exc:
+        return ToolOutcome(kind="error", error_type="StoreError", text=str(exc))
+    return out

@@ -1,0 +1,138 @@
+"""``TemporalApp``: the agents a Temporal worker runs, the store it records to, its options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Replayer, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from steadyrun._errors import UsageError
+from steadyrun.media import MediaOptions
+from steadyrun.runtime import Agent, Texts
+from steadyrun.stores import Store
+from steadyrun.temporal._activities import Activities
+from steadyrun.temporal._workflow import AgentWorkflow, register_app
+
+__all__ = ["TemporalApp", "TemporalOptions"]
+
+
+@dataclass(kw_only=True, frozen=True)
+class TemporalOptions:
+    """How runs use Temporal; every worker of a task queue must use the same options.
+
+    Attributes:
+        task_queue: The task queue workers poll and runs start on.
+        model_timeout: Start-to-close timeout of one model call.
+        model_attempts: Attempts of a model call (a failure after the last fails the run,
+            as in the built-in engine: resume by starting the run again).
+        tool_timeout: Start-to-close timeout of a tool body without its own ``timeout``.
+        tool_attempts: Attempts of a tool body whose worker was lost, for tools that are
+            replayable or have no side effects. Tools with side effects that are not
+            replayable get exactly one attempt: a lost attempt is settled ``needs_review``.
+        heartbeat_timeout: How soon the loss of a worker running a tool body is noticed.
+        retry_interval: First interval between attempts.
+        record_timeout: Start-to-close timeout of one write batch to the store.
+        continue_as_new_after: History length past which the workflow continues as new at its
+            next saved step, carrying the context log (``None``: only when Temporal suggests).
+    """
+
+    task_queue: str = "steadyrun"
+    model_timeout: timedelta = timedelta(minutes=10)
+    model_attempts: int = 3
+    tool_timeout: timedelta = timedelta(hours=1)
+    tool_attempts: int = 3
+    heartbeat_timeout: timedelta = timedelta(seconds=30)
+    retry_interval: timedelta = timedelta(seconds=1)
+    record_timeout: timedelta = timedelta(minutes=1)
+    continue_as_new_after: int | None = 10_000
+
+
+class TemporalApp:
+    """The agents a worker can run, by name, and where their runs are recorded.
+
+    Args:
+        agents: The agents; a run names its agent, the worker finds it here.
+        store: Where runs are recorded as they advance (``SqliteStore``, ``PostgresStore``), so
+            ``Runtime``, the CLI and the web page show them; ``None`` records nothing.
+        options: Timeouts, retries and continue-as-new.
+        texts: The sentences the runtime writes to the model.
+        media: How the model activity reads media.
+
+    Example:
+        ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
+    """
+
+    def __init__(
+        self,
+        *,
+        agents: Iterable[Agent],
+        store: Store | None = None,
+        options: TemporalOptions | None = None,
+        texts: Texts | None = None,
+        media: MediaOptions | None = None,
+    ) -> None:
+        self._agents: dict[str, Agent] = {}
+        for agent in agents:
+            if agent.name in self._agents and self._agents[agent.name] is not agent:
+                raise UsageError(f"two different agents are named {agent.name!r}")
+            self._agents[agent.name] = agent
+        self.store = store
+        self.options = options or TemporalOptions()
+        self.texts = texts or Texts()
+        self.media = media
+        self.activities = Activities(self)
+
+    def agent(self, name: str) -> Agent:
+        """The agent named ``name``.
+
+        Raises:
+            KeyError: No such agent in this app.
+        """
+        try:
+            return self._agents[name]
+        except KeyError:
+            raise KeyError(f"this worker's TemporalApp has no agent named {name!r}") from None
+
+    @property
+    def agents(self) -> list[Agent]:
+        """The app's agents."""
+        return list(self._agents.values())
+
+    def worker(self, client: Client, *, task_queue: str | None = None, **kwargs: Any) -> Worker:
+        """A Temporal worker running this app's workflows and activities.
+
+        Args:
+            client: A connected Temporal client.
+            task_queue: Overrides ``options.task_queue``.
+            **kwargs: Passed to ``temporalio.worker.Worker``.
+        """
+        queue = task_queue or self.options.task_queue
+        register_app(queue, self)
+        return Worker(
+            client,
+            task_queue=queue,
+            workflows=[AgentWorkflow],
+            activities=self.activities.all(),
+            workflow_runner=workflow_runner(),
+            **kwargs,
+        )
+
+    def replayer(self, **kwargs: Any) -> Replayer:
+        """A replayer of recorded ``AgentWorkflow`` histories against this app's agents."""
+        register_app(None, self)
+        return Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner(), **kwargs)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """Temporal's sandbox, with steadyrun passed through.
+
+    steadyrun's loop is deterministic given its clock (the workflow's) and its store (in the
+    workflow's memory); agents, tools and policies come from the worker's own imports.
+    """
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("steadyrun")
+    return SandboxedWorkflowRunner(restrictions=restrictions)

@@ -1,0 +1,177 @@
+"""``TemporalRuns``: start runs on Temporal and reach them, with ``Runtime``'s host operations."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+
+from steadyrun import _errors
+from steadyrun._codec import from_plain
+from steadyrun._errors import UsageError
+from steadyrun.records import CallRecord
+from steadyrun.runtime import Agent, PendingItem
+from steadyrun.stores import FeedMessage
+from steadyrun.stream import DisplaySnapshot
+from steadyrun.temporal._payloads import (
+    WORKFLOW_NAME,
+    AnswerArgs,
+    DecideArgs,
+    RunInput,
+    RunOutput,
+    SendArgs,
+    SettleArgs,
+)
+
+__all__ = ["TemporalRuns"]
+
+
+class TemporalRuns:
+    """Runs on Temporal, seen from a client: start, wait, decide, answer, settle, send, read.
+
+    The run id is the workflow id. Host writes are workflow updates: a refused write raises
+    the same typed error as ``Runtime`` would (``NotPendingError``, ``ConflictError``,
+    ``UnknownCallError``, ``InvalidResponseError``, ``UsageError``) and changes nothing.
+
+    Args:
+        client: A connected Temporal client.
+        task_queue: Where runs start (the workers' ``TemporalOptions.task_queue``).
+    """
+
+    def __init__(self, client: Client, *, task_queue: str = "steadyrun") -> None:
+        self.client = client
+        self.task_queue = task_queue
+
+    async def start(
+        self,
+        agent: Agent | str,
+        *,
+        run_id: str,
+        input: str,
+        input_id: str | None = None,
+        execution_timeout: timedelta | None = None,
+    ) -> WorkflowHandle[Any, RunOutput]:
+        """Start a run (idempotent: a run with this id already going is returned as is)."""
+        name = agent.name if isinstance(agent, Agent) else agent
+        return await self.client.start_workflow(
+            WORKFLOW_NAME,
+            RunInput(agent=name, run_id=run_id, input=input, input_id=input_id),
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=RunOutput,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            execution_timeout=execution_timeout,
+        )
+
+    async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
+        """Start a run and wait until it completes or fails."""
+        handle = await self.start(agent, run_id=run_id, input=input)
+        return await handle.result()
+
+    async def result(self, run_id: str) -> RunOutput:
+        """Wait for a run's end (across continue-as-new)."""
+        return await self._handle(run_id).result()
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        """What the run waits for (decisions, inputs, awaited results)."""
+        plain = await self._handle(run_id).query("pending", result_type=list)
+        return from_plain(plain, list[PendingItem])
+
+    async def snapshot(self, run_id: str) -> DisplaySnapshot:
+        """The run's display snapshot."""
+        plain = await self._handle(run_id).query("snapshot", result_type=dict)
+        return from_plain(plain, DisplaySnapshot)
+
+    async def status(self, run_id: str) -> str:
+        """The run's status as its workflow sees it."""
+        return str(await self._handle(run_id).query("status", result_type=str))
+
+    async def decide(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | str | None = None,
+        decided_by: str | None = None,
+    ) -> CallRecord:
+        """Approve or reject a call waiting for a decision (see ``Runtime.decide``)."""
+        if arguments is not None and not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        args = DecideArgs(
+            call_id=call_id,
+            approve=approve,
+            reason=reason,
+            arguments=arguments,
+            decided_by=decided_by,
+        )
+        return await self._record_update(run_id, "decide", args)
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+        """Answer an input request (see ``Runtime.answer``)."""
+        return await self._record_update(
+            run_id, "answer", AnswerArgs(wait_id=wait_id, response=response)
+        )
+
+    async def settle(
+        self, run_id: str, call_id: str, *, result: str | None = None, error: str | None = None
+    ) -> CallRecord:
+        """Record the outcome of a call the host owns (see ``Runtime.settle``)."""
+        if (result is None) == (error is None):
+            raise UsageError("settle() takes exactly one of result=... or error=...")
+        return await self._record_update(
+            run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error)
+        )
+
+    async def send(
+        self,
+        run_id: str,
+        content: str,
+        *,
+        id: str | None = None,
+        revision: str = "1",
+        wait: bool = True,
+    ) -> FeedMessage | None:
+        """Input for the run, taken at its next safe point (see ``Runtime.send``).
+
+        With ``wait=False`` it is a signal (fire and forget) and returns ``None``.
+        """
+        args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision)
+        handle = self._handle(run_id)
+        if not wait:
+            await handle.signal("input", args)
+            return None
+        plain = await self._update(run_id, "send", args)
+        return from_plain(plain, FeedMessage)
+
+    def _handle(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
+        return self.client.get_workflow_handle(run_id, result_type=RunOutput)
+
+    async def _record_update(self, run_id: str, name: str, args: Any) -> CallRecord:
+        return from_plain(await self._update(run_id, name, args), CallRecord)
+
+    async def _update(self, run_id: str, name: str, args: Any) -> Any:
+        try:
+            return await self._handle(run_id).execute_update(name, args, result_type=dict)
+        except WorkflowUpdateFailedError as exc:
+            raise _typed(exc) from None
+
+
+def _typed(exc: WorkflowUpdateFailedError) -> Exception:
+    """The steadyrun error a refused update carries (its type name), or the Temporal error."""
+    cause = exc.cause
+    if isinstance(cause, ApplicationError) and cause.type:
+        cls = getattr(_errors, cause.type, None)
+        if isinstance(cls, type) and issubclass(cls, UsageError):
+            return cls(cause.message)
+    return exc

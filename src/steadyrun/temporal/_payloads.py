@@ -1,0 +1,307 @@
+"""What crosses Temporal's boundary: workflow input and output, activity inputs and outcomes.
+
+Everything here is a dataclass of JSON-compatible values (Temporal's default converter); the
+steadyrun types inside travel as the same plain data their stores keep (``to_plain``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, get_type_hints
+
+from steadyrun._codec import from_plain, to_plain
+from steadyrun.records import CallUpdate
+
+__all__ = [
+    "ACTIVITY_MODEL",
+    "ACTIVITY_RECORD",
+    "ACTIVITY_TOOL",
+    "WORKFLOW_NAME",
+    "AnswerArgs",
+    "Carried",
+    "DecideArgs",
+    "ModelCallInput",
+    "RecordInput",
+    "RecordOp",
+    "RunInput",
+    "RunOutput",
+    "SendArgs",
+    "SettleArgs",
+    "ToolCallInput",
+    "ToolOutcome",
+    "update_from_plain",
+    "update_to_plain",
+]
+
+WORKFLOW_NAME = "steadyrun.AgentWorkflow"
+ACTIVITY_MODEL = "steadyrun.model"
+ACTIVITY_TOOL = "steadyrun.tool"
+ACTIVITY_RECORD = "steadyrun.record"
+
+
+@dataclass(kw_only=True)
+class Carried:
+    """A run's state carried into a continued (continue-as-new) workflow run.
+
+    Attributes:
+        snapshot: The run's ``RunSnapshot`` as plain data (context log, calls, blocks, checkpoint).
+        feed: The run's feed messages (``FeedMessage`` plain data), in order.
+        consumed: The feed boundary already delivered.
+        generation: How many times the run continued as new so far.
+    """
+
+    snapshot: dict[str, Any]
+    feed: list[dict[str, Any]]
+    consumed: int
+    generation: int
+
+
+@dataclass(kw_only=True)
+class RunInput:
+    """The input of ``AgentWorkflow``.
+
+    Attributes:
+        agent: The agent's name, resolved in the worker's ``TemporalApp``.
+        run_id: The run's id (the workflow id by convention).
+        input: The first user message (a new run).
+        input_id: Its id for deduplication; defaults to ``"<run_id>:input"``.
+        carried: Set when the workflow continued as new.
+    """
+
+    agent: str
+    run_id: str
+    input: str | None = None
+    input_id: str | None = None
+    carried: Carried | None = None
+
+
+@dataclass(kw_only=True)
+class RunOutput:
+    """How a run ended, as the workflow returns it.
+
+    Attributes:
+        run_id: The run.
+        status: ``completed`` or ``failed``.
+        text: The final text of a completed run.
+        completion: The structured completion value, if any (plain data).
+        completion_reason: Why a fallback completion was used, if one was.
+        error_kind: The ``RunFailure`` class name of a failed run.
+        error: Its message.
+        usage: Token usage (``Usage`` plain data).
+        generations: How many times the workflow continued as new.
+    """
+
+    run_id: str
+    status: str
+    text: str | None = None
+    completion: Any = None
+    completion_reason: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    generations: int = 0
+
+
+@dataclass(kw_only=True)
+class ModelCallInput:
+    """One model call, made by the ``steadyrun.model`` activity.
+
+    Attributes:
+        agent: The agent whose model answers.
+        run_id: The run.
+        model_call_id: ``m<n>``.
+        request: The ``ModelRequest`` as plain data.
+        purpose: ``turn`` (the agent's model) or ``summary`` (the context policy's summarizer).
+    """
+
+    agent: str
+    run_id: str
+    model_call_id: str
+    request: dict[str, Any]
+    purpose: Literal["turn", "summary"] = "turn"
+
+
+@dataclass(kw_only=True)
+class ToolCallInput:
+    """One tool call body, run by the ``steadyrun.tool`` activity.
+
+    Attributes:
+        agent: The agent whose tool it is.
+        run_id: The run.
+        call_id: The record id.
+        name: The tool.
+        arguments: The raw argument JSON (validated again in the worker).
+        provider_call_id: The provider's id of the call.
+        can_suspend: Whether the call may suspend the run.
+        answered: Whether this is a re-entry after ``require_input``.
+        input_state: The state the tool gave with its input request.
+        input_response: The validated answer.
+        edited_arguments: Whether a reviewer edited the arguments.
+    """
+
+    agent: str
+    run_id: str
+    call_id: str
+    name: str
+    arguments: str
+    provider_call_id: str = ""
+    can_suspend: bool = True
+    answered: bool = False
+    input_state: Any = None
+    input_response: Any = None
+    edited_arguments: bool = False
+
+
+@dataclass(kw_only=True)
+class ToolOutcome:
+    """How a tool body ended in the worker; the workflow turns it into the record's next state.
+
+    Attributes:
+        kind: ``returned``, ``complete``, ``await``, ``detach``, ``input``, ``signal`` (another
+            control signal), ``host_failure``, ``timeout``, ``cancelled``, ``error`` (the body
+            raised), ``unrenderable`` (its value has no text or JSON form).
+        text: The rendered result (``returned``, ``complete``), or a message.
+        value: The value as plain data (completion tools), or a signal's payload.
+        fixed: Whether a completion is fixed.
+        receipt: A detached call's receipt.
+        prompt: An input request's prompt.
+        response_schema: An input request's schema.
+        state: An input request's state.
+        error_type: The exception or signal class name.
+        usage: Usage of model calls the tool reported (``Usage`` plain data).
+        media: Media the tool attached (``MediaRef`` plain data).
+    """
+
+    kind: str
+    text: str | None = None
+    value: Any = None
+    fixed: bool = False
+    receipt: str | None = None
+    prompt: str | None = None
+    response_schema: dict[str, Any] | None = None
+    state: Any = None
+    error_type: str | None = None
+    usage: dict[str, Any] | None = None
+    media: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RecordOp:
+    """One write mirrored to the app's store.
+
+    Attributes:
+        op: ``save_step``, ``save_call``, ``update_call``, ``append`` or ``consume``.
+        data: The step, call, feed message or update as plain data.
+        call_id: The call of an ``update_call``.
+        through: The boundary of a ``consume``.
+    """
+
+    op: str
+    data: Any = None
+    call_id: str | None = None
+    through: int = 0
+
+
+@dataclass(kw_only=True)
+class RecordInput:
+    """Writes of one run for the ``steadyrun.record`` activity, applied in order.
+
+    Attributes:
+        run_id: The run.
+        ops: The writes.
+    """
+
+    run_id: str
+    ops: list[RecordOp]
+
+
+@dataclass(kw_only=True)
+class DecideArgs:
+    """A decision on a confirmation (update ``decide``).
+
+    Attributes:
+        call_id: The call.
+        approve: Approve (runs once) or reject (never runs).
+        reason: Shown to the model on rejection.
+        arguments: Edited arguments (JSON text) with an approval.
+        decided_by: Who decided.
+    """
+
+    call_id: str
+    approve: bool
+    reason: str | None = None
+    arguments: str | None = None
+    decided_by: str | None = None
+
+
+@dataclass(kw_only=True)
+class AnswerArgs:
+    """An answer to an input request (update ``answer``).
+
+    Attributes:
+        wait_id: The request's wait id.
+        response: The answer (validated against the request's schema).
+    """
+
+    wait_id: str
+    response: Any = None
+
+
+@dataclass(kw_only=True)
+class SettleArgs:
+    """The outcome of a call the host owns (update ``settle``).
+
+    Attributes:
+        call_id: The call.
+        result: Its result (it succeeded).
+        error: Its error (it failed).
+    """
+
+    call_id: str
+    result: str | None = None
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class SendArgs:
+    """Input for the run (update ``send``, signal ``input``).
+
+    Attributes:
+        id: The message id (deduplication with ``revision``).
+        content: The text.
+        revision: The revision.
+        role: ``user`` or ``system``.
+    """
+
+    id: str
+    content: str
+    revision: str = "1"
+    role: Literal["user", "system"] = "user"
+
+
+_UPDATE_TYPES: dict[str, Any] = {}
+
+
+def _update_types() -> dict[str, Any]:
+    if not _UPDATE_TYPES:
+        _UPDATE_TYPES.update(get_type_hints(CallUpdate))
+    return _UPDATE_TYPES
+
+
+def update_to_plain(update: CallUpdate) -> dict[str, Any]:
+    """The fields a host write sets, as plain data (unset fields are left out)."""
+    unset = CallUpdate()
+    types = _update_types()
+    out: dict[str, Any] = {}
+    for f in fields(CallUpdate):
+        value = getattr(update, f.name)
+        if value is getattr(unset, f.name):
+            continue
+        out[f.name] = to_plain(value, types[f.name])
+    return out
+
+
+def update_from_plain(data: dict[str, Any]) -> CallUpdate:
+    """The host write ``update_to_plain`` described."""
+    types = _update_types()
+    return CallUpdate(**{name: from_plain(v, types[name]) for name, v in data.items()})

@@ -517,11 +517,6 @@ async def test_the_context_manager_clears_and_summarizes_in_chinese() -> None:
     assert EN.summary_instruction == sr.context.DEFAULT_SUMMARY_INSTRUCTION
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the loop does not give its texts to ContextManager (_fitting.context_manager) and "
-    "to tool_message (_results.py) yet",
-)
 async def test_a_run_with_context_management_speaks_chinese() -> None:
     @sr.tool
     def fetch(i: int) -> str:

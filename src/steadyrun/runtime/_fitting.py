@@ -39,7 +39,7 @@ def context_manager(
     summarizer = (
         resolve_model(policy.summary_model) if policy.summary_model is not None else agent.client
     )
-    return ContextManager(policy, model=summarizer, pinned=pinned, emit=emit)
+    return ContextManager(policy, model=summarizer, pinned=pinned, emit=emit, texts=texts)
 
 
 async def reduce_context(

@@ -102,7 +102,7 @@ class Execution:
         self.subagent = subagent
         self._garbled: set[int] = set()
         self.media_options = media or MediaOptions()
-        self.media = media_preparer or MediaPreparer(self.media_options)
+        self.media = media_preparer or MediaPreparer(self.media_options, texts)
         self.ext = extensions
         if self.ext is None and agent.extensions:
             self.ext = self._restore_extensions(agent)
@@ -381,7 +381,7 @@ class Execution:
             review = ToolBatch(run_id=state.run_id, model_call_id=model_call_id, calls=tuple(parts))
             denied = dict((await self.ext.review_batch(review)).denied)
         for i in self._garbled:
-            error = "they are not valid Unicode text (a lone surrogate)"
+            error = self.texts.garbled_arguments
             denied.setdefault(
                 i, self.texts.invalid_arguments.format(name=parts[i].name, error=error)
             )
@@ -452,7 +452,7 @@ class Execution:
         strict = self.agent.strict_settlement
         if any(blocks_run(r, strict_settlement=strict) for r in records):
             return await self._suspend()
-        state.append(tool_message(records, self.agent.toolset, self.agent.context))
+        state.append(tool_message(records, self.agent.toolset, self.agent.context, self.texts))
         state.run.usage = state.run.usage + tools_usage(records)
         state.cp.phase = "model"
         state.cp.batch = []

@@ -6,8 +6,16 @@ from dataclasses import replace
 from typing import Any
 
 from steadyrun.chat import Message, Part, ToolResultPart
-from steadyrun.context import CALLS_META, ContextPolicy, offload_text
+from steadyrun.context import (
+    CALLS_META,
+    OFFLOADED_META,
+    ContextPolicy,
+    mark,
+    offload_text,
+    result_key,
+)
 from steadyrun.records import CallRecord
+from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ToolSet
 
 __all__ = [
@@ -42,20 +50,28 @@ def result_part(record: CallRecord) -> ToolResultPart:
 
 
 def tool_message(
-    records: list[CallRecord], tools: ToolSet, policy: ContextPolicy | None
+    records: list[CallRecord],
+    tools: ToolSet,
+    policy: ContextPolicy | None,
+    texts: Texts | None = None,
 ) -> Message:
     """The results of a batch in call order, large ones offloaded, tagged with record ids."""
     parts: list[Part] = []
-    for record in records:
+    offloaded: list[str] = []
+    for i, record in enumerate(records):
         part = result_part(record)
         tool = tools.get(record.name)
         intact = tool is not None and tool.retain == "intact"
         large = policy is not None and len(part.content.encode()) > policy.offload_bytes()
         if policy is not None and large and not intact:
-            content = offload_text(part.content, record.id, policy.preview_chars, record.name)
+            content = offload_text(
+                part.content, record.id, policy.preview_chars, record.name, texts
+            )
             part = replace(part, content=content)
+            offloaded.append(result_key(part, i))
         parts.append(part)
-    return Message(role="tool", parts=parts, meta={CALLS_META: ",".join(r.id for r in records)})
+    message = Message(role="tool", parts=parts, meta={CALLS_META: ",".join(r.id for r in records)})
+    return mark(message, OFFLOADED_META, offloaded)
 
 
 def completion_of(records: list[CallRecord]) -> tuple[Any, bool] | None:

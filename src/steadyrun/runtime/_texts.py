@@ -45,6 +45,8 @@ class Texts:
         unknown_tool: The model called a tool that does not exist.
         no_tools: ``{available}`` of ``unknown_tool`` when the agent has no tools.
         invalid_arguments: A call's arguments do not fit the tool's schema.
+        garbled_arguments: ``{error}`` of ``invalid_arguments``: a call's name or arguments
+            hold text no store can encode (a lone surrogate); the call never runs.
         tool_error: A tool (or its policy or scheduling) raised.
         bad_policy_outcome: ``{error}`` of ``tool_error``: a policy returned something else.
         result_unstorable: ``{error}`` of ``tool_error``: the result is not storable.
@@ -172,6 +174,7 @@ class Texts:
     unknown_tool: str = "There is no tool named {name!r}. Available tools: {available}."
     no_tools: str = "none"
     invalid_arguments: str = "Invalid arguments for {name}: {error}. Fix them and call again."
+    garbled_arguments: str = "they are not valid Unicode text (a lone surrogate)"
     tool_error: str = "{name} failed: {error}"
     bad_policy_outcome: str = "its policy returned {kind}, not Submit, Confirm or None"
     result_unstorable: str = "its result cannot be stored: {error}"

@@ -38,6 +38,7 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "unknown_tool": "没有名为 {name!r} 的工具。可用的工具：{available}。",
         "no_tools": "无",
         "invalid_arguments": "{name} 的参数无效：{error}。请修正后重新调用。",
+        "garbled_arguments": "它们不是有效的 Unicode 文本（含有孤立的代理字符）",
         "tool_error": "{name} 执行失败：{error}",
         "bad_policy_outcome": "它的策略返回了 {kind}，而不是 Submit、Confirm 或 None",
         "result_unstorable": "它的结果无法保存：{error}",

@@ -1,0 +1,71 @@
+"""A worker SIGKILLed in the middle of a side-effecting tool is replaced; nothing runs twice."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from temporal_kit import effects
+from test_temporal_engine import connect, eventually
+
+import steadyrun as sr
+from steadyrun.temporal import TemporalRuns
+
+WORKER = Path(__file__).with_name("temporal_worker.py")
+
+
+def start_worker(server: Any, queue: str, tmp: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), server.target, queue, str(tmp / "runs.db"), str(tmp / "fx")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # blocks until the worker polls (or dies)
+    assert line.strip() == "ready", f"worker did not start: {line!r}"
+    return proc
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+async def test_killed_worker_is_replaced_without_repeating_side_effects(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    runs = TemporalRuns(client, task_queue=queue)
+    first = await asyncio.to_thread(start_worker, temporal_server, queue, tmp_path)
+    second = None
+    try:
+        handle = await runs.start("crash", run_id="crash-1", input="Refund A-9.")
+        # The refund's activity is running in the first worker: it wrote its effect and waits.
+        await eventually(lambda: asyncio.to_thread(effects, tmp_path / "fx"), bool)
+        kill(first)
+        second = await asyncio.to_thread(start_worker, temporal_server, queue, tmp_path)
+        out = await asyncio.wait_for(handle.result(), 180)  # a cap against hanging, not a limit
+    finally:
+        kill(first)
+        if second is not None:
+            kill(second)
+
+    assert out.status == "completed"
+    # The side effect happened once: the lost attempt was not retried on the new worker.
+    assert effects(tmp_path / "fx") == ["slow_refund A-9"]
+    store = sr.SqliteStore(tmp_path / "runs.db")
+    snap = await store.load("crash-1")
+    await store.close()
+    assert snap is not None and snap.run.status == "completed"
+    (call,) = snap.calls
+    assert call.name == "slow_refund" and call.status == "needs_review"
+    assert out.text is not None and out.text.startswith("after: ")
+    assert call.result is not None and call.result in out.text

@@ -41,6 +41,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelError",
     "NotPendingError",
+    "RunCancelledError",
     "RunFailure",
     "RunNotFoundError",
     "ScriptExhaustedError",
@@ -82,6 +83,10 @@ class RunNotFoundError(UsageError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r} in this store; start it with Runtime.run()")
+
+
+class RunCancelledError(UsageError):
+    """The run was cancelled; a cancelled run is never resumed (continue it in a new run)."""
 
 
 class UnknownCallError(UsageError):

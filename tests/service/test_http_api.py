@@ -175,7 +175,26 @@ async def test_errors_of_unknown_runs_cancel_and_settle(client: httpx.AsyncClien
     r = await client.post("/runs/x/calls/c/settle", json={}, headers=AUTH)
     assert r.status_code == 422
     r = await client.post("/runs/x/cancel", headers=AUTH)
-    assert r.status_code == 501 and "not available" in r.json()["message"]
+    assert r.status_code == 404
+
+
+async def test_cancel_settles_open_calls_and_the_run_never_resumes(
+    client: httpx.AsyncClient, app: App
+) -> None:
+    body = {"run_id": "t-9", "agent": "support", "input": "I was charged twice."}
+    await client.post("/runs", json=body, headers=AUTH)
+    await until(app, "t-9", "suspended")
+    r = await client.post("/runs/t-9/cancel", headers=AUTH)
+    assert r.status_code == 200
+    out = r.json()
+    assert out["runs"] == ["t-9"] and len(out["calls"]) == 1
+    snap = snapshot_from_json((await client.get("/runs/t-9", headers=AUTH)).content)
+    assert snap.status == "cancelled"
+    assert [c.status for c in snap.calls] == ["succeeded", "cancelled"]
+    r = await client.post("/runs/t-9/resume", headers=AUTH)
+    assert r.status_code == 409 and r.json()["error"] == "cancelled"
+    again = await client.post("/runs/t-9/cancel", headers=AUTH)
+    assert again.status_code == 200 and again.json()["runs"] == []
 
 
 async def test_no_stack_trace_leaves_the_service(

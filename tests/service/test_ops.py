@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import steadyrun as sr
-from steadyrun import ConflictError
+from steadyrun import ConflictError, RunCancelledError
 from steadyrun.control import CallView, Confirm
-from steadyrun.runtime._runtime import RunCancelledError
 from steadyrun.service._ops import Operations
 from steadyrun.stores import MemoryStore
 from steadyrun.testing import FunctionModel, text, tool_calls

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 
-from steadyrun._errors import RunNotFoundError, UsageError
+from steadyrun._errors import RunCancelledError, RunNotFoundError, UsageError
 from steadyrun.chat import MediaPart, Message
 from steadyrun.media import MediaOptions, MediaPreparer
 from steadyrun.runtime._agent import Agent
@@ -20,10 +20,6 @@ from steadyrun.runtime._texts import Texts
 from steadyrun.stores import FeedMessage, Store
 
 __all__ = ["PendingItem", "RunCancelledError", "Runtime"]
-
-
-class RunCancelledError(UsageError):
-    """The run was cancelled; a cancelled run is never resumed (continue it in a new run)."""
 
 
 def _utcnow() -> datetime:

@@ -1,15 +1,50 @@
-"""The service: an ``App`` of agents on a runtime, its HTTP API and its web page.
+"""The service: operations, workers, an ``App`` of agents, its HTTP API and its web page.
 
-Needs the ``service`` extra (FastAPI, uvicorn)::
+``App``, ``Operations`` and ``Worker`` need nothing beyond steadyrun (the worker needs a store
+with leases: PostgreSQL). ``create_app`` needs the ``service`` extra (FastAPI, uvicorn) and is
+imported on first use::
 
     from steadyrun.service import App, create_app
     api = create_app(App(store, agents=[support]), tokens=["s3cret"])
     # uvicorn.run(api, host="127.0.0.1", port=8000)
 
-See docs/service.md.
+See docs/service.md and docs/worker.md.
 """
 
-from steadyrun.service._api import TOKENS_ENV, create_app
-from steadyrun.service._app import App, NotSupportedError, Started, start_fingerprint
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TOKENS_ENV", "App", "NotSupportedError", "Started", "create_app", "start_fingerprint"]
+from steadyrun.service._app import App, NotSupportedError, Started, start_fingerprint
+from steadyrun.service._ops import Cancelled, Operations
+from steadyrun.service._worker import Worker, WorkerStats
+
+if TYPE_CHECKING:
+    from steadyrun.service._api import TOKENS_ENV as TOKENS_ENV
+    from steadyrun.service._api import create_app as create_app
+
+__all__ = [
+    "App",
+    "Cancelled",
+    "NotSupportedError",
+    "Operations",
+    "Started",
+    "Worker",
+    "WorkerStats",
+    "start_fingerprint",
+]
+
+_API = ("TOKENS_ENV", "create_app")
+
+
+def __getattr__(name: str) -> Any:
+    # The HTTP API needs FastAPI (pip install 'steadyrun[service]'): imported on first use.
+    if name in _API:
+        from steadyrun.service import _api
+
+        value = getattr(_api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*__all__, *_API])

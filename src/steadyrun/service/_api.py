@@ -21,6 +21,7 @@ from steadyrun._errors import (
     ConflictError,
     InvalidResponseError,
     NotPendingError,
+    RunCancelledError,
     RunNotFoundError,
     StoreError,
     UnknownCallError,
@@ -34,6 +35,7 @@ from steadyrun.service._schemas import (
     AgentList,
     AnswerRequest,
     CallOut,
+    CancelOut,
     DecideRequest,
     ErrorOut,
     MessageOut,
@@ -63,6 +65,7 @@ _ERRORS: list[tuple[type[Exception], int, str]] = [
     (UnknownCallError, 404, "not_found"),
     (NotPendingError, 409, "not_pending"),
     (ConflictError, 409, "conflict"),
+    (RunCancelledError, 409, "cancelled"),
     (InvalidResponseError, 422, "invalid"),
     (UsageError, 422, "invalid"),
     (NotSupportedError, 501, "not_supported"),
@@ -272,10 +275,15 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         """Continue a suspended, failed or crashed run in the background."""
         return ResumeOut(run_id=run_id, scheduled=await app.resume(run_id))
 
-    @api.post("/runs/{run_id}/cancel", tags=["runs"], responses={501: {"model": ErrorOut}})
-    async def cancel(run_id: str) -> None:
-        """Cancel a run. Not available yet: answers 501."""
-        await app.cancel(run_id)
+    @api.post("/runs/{run_id}/cancel", tags=["runs"])
+    async def cancel(run_id: str) -> CancelOut:
+        """Cancel a run: it stops, its open calls and sub-agent runs are cancelled."""
+        done = await app.cancel(run_id)
+        return CancelOut(
+            run_id=run_id,
+            runs=done.runs,
+            calls=[f"{run}:{call}" for run, call in done.calls],
+        )
 
     @api.post("/runs/{run_id}/messages", tags=["runs"], status_code=202)
     async def send(run_id: str, body: MessageRequest) -> MessageOut:

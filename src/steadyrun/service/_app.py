@@ -8,10 +8,19 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from steadyrun._errors import ConflictError, RunNotFoundError, SteadyrunError, UsageError
+from steadyrun._errors import (
+    ConflictError,
+    RunCancelledError,
+    RunNotFoundError,
+    SteadyrunError,
+    UsageError,
+)
 from steadyrun.records import CallRecord
+
+if TYPE_CHECKING:
+    from steadyrun.service._ops import Cancelled
 from steadyrun.runtime import Agent, Runtime
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import Publisher
@@ -161,11 +170,14 @@ class App:
 
         Raises:
             RunNotFoundError: No such run.
+            RunCancelledError: It was cancelled.
             UsageError: Its agent is not registered.
         """
         snap = await self.store.load(run_id)
         if snap is None:
             raise RunNotFoundError(run_id)
+        if snap.run.status == "cancelled":
+            raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
         self.agent(snap.run.agent)
         if self.executing(run_id):
             self._again.add(run_id)
@@ -224,16 +236,22 @@ class App:
         await self._written(run_id)
         return record
 
-    async def cancel(self, run_id: str) -> None:
-        """Cancel a run (not available yet).
+    async def cancel(self, run_id: str) -> Cancelled:
+        """Cancel a run: its open calls and sub-agent runs are cancelled and it never resumes.
 
-        Raises:
-            NotSupportedError: Always, in this release: the runtime cannot cancel runs yet.
+        A run executing in this app is stopped first, the way a crash would stop it; what it
+        left open is then settled ``cancelled`` (see ``Operations.cancel``).
         """
-        raise NotSupportedError(
-            "cancelling runs is not available yet: the runtime has no cancel operation "
-            "(it comes with the service's operations)"
-        )
+        from steadyrun.service._ops import Operations
+
+        task = self._tasks.get(run_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        done = await Operations(self.runtime).cancel(run_id)
+        for run in done.runs:
+            await self.publisher.refresh(run)  # followers see it cancelled
+        return done
 
     async def wait(self, run_id: str) -> None:
         """Wait until the run no longer executes in this app."""

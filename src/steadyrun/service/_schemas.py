@@ -11,6 +11,7 @@ __all__ = [
     "AgentList",
     "AnswerRequest",
     "CallOut",
+    "CancelOut",
     "DecideRequest",
     "ErrorOut",
     "MessageOut",
@@ -156,6 +157,14 @@ class ResumeOut(BaseModel):
 
     run_id: str
     scheduled: bool = Field(description="False when the run executes here already.")
+
+
+class CancelOut(BaseModel):
+    """A cancel request's outcome."""
+
+    run_id: str
+    runs: list[str] = Field(description="Runs cancelled now (the run and its sub-agent runs).")
+    calls: list[str] = Field(description="Calls settled cancelled, as run:call.")
 
 
 class AgentList(BaseModel):

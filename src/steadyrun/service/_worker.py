@@ -28,10 +28,9 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from steadyrun._errors import SteadyrunError, UsageError
+from steadyrun._errors import RunCancelledError, SteadyrunError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
 from steadyrun.runtime import RunResult, Runtime
-from steadyrun.runtime._runtime import RunCancelledError
 from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
 from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence, fenced
 

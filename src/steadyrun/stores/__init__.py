@@ -6,6 +6,7 @@
 
 from typing import TYPE_CHECKING, Any
 
+from steadyrun.stores._leases import Fence, Lease, LeaseLostError, Leases
 from steadyrun.stores._memory import MemoryStore
 from steadyrun.stores._ports import (
     Claim,
@@ -25,7 +26,11 @@ __all__ = [
     "Claim",
     "Feed",
     "FeedMessage",
+    "Fence",
     "Journal",
+    "Lease",
+    "LeaseLostError",
+    "Leases",
     "MemoryStore",
     "RunIndex",
     "RunSummary",

@@ -96,3 +96,22 @@ async def test_approval_and_awaited_result_complete(temporal_server: Any, tmp_pa
         # Determinism: the recorded history replays against the same agents.
         history = await handle.fetch_history()
     await app.replayer().replay_workflow(history)
+
+
+async def test_replay_detects_a_changed_agent(temporal_server: Any, tmp_path: Path) -> None:
+    """The replay check has teeth: the same history against a changed loop fails."""
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
+    runs = TemporalRuns(client, task_queue=queue)
+    async with app.worker(client):
+        handle = await runs.start("counter", run_id="count-r", input="Go.")
+        assert (await handle.result()).status == "completed"
+        history = await handle.fetch_history()
+    await app.replayer().replay_workflow(history)
+
+    changed = build_app(tmp_path / "other.db", tmp_path / "fx", task_queue=queue)
+    counter = changed.agent("counter")
+    counter.limits = sr.Limits(max_iterations=3)  # the turn fails early: other commands
+    with pytest.raises(Exception, match="[Nn]ondetermin"):
+        await changed.replayer().replay_workflow(history)

@@ -112,3 +112,23 @@ async def test_off_by_default_and_enable_adds_one_observer() -> None:
     names = [s.name for s in exporter.get_finished_spans()]
     assert "chat unknown" in names or any(n.startswith("chat") for n in names)
     assert any(n.startswith("invoke_agent") for n in names)
+
+
+async def test_runs_driven_by_the_runtime_itself_are_traced_end_to_end() -> None:
+    exporter, provider = _tracing()
+    runtime = sr.Runtime(MemoryStore())
+    enable(runtime, provider)
+    result = await runtime.run(_agent(), run_id="t-2", input="Is A-1 paid?")
+    assert result.status == "completed"
+    spans = exporter.get_finished_spans()
+    (run,) = _by_name(spans, "invoke_agent")
+    assert run.attributes is not None and run.attributes["gen_ai.agent.name"] == "support"
+    assert run.attributes["steadyrun.run.status"] == "completed"
+    chats = _by_name(spans, "chat")
+    assert len(chats) == 2
+    for chat in chats:  # each model call's span starts at its request, inside the run
+        assert run.start_time is not None and chat.start_time is not None
+        assert chat.end_time is not None and run.end_time is not None
+        assert run.start_time <= chat.start_time <= chat.end_time <= run.end_time
+    tools = _by_name(spans, "execute_tool")
+    assert sorted(t.status.status_code.name for t in tools) == ["ERROR", "UNSET"]

@@ -52,7 +52,7 @@ from steadyrun.runtime._input import (
     take_input,
     turn_limit_failure,
 )
-from steadyrun.runtime._observers import ObserverSet
+from steadyrun.runtime._observers import ObserverSet, observed
 from steadyrun.runtime._recovery import (
     apply_answers,
     blocks_run,
@@ -152,6 +152,13 @@ class Execution:
 
     async def start(self) -> RunResult:
         """Drive a new run: claim its first input, then loop."""
+        return await observed(self.observers, self.state.run_id, self.agent.name, self._start())
+
+    async def resume(self) -> RunResult:
+        """Drive a stored run on from its last checkpoint."""
+        return await observed(self.observers, self.state.run_id, self.agent.name, self._resume())
+
+    async def _start(self) -> RunResult:
         try:
             claimed = await self._claim_input(new_turn=True)
         except TurnLimit as exc:
@@ -161,8 +168,7 @@ class Execution:
         await self._save()
         return await self._loop()
 
-    async def resume(self) -> RunResult:
-        """Drive a stored run on from its last checkpoint."""
+    async def _resume(self) -> RunResult:
         state = self.state
         cp = state.cp
         if self.ext is not None and not self.subagent:
@@ -247,6 +253,7 @@ class Execution:
         cp.model_calls += 1
         cp.extra.pop(_CORRECTION, None)
         request = build(state.context)
+        await self.observers.emit("on_model_request", state.run_id, model_call_id, request)
         try:
             request, supply = await self.media.prepare(request, self.agent.client)
             with supplying(supply):

@@ -5,15 +5,16 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrun.chat import ModelResponse
+from steadyrun.chat import ModelRequest, ModelResponse
 from steadyrun.context import ContextEvent
 from steadyrun.records import CallRecord
+from steadyrun.runtime._result import RunResult
 
-__all__ = ["Observer", "ObserverSet"]
+__all__ = ["Observer", "ObserverSet", "observed"]
 
 log = logging.getLogger("steadyrun.observers")
 
@@ -24,6 +25,15 @@ class Observer:
     An observer that raises is isolated: the error is logged and counted in
     ``RunResult.observer_errors``, and the run goes on unchanged. Observers get copies.
     """
+
+    def on_run_start(self, run_id: str, agent: str) -> Any:
+        """An execution of the run starts (a new run, or a resume)."""
+
+    def on_run_end(self, run_id: str, status: str, error: str | None = None) -> Any:
+        """The execution ended: the run completed, suspended, failed or was cancelled."""
+
+    def on_model_request(self, run_id: str, model_call_id: str, request: ModelRequest) -> Any:
+        """A model call of the run is about to be made with ``request``."""
 
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> Any:
         """A model call of the run returned ``response``."""
@@ -52,8 +62,8 @@ class ObserverSet:
         """Call ``method`` on every observer that has it; failures are logged and counted."""
         for observer in self.observers:
             fn = getattr(observer, method, None)
-            if fn is None:
-                continue
+            if fn is None or getattr(type(observer), method, None) is getattr(Observer, method):
+                continue  # not implemented: skip the copies
             try:
                 # Each observer gets its own copy, so one cannot change what another sees.
                 out = fn(*copy.deepcopy(args))
@@ -62,3 +72,18 @@ class ObserverSet:
             except Exception:
                 self.errors += 1
                 log.exception("observer %r failed in %s; the run continues", observer, method)
+
+
+async def observed(
+    observers: ObserverSet, run_id: str, agent: str, execution: Coroutine[Any, Any, RunResult]
+) -> RunResult:
+    """Run ``execution`` (of a run), telling the observers when it starts and how it ends."""
+    await observers.emit("on_run_start", run_id, agent)
+    try:
+        result = await execution
+    except BaseException as exc:
+        await observers.emit("on_run_end", run_id, "crashed", type(exc).__name__)
+        raise
+    error = str(result.error) if result.error is not None else None
+    await observers.emit("on_run_end", run_id, result.status, error)
+    return result

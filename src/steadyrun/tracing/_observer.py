@@ -1,12 +1,10 @@
 """``TracingObserver``: an ``Observer`` that turns a run's events into OpenTelemetry spans.
 
 Span tree per execution of a run: ``invoke_agent <agent>`` (the run) > ``turn <n>`` >
-``chat <model>`` (a model call) and ``execute_tool <tool>`` (a tool call). The runtime's
-observer hooks report model responses and tool starts and settlements; run start and end come
-from ``on_run_start``/``on_run_end``, which the service's worker (and ``Operations.drive``)
-call. Without them, the first event of a run opens its run span and ``close`` ends it. A model
-call span starts at the previous event of the run (the runtime reports no model-call start
-yet), and a turn ends with a response that asks for no tools.
+``chat <model>`` (a model call) and ``execute_tool <tool>`` (a tool call). The runtime reports
+every execution's start and end (``on_run_start``/``on_run_end``), each model call's request
+and response, and tool starts and settlements. A turn ends with a response that asks for no
+tools.
 """
 
 from __future__ import annotations
@@ -36,6 +34,7 @@ class _RunSpans:
     turns: int = 0
     last_ns: int = 0
     tools: dict[str, Span] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
 
 
 class TracingObserver(Observer):
@@ -64,7 +63,7 @@ class TracingObserver(Observer):
         self.capture_content = capture_content
         self._runs: dict[str, _RunSpans] = {}
 
-    # -- run bounds (called by the service; not runtime hooks yet) -------------------------
+    # -- runtime hooks -------------------------------------------------------------------
 
     def on_run_start(self, run_id: str, agent: str) -> None:
         """A run's execution starts (its span: ``invoke_agent <agent>``)."""
@@ -89,7 +88,9 @@ class TracingObserver(Observer):
         for run_id in list(self._runs):
             self.on_run_end(run_id, "unknown")
 
-    # -- runtime hooks -------------------------------------------------------------------
+    def on_model_request(self, run_id: str, model_call_id: str, request: Any) -> None:
+        """A model call starts now: its span will begin here."""
+        self._run(run_id, None).requests[model_call_id] = self._now()
 
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
         """One ``chat`` span per model call, under the run's current turn."""
@@ -100,7 +101,7 @@ class TracingObserver(Observer):
         span = self.tracer.start_span(
             f"chat {model}",
             context=self._trace.set_span_in_context(turn),
-            start_time=spans.last_ns or now,
+            start_time=spans.requests.pop(model_call_id, None) or spans.last_ns or now,
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.system": SYSTEM,

@@ -274,3 +274,28 @@ async def test_provider_adapters_take_the_runtimes_bytes() -> None:
     assert block["source"]["type"] == "base64"
     with pytest.raises(sr.UsageError):  # outside a call the adapter needs its own reader
         await MediaResolver(None, None, "openai").resolve(ref, remote_kinds=("image",))
+
+
+async def test_media_sent_later_in_a_long_run_still_reach_the_model() -> None:
+    # The runtime skips rescanning messages it found free of media: a later image is not
+    # missed, and neither is media in a context a rewrite replaced.
+    shelf = Shelf()
+    image = shelf.put("late.png", PNG, "image/png")
+    model = ScriptedModel([text("one"), text("two"), text("three")])
+    runtime = sr.Runtime(sr.MemoryStore(), media=MediaOptions(reader=shelf.read))
+    agent = sr.Agent(name="a", model=model)
+    await runtime.run(agent, run_id="m", input="hello")
+    await runtime.run(agent, run_id="m", input="again")
+    await runtime.run(agent, run_id="m", input=user_message("now look", image))
+    assert model.media == [{}, {}, {"late.png": PNG}]
+
+
+def test_the_media_watch_rescans_after_a_rewrite() -> None:
+    from steadyrun.media import MediaWatch
+
+    watch = MediaWatch()
+    plain = [sr.Message(role="user", parts=[TextPart(text="x")])]
+    request = sr.ModelRequest(messages=plain)
+    assert not watch.needs(plain, 0, request)
+    with_media = [user_message("y", media_ref("k", PNG, "image/png"))]
+    assert watch.needs(with_media, 1, sr.ModelRequest(messages=with_media))

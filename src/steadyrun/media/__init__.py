@@ -9,6 +9,8 @@ from steadyrun.media._prepare import (
     MediaAdapter,
     MediaOptions,
     MediaPreparer,
+    MediaWatch,
+    has_media,
     media_kind,
     model_media,
 )
@@ -27,6 +29,8 @@ __all__ = [
     "MediaPreparer",
     "MediaRef",
     "MediaSupply",
+    "MediaWatch",
+    "has_media",
     "media_kind",
     "media_ref",
     "model_media",

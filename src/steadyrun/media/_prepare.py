@@ -36,6 +36,8 @@ __all__ = [
     "MediaAdapter",
     "MediaOptions",
     "MediaPreparer",
+    "MediaWatch",
+    "has_media",
     "media_kind",
     "model_media",
 ]
@@ -257,6 +259,33 @@ class MediaPreparer:
 
 def _id(ref: MediaRef) -> str:
     return f"{ref.key}\x00{ref.sha256 or ''}"
+
+
+def has_media(message: Message) -> bool:
+    """Whether a message refers to media (attached, or on a tool result)."""
+    return any(
+        isinstance(p, MediaPart) or (isinstance(p, ToolResultPart) and bool(p.media))
+        for p in message.parts
+    )
+
+
+class MediaWatch:
+    """Whether a run's requests refer to media, without rescanning the context's clean prefix.
+
+    The context only grows between rewrites (``generation`` counts them), so the messages
+    already found to hold no media need no second look.
+    """
+
+    def __init__(self) -> None:
+        self._clean = (-1, 0)  # (context generation, leading messages without media)
+
+    def needs(self, context: list[Message], generation: int, request: ModelRequest) -> bool:
+        """Whether ``request`` (built on ``context``) refers to media."""
+        start = self._clean[1] if self._clean[0] == generation else 0
+        if any(has_media(m) for m in context[start:]):
+            return True
+        self._clean = (generation, len(context))
+        return any(has_media(m) for m in request.messages[len(context) :])
 
 
 def _spots(messages: list[Message]) -> list[_Spot]:

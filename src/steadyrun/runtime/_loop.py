@@ -34,7 +34,7 @@ from steadyrun.context import (
     ContextEvent,
     verbatim_refs,
 )
-from steadyrun.media import MediaOptions, MediaPreparer, supplying
+from steadyrun.media import MediaOptions, MediaPreparer, MediaWatch, supplying
 from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
@@ -101,6 +101,7 @@ class Execution:
         self.limits = agent.limits
         self.subagent = subagent
         self._garbled: set[int] = set()
+        self._media_watch = MediaWatch()
         self.media_options = media or MediaOptions()
         self.media = media_preparer or MediaPreparer(self.media_options, texts)
         self.ext = extensions
@@ -255,7 +256,9 @@ class Execution:
         request = build(state.context)
         await self.observers.emit("on_model_request", state.run_id, model_call_id, request)
         try:
-            request, supply = await self.media.prepare(request, self.agent.client)
+            supply = None
+            if self._media_watch.needs(state.context, state.generation, request):
+                request, supply = await self.media.prepare(request, self.agent.client)
             with supplying(supply):
                 response = await self._call_model(model_call_id, request)
         except Exception as exc:

@@ -45,6 +45,7 @@ class RunState:
         self._base: list[Message] | None = None
         self._unsaved_calls: dict[str, CallRecord] = {}
         self._new_blocks: list[Block] = []
+        self.generation = 0  # counts rewrites: what was learnt of the old context is void
 
     @classmethod
     def new(cls, run_id: str, agent: str, now: datetime) -> RunState:
@@ -79,6 +80,7 @@ class RunState:
         self._base = list(messages)
         self._appended = []
         self.cp.context_length = len(self.context)
+        self.generation += 1
 
     def add_block(self, block: Block) -> None:
         """Add a block at the next position."""

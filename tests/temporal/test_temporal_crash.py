@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import subprocess
-import sys
-import uuid
-from pathlib import Path
-from typing import Any
+import pytest
 
-from temporal_kit import effects
-from test_temporal_engine import connect, eventually
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
-import steadyrun as sr
-from steadyrun.temporal import TemporalRuns
+import asyncio  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from temporal_kit import effects  # noqa: E402
+from test_temporal_engine import connect, eventually  # noqa: E402
+
+import steadyrun as sr  # noqa: E402
+from steadyrun.temporal import TemporalRuns  # noqa: E402
 
 WORKER = Path(__file__).with_name("temporal_worker.py")
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
-from steadyrun.temporal._demo import run_demo
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
+
+from pathlib import Path  # noqa: E402
+
+from steadyrun.temporal._demo import run_demo  # noqa: E402
 
 
 async def test_demo_runs(tmp_path: Path) -> None:

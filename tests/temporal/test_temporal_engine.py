@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import uuid
-from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import Any, TypeVar
-
 import pytest
-from temporal_kit import build_app, effects
 
-import steadyrun as sr
-from steadyrun import NotPendingError, UnknownCallError
-from steadyrun.temporal import TemporalRuns
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
+
+import asyncio  # noqa: E402
+import uuid  # noqa: E402
+from collections.abc import Awaitable, Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, TypeVar  # noqa: E402
+
+from temporal_kit import build_app, effects  # noqa: E402
+
+import steadyrun as sr  # noqa: E402
+from steadyrun import NotPendingError, UnknownCallError  # noqa: E402
+from steadyrun.temporal import TemporalRuns  # noqa: E402
 
 T = TypeVar("T")
 

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-from typing import Any
+import pytest
 
-from temporal_kit import Deps, agents, build_app
-from test_temporal_engine import connect
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
-import steadyrun as sr
-from steadyrun._codec import to_plain
-from steadyrun.chat import Message
-from steadyrun.temporal import TemporalRuns
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from temporal_kit import Deps, agents, build_app  # noqa: E402
+from test_temporal_engine import connect  # noqa: E402
+
+import steadyrun as sr  # noqa: E402
+from steadyrun._codec import to_plain  # noqa: E402
+from steadyrun.chat import Message  # noqa: E402
+from steadyrun.temporal import TemporalRuns  # noqa: E402
 
 
 async def test_continue_as_new_keeps_the_context(temporal_server: Any, tmp_path: Path) -> None:

@@ -67,8 +67,36 @@ def build_app() -> typer.Typer:
         ] = None,
         keep: Annotated[bool, typer.Option(help="keep the temporary directory")] = False,
         no_color: Annotated[bool, typer.Option("--no-color", help="print without colors")] = False,
+        engine: Annotated[
+            str,
+            typer.Option(
+                help="builtin (a SQLite file and worker processes) or temporal (a local "
+                "Temporal dev server from the temporal extra)"
+            ),
+        ] = "builtin",
     ) -> None:
         from steadyrun._demo import model_problem, run_demo
+
+        if engine == "temporal":
+            try:
+                from steadyrun.temporal._demo import run_demo as run_temporal_demo
+            except ImportError as exc:
+                print(
+                    f"steadyrun demo --engine temporal: {exc} (pip install 'steadyrun[temporal]')",
+                    file=sys.stderr,
+                )
+                raise typer.Exit(2) from exc
+            import asyncio
+            from pathlib import Path
+
+            path = Path(db) if db is not None else None
+            raise typer.Exit(asyncio.run(run_temporal_demo(db=path)))
+        if engine != "builtin":
+            print(
+                f"steadyrun demo: --engine must be builtin or temporal, not {engine!r}",
+                file=sys.stderr,
+            )
+            raise typer.Exit(2)
 
         if model is not None:
             problem = model_problem(model)

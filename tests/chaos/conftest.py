@@ -53,3 +53,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(totals.kill_kinds.items()))
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(totals.statuses.items()))
     terminalreporter.write_line(f"kills by point: {kinds}; final call statuses: {statuses}")
+    seen = ", ".join(f"{n} {s}" for s, n in sorted(totals.seen.items()))
+    terminalreporter.write_line(f"situations met: {seen or 'none'}")

@@ -4,8 +4,11 @@ Usage: ``python random_child.py --store STORE --seed N --kill-at SPEC --effects 
 STORE is ``sqlite:PATH`` or ``postgres:SCHEMA|DSN`` and SPEC a kill point of
 ``randomkit.choose_kill`` (``after:S`` kills come from the fork server, not from here). It
 starts the run (or resumes it when the store has it), and whenever the run suspends it does
-what the people and systems would (``host_acts``) and resumes, until the run completes. On
-success it prints one JSON line: the outcome, and how many events of each kind it counted.
+what the people and systems would (``host_acts``) and resumes, until the run completes. When
+the plan has a background call it also runs a ``TaskManager`` (a worker) alongside the run,
+and releases the run's background operations once the run completed with tasks unfinished
+(``release_tasks``), resuming it with their notifications. On success it prints one JSON
+line: the outcome, and how many events of each kind it counted.
 
 ``python random_child.py --serve`` is the fork server (``randomkit.ForkServer``).
 """
@@ -27,8 +30,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pydantic  # noqa: E402
 from crash_child import TracedSqliteStore, trace_psycopg  # noqa: E402
 from randomkit import (  # noqa: E402
+    BACKGROUND,
     INPUT,
     INPUT_ID,
     RUN_ID,
@@ -36,17 +41,24 @@ from randomkit import (  # noqa: E402
     approves,
     card_for,
     make_plan,
+    read_effects,
     record_effect,
     scripted_model,
     steer_text,
+    sub_model,
+    task_store_of,
     wire_for,
 )
 
 import steadyrun as sr  # noqa: E402
+from steadyrun.background import BackgroundTool, Operation, TaskManager, TaskRef  # noqa: E402
 from steadyrun.chat import Message, dumps  # noqa: E402
 from steadyrun.control import CallView, Confirm, await_external, require_input  # noqa: E402
+from steadyrun.extensions import Delegate, SubAgents  # noqa: E402
 
 WRITES = ("save_step", "save_call", "update_call", "append", "claim", "consume")
+TASK_WRITES = ("insert", "mark_started", "save_checkpoint", "record", "mark_notified", "release")
+LEASE = 0.5  # seconds: a killed worker's task is taken over this long after its last renewal
 
 
 class SwitchedStore:
@@ -70,6 +82,99 @@ class SwitchedStore:
         return write
 
 
+class SwitchedTaskStore:
+    """Forwards to a task store; each write is a ``bg`` event before and after, a claim that
+    got tasks one after; a completion written is logged in the effects file."""
+
+    def __init__(self, inner: Any, switch: KillSwitch, effects: Path) -> None:
+        self.inner = inner
+        self.switch = switch
+        self.effects = effects
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name == "claim":
+
+            async def claim(*args: Any, **kwargs: Any) -> Any:
+                got = await attr(*args, **kwargs)
+                if got:
+                    self.switch.hit("bg")
+                return got
+
+            return claim
+        if name not in TASK_WRITES:
+            return attr
+
+        async def write(*args: Any, **kwargs: Any) -> Any:
+            self.switch.hit("bg")
+            out = await attr(*args, **kwargs)
+            if name == "record" and out and args[3].status == "completed":
+                record_effect(self.effects, BACKGROUND, args[0], "completed")
+            self.switch.hit("bg")
+            return out
+
+        return write
+
+
+class JobArgs(pydantic.BaseModel):
+    """The job to crunch."""
+
+    job: str
+
+
+def go_file(effects: Path, task_id: str) -> Path:
+    """The file whose existence releases a background operation (written by the host)."""
+    return effects.with_name("go-" + task_id.replace("/", "_"))
+
+
+class Job(Operation):
+    """An external operation: it ends once the host released it (another process may)."""
+
+    def __init__(self, effects: Path, switch: KillSwitch, task_id: str, job: str) -> None:
+        self.checkpoint = {"job": job}
+        self.go = go_file(effects, task_id)
+        self.switch = switch
+        self.job = job
+
+    async def wait(self) -> Any:
+        await asyncio.sleep(0.02)
+        self.switch.hit("bg")  # in the foreground wait, or a worker's attempt
+        # The host writes the file, in this process or another: nothing here could be awaited.
+        while not self.go.exists():  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        return f"crunched {self.job}"
+
+
+class Crunch(BackgroundTool):
+    """A recoverable background tool whose start is idempotent by task id."""
+
+    name = BACKGROUND
+    description = "Crunch a job (long: it continues in the background)."
+    Args = JobArgs
+    foreground_timeout = 0.1
+    background_argument = None
+
+    def __init__(self, effects: Path, switch: KillSwitch) -> None:
+        self.effects = effects
+        self.switch = switch
+
+    async def start(self, task: TaskRef, args: Any) -> Operation:
+        # The effects file is the external system's own record: a start it has seen already
+        # is an idempotent re-entry, not a second start (one O_APPEND write either way).
+        seen = any(e[0] == BACKGROUND and e[1:] == (task.task_id, "start") for e in self._log())
+        record_effect(self.effects, BACKGROUND, task.task_id, "reenter" if seen else "start")
+        self.switch.hit("bg")
+        return Job(self.effects, self.switch, task.task_id, args.job)
+
+    async def recover(self, task: TaskRef, args: Any, checkpoint: Any) -> Operation:
+        record_effect(self.effects, BACKGROUND, task.task_id, "recover")
+        self.switch.hit("bg")
+        return Job(self.effects, self.switch, task.task_id, checkpoint["job"])
+
+    def _log(self) -> list[tuple[str, str, str]]:
+        return read_effects(self.effects)
+
+
 def open_store(spec: str, switch: KillSwitch) -> Any:
     """The store a ``--store`` spec names, its SQL statements wired to ``switch``."""
     kind, _, where = spec.partition(":")
@@ -84,11 +189,24 @@ def open_store(spec: str, switch: KillSwitch) -> Any:
     raise SystemExit(f"unknown store {spec!r}")
 
 
-def build_agent(runtime: sr.Runtime, seed: int, effects: Path, switch: KillSwitch) -> sr.Agent:
-    """The agent of the plan of ``seed``; every body records its start in ``effects``."""
+def build_agent(
+    runtime: sr.Runtime,
+    seed: int,
+    effects: Path,
+    switch: KillSwitch,
+    manager: TaskManager | None = None,
+) -> sr.Agent:
+    """The agent of the plan of ``seed``; every body records its start in ``effects``.
+
+    A sub-agent's bodies record ``<delegation call>/<its call>``: the id its record gets when
+    copied under the delegation.
+    """
 
     def started(ctx: sr.ToolContext, phase: str = "run") -> None:
-        record_effect(effects, ctx.tool_name, ctx.call_id, phase)
+        call_id = ctx.call_id
+        if ctx.run_id != RUN_ID:
+            call_id = f"{ctx.run_id.removeprefix(RUN_ID + '/')}/{call_id}"
+        record_effect(effects, ctx.tool_name, call_id, phase)
         switch.hit("tool")
 
     @sr.tool(concurrency_key="")
@@ -181,11 +299,25 @@ def build_agent(runtime: sr.Runtime, seed: int, effects: Path, switch: KillSwitc
         await runtime.send(ctx.run_id, steer_text(note), id=note)
         return f"escalated {note}"
 
+    plan = make_plan(seed)
+    kinds = {c.kind for batch in plan for c in batch}
+    extensions = []
+    if "subagent" in kinds:
+        clerk = Delegate(
+            name="clerk",
+            description="Hand a list of order tasks to a clerk.",
+            tools=[lookup, charge, archive, notify],
+            model=sub_model(),
+            limits=sr.Limits(max_iterations=30, max_concurrent_tool_calls=3),
+        )
+        extensions.append(SubAgents([clerk], general=False))
     return sr.Agent(
         name="random",
-        model=scripted_model(make_plan(seed)),
-        tools=[lookup, charge, archive, notify, refund, bank, pay, escalate],
+        model=scripted_model(plan),
+        tools=[lookup, charge, archive, notify, refund, bank, pay, escalate]
+        + (manager.tools() if manager is not None else []),
         limits=sr.Limits(max_iterations=60, max_concurrent_tool_calls=3),
+        extensions=extensions,
     )
 
 
@@ -205,23 +337,51 @@ async def host_acts(runtime: sr.Runtime, switch: KillSwitch) -> None:
         elif item.kind == "result":
             switch.hit("host")
             await runtime.settle(RUN_ID, item.call_id, result=wire_for(args["amount"]))
-        # HOOK: sub-agent and background items (randomkit.EXTRA_KINDS) go here.
+    # Sub-agents need nothing from the host (they cannot suspend); background tasks are
+    # released once the run rests (``release_tasks``).
 
 
-async def drive(store: Any, seed: int, switch: KillSwitch, effects: Path) -> dict[str, Any]:
-    """Start or resume the run, acting as the host whenever it suspends, until it completes."""
+async def release_tasks(
+    store: Any, manager: TaskManager, switch: KillSwitch, effects: Path
+) -> bool:
+    """The run completed: release its background operations, wait until every task ended and
+    was announced; whether the run has input to resume with."""
+    for task in await manager.store.list_tasks(RUN_ID):
+        go = go_file(effects, task.id)
+        if not task.final and not go.exists():
+            switch.hit("host")
+            go.write_text("1")
+    # The worker in this process announces them (taking a killed worker's over after its lease).
+    for _ in range(3000):
+        tasks = await manager.store.list_tasks(RUN_ID)
+        if all(t.final and t.notified for t in tasks):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        raise RuntimeError(f"background tasks never ended: {tasks}")
+    return bool(await store.pending(RUN_ID, 0))
+
+
+async def drive(
+    store: Any, seed: int, switch: KillSwitch, effects: Path, manager: TaskManager | None
+) -> dict[str, Any]:
+    """Start or resume the run, acting as the host whenever it rests, until it completes."""
     began = time.monotonic()
     runtime = sr.Runtime(store)
-    agent = build_agent(runtime, seed, effects, switch)
+    agent = build_agent(runtime, seed, effects, switch, manager)
     for _ in range(40):
         if await store.load(RUN_ID) is None:
             # Killed before the first step: the host retries the start with the same input id.
             result = await runtime.run(agent, run_id=RUN_ID, input=INPUT, input_id=INPUT_ID)
         else:
             result = await runtime.resume(RUN_ID, agent=agent)
-        if result.status != "suspended":
+        if result.status == "suspended":
+            await host_acts(runtime, switch)
+            continue
+        if result.status != "completed" or manager is None:
             break
-        await host_acts(runtime, switch)
+        if not await release_tasks(store, manager, switch, effects):
+            break
     if result.status != "completed":
         raise RuntimeError(f"the run ended {result.status}: {result.error}")
     return {
@@ -243,9 +403,28 @@ async def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     switch = KillSwitch(args.kill_at)
     store = open_store(args.store, switch)
+    effects = Path(args.effects)
+    runs = SwitchedStore(store, switch)
+    tasks = manager = None
+    if any(c.kind == "background" for batch in make_plan(args.seed) for c in batch):
+        # The worker runs alongside the run, as in a service process.
+        tasks = task_store_of(args.store)
+        manager = TaskManager(
+            SwitchedTaskStore(tasks, switch, effects),
+            runs,
+            [Crunch(effects, switch)],
+            lease=LEASE,
+            poll=0.05,
+        )
     try:
-        report = await drive(SwitchedStore(store, switch), args.seed, switch, Path(args.effects))
+        if manager is None:
+            report = await drive(runs, args.seed, switch, effects, None)
+        else:
+            async with manager:
+                report = await drive(runs, args.seed, switch, effects, manager)
     finally:
+        if tasks is not None:
+            await tasks.close()
         await store.close()
     print(json.dumps(report))
 

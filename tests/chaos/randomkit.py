@@ -12,10 +12,16 @@ the runtime has today, in random mixes:
 | await | ``bank`` | ``await_external``; the host settles it |
 | input | ``pay`` | ``require_input``; the host answers, the body is re-entered |
 | steer | ``escalate`` | ``Runtime.send`` while the run works; calls after it are cancelled |
+| subagent | ``delegate_clerk`` | ``SubAgents``: a child run doing plain, side, replay calls |
+| background | ``crunch`` | a recoverable background tool adopted past its foreground timeout |
 
-Sub-agents and background tools do not exist yet: ``EXTRA_KINDS`` is the hook where they go
-(a kind, its tool in ``random_child.build_agent``, its host action in ``host_acts`` and its
-invariant in ``check_run``).
+``EXTRA_KINDS`` (sub-agent, background) are added to a plan from their own generator, so the
+plans of the other kinds stay what they were for a seed. A delegation's task is its sub-plan
+(JSON); the clerk's model (``sub_responder``) does it like the main model does the plan. A
+background call's operation is external (its start, re-entries and recoveries are logged in
+the effects file by task id) and ends only when the host releases it (``go_file``): the host
+does so once the run rests, having answered "waiting" (``waiting_text``) after the call's
+batch, so the notification's place in the context is the same in every run.
 
 The model is a ``ScriptedModel`` whose every step is ``respond``, a pure function of the
 request: after a kill the number of model calls differs, so a fixed list of responses cannot
@@ -31,7 +37,11 @@ at a kill point the test process chose with the run's seeded random generator:
   and ``COMMIT``): before or after a commit, or mid-transaction;
 - ``write:N`` / ``wrote:N``: just before / just after the N-th store write method;
 - ``tool:N``: right after the N-th tool body recorded its start;
-- ``host:N``: just before the N-th host operation (``decide``, ``answer``, ``settle``);
+- ``host:N``: just before the N-th host operation (``decide``, ``answer``, ``settle``,
+  releasing a background operation);
+- ``bg:N``: the N-th background event: a task store write (just before or after), an
+  operation's start or recovery, an operation's first look at its release (in the foreground
+  wait, or in a worker's attempt);
 - ``after:S``: the fork server kills the child S seconds after forking it, wherever it is
   (between safe points, inside SQLite, in the middle of a model call...).
 
@@ -59,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import steadyrun as sr
+from steadyrun.background import PostgresTaskStore, SqliteTaskStore, Task
 from steadyrun.chat import Message, ToolResultPart, dumps
 from steadyrun.records import CallRecord, RunSnapshot, merge_call
 from steadyrun.records._call import ACTIVE_STATUSES
@@ -72,8 +83,13 @@ CHILD = Path(__file__).with_name("random_child.py")
 
 KINDS = ("plain", "side", "replay", "confirm", "await", "input", "steer")
 WEIGHTS = (2.0, 2.0, 1.5, 1.5, 1.0, 1.0)  # of the kinds but steer, in a normal batch
-EXTRA_KINDS: tuple[str, ...] = ()
-"""HOOK: sub-agent and background calls, once steadyrun has them (see the module docstring)."""
+EXTRA_KINDS: tuple[str, ...] = ("subagent", "background")
+"""Sub-agent and background calls: at most one of each per plan, with these chances."""
+EXTRA_CHANCES = (0.5, 0.5)
+DELEGATE = "delegate_clerk"
+BACKGROUND = "crunch"
+TASK_SUFFIX = "_t"
+"""The PostgreSQL task store's schema is the run store's plus this (SQLite: ``tasks.db``)."""
 
 # -- the plan ---------------------------------------------------------------------------------
 
@@ -126,7 +142,17 @@ def _call_of(kind: str, rng: random.Random, pid: str) -> PlanCall:
         return PlanCall(kind, "pay", {"amount": rng.randint(1, 999)}, pid)
     if kind == "steer":
         return PlanCall(kind, "escalate", {"note": pid}, pid)
-    raise ValueError(kind)  # EXTRA_KINDS go here
+    if kind == "subagent":
+        # The sub-plan: batches of plain, side and replay calls; the task (JSON) is written
+        # once the call has its id (``make_plan``).
+        sub = []
+        for _ in range(rng.randint(1, 3)):
+            kinds = rng.choices(("plain", "side", "replay"), weights=(1, 2, 1), k=rng.randint(1, 3))
+            sub.append([[x.name, x.args] for x in (_call_of(k, rng, "") for k in kinds)])
+        return PlanCall(kind, DELEGATE, {"task": json.dumps({"batches": sub})}, pid)
+    if kind == "background":
+        return PlanCall(kind, BACKGROUND, {"job": f"{order}{rng.randint(1, 999)}"}, pid)
+    raise ValueError(kind)
 
 
 def make_plan(seed: int) -> list[list[PlanCall]]:
@@ -134,7 +160,7 @@ def make_plan(seed: int) -> list[list[PlanCall]]:
     rng = random.Random(seed)
     plan: list[list[PlanCall]] = []
     steers = 0
-    for b in range(1, rng.randint(3, 6) + 1):
+    for _ in range(rng.randint(3, 6)):
         batch: list[PlanCall] = []
         if steers < 2 and rng.random() < 0.25:
             # A steering batch: simple calls, the steering call (it runs alone, after them),
@@ -148,11 +174,48 @@ def make_plan(seed: int) -> list[list[PlanCall]]:
         else:
             kinds = rng.choices(KINDS[:-1], weights=WEIGHTS, k=rng.randint(1, 4))
             batch = [_call_of(kind, rng, "") for kind in kinds]
-        plan.append([replace(c, pid=f"b{b}c{i}") for i, c in enumerate(batch, start=1)])
-        for c in plan[-1]:
+        plan.append(batch)
+    # The extra kinds, from their own generator: each in a batch without steering.
+    extra = random.Random(seed * 104_729 + 3)
+    plain = [batch for batch in plan if all(c.kind != "steer" for c in batch)]
+    for kind, chance in zip(EXTRA_KINDS, EXTRA_CHANCES, strict=True):
+        if plain and extra.random() < chance:
+            batch = extra.choice(plain)
+            batch.insert(extra.randint(0, len(batch)), _call_of(kind, extra, ""))
+    for b, batch in enumerate(plan, start=1):
+        batch[:] = [replace(c, pid=f"b{b}c{i}") for i, c in enumerate(batch, start=1)]
+        for c in batch:
             if c.kind == "steer":
                 c.args["note"] = c.pid
+            if c.kind == "subagent":
+                c.args["task"] = json.dumps({"task": c.pid, **json.loads(c.args["task"])})
     return plan
+
+
+def sub_final(task: str) -> str:
+    """The clerk's answer once its sub-plan is done (the delegation's result)."""
+    return f"Subtask {task} done."
+
+
+def waiting_text(task_ids: list[str]) -> str:
+    """The model's answer while background tasks of a finished batch have not ended."""
+    return "Waiting for background tasks: " + ", ".join(task_ids)
+
+
+def notice_id(task_id: str) -> str:
+    """The feed message id of a task's ending."""
+    return f"task:{task_id}:ended"
+
+
+def task_of_receipt(result: str | None) -> str | None:
+    """The task id of a background launch receipt, or ``None``."""
+    if not result or not result.startswith("{"):
+        return None
+    try:
+        receipt = json.loads(result)
+    except ValueError:
+        return None
+    return receipt.get("task_id") if isinstance(receipt, dict) else None
 
 
 # -- the model ---------------------------------------------------------------------------------
@@ -164,7 +227,7 @@ def _outstanding(c: PlanCall, pid: str, results: dict[str, str]) -> list[Any]:
         return [call(c.name, c.args, id=pid)]
     if "safe to call it again" in answer or "changed nothing outside" in answer:
         return _outstanding(c, pid + "r", results)
-    if "may or may not have taken effect" in answer:
+    if "may or may not have taken effect" in answer or "outcome is unknown" in answer:
         check = PlanCall("plain", "lookup", {"order": c.args.get("order", "-"), "check": pid}, "")
         return _outstanding(check, pid + "k", results)
     return []  # a final answer: a result, an error, a rejection, a cancellation
@@ -187,9 +250,19 @@ def responder(plan: list[list[PlanCall]]) -> Callable[[sr.ModelRequest], sr.Mode
             if isinstance(p, ToolResultPart)
         }
         users = [m.text for m in request.messages if m.role == "user"]
+        notes = {m.id for m in request.messages if m.role == "system" and m.id}
         for i, batch in enumerate(plan):
             todo = [x for c in batch for x in _outstanding(c, c.pid, results)]
             if not todo:
+                waiting = [
+                    task
+                    for c in batch
+                    if c.kind == "background"
+                    and (task := task_of_receipt(results.get(c.pid))) is not None
+                    and notice_id(task) not in notes
+                ]
+                if waiting:
+                    return text(waiting_text(waiting))
                 continue
             for c in plan[i - 1] if i else []:
                 if c.kind == "steer" and steer_text(c.pid) not in users:
@@ -205,10 +278,37 @@ def scripted_model(plan: list[list[PlanCall]]) -> ScriptedModel:
     return ScriptedModel([responder(plan)] * 400, name="random-plan")
 
 
+def sub_responder(request: sr.ModelRequest) -> sr.ModelResponse:
+    """The clerk's model: does the sub-plan of its task (the first user message) in order."""
+    task = next(m.text for m in request.messages if m.role == "user")
+    spec = json.loads(task)
+    results = {
+        p.call_id: p.content
+        for m in request.messages
+        if m.role == "tool"
+        for p in m.parts
+        if isinstance(p, ToolResultPart)
+    }
+    for b, batch in enumerate(spec["batches"], start=1):
+        calls = [
+            PlanCall("sub", name, args, f"{spec['task']}s{b}c{i}")
+            for i, (name, args) in enumerate(batch, start=1)
+        ]
+        todo = [x for c in calls for x in _outstanding(c, c.pid, results)]
+        if todo:
+            return tool_calls(*todo)
+    return text(sub_final(spec["task"]))
+
+
+def sub_model() -> ScriptedModel:
+    """The clerk's ``ScriptedModel``."""
+    return ScriptedModel([sub_responder] * 400, name="random-clerk")
+
+
 # -- kill points -------------------------------------------------------------------------------
 
-EVENT_KINDS = ("sql", "write", "wrote", "tool", "host")
-KIND_WEIGHTS = (0.34, 0.13, 0.13, 0.1, 0.05)
+EVENT_KINDS = ("sql", "write", "wrote", "tool", "host", "bg")
+KIND_WEIGHTS = (0.34, 0.13, 0.13, 0.1, 0.05, 0.25)
 AFTER_WEIGHT = 0.25
 
 
@@ -360,26 +460,82 @@ def run_child(server: ForkServer, store: str, seed: int, kill: str, effects: Pat
 
 @dataclass
 class Observed:
-    """What a store holds for the run, read by the test process."""
+    """What a store holds for the run, read by the test process.
+
+    ``children``: the child runs of its delegations, by delegation call id; ``tasks``: its
+    background tasks (read for the final observation only).
+    """
 
     snapshot: RunSnapshot | None
     feed: list[FeedMessage]
     consumed: int
+    children: dict[str, RunSnapshot] = field(default_factory=dict)
+    tasks: list[Task] = field(default_factory=list)
 
 
-def observe(spec: str) -> Observed:
-    """Read the run, its feed and how far it was consumed, as a new process would."""
+def child_run(call_id: str) -> str:
+    """The run id of the child run of delegation ``call_id``."""
+    return f"{RUN_ID}/{call_id}"
+
+
+async def _load_with_children(store: Any) -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
+    snapshot = await store.load(RUN_ID)
+    children = {}
+    for c in snapshot.calls if snapshot else []:
+        if c.name == DELEGATE:
+            child = await store.load(child_run(c.id))
+            if child is not None:
+                children[c.id] = child
+    return snapshot, children
+
+
+def task_store_of(spec: str) -> Any:
+    """The background task store beside the run store a ``--store`` spec names."""
+    kind, _, where = spec.partition(":")
+    if kind == "sqlite":
+        return SqliteTaskStore(Path(where).with_name("tasks.db"))
+    schema, _, dsn = where.partition("|")
+    return PostgresTaskStore(dsn, schema=schema + TASK_SUFFIX, max_size=2)
+
+
+def _read_tasks(spec: str) -> list[Task]:
+    kind, _, where = spec.partition(":")
+    if kind == "sqlite" and not Path(where).with_name("tasks.db").exists():
+        return []
+    if kind == "postgres":
+        import psycopg
+
+        schema, _, dsn = where.partition("|")
+        with psycopg.connect(dsn) as conn:
+            name = f'"{schema}{TASK_SUFFIX}".tasks'
+            found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        if not (found and found[0]):
+            return []
+
+    async def read() -> list[Task]:
+        store = task_store_of(spec)
+        try:
+            return list(await store.list_tasks(RUN_ID))
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def observe(spec: str, *, tasks: bool = False) -> Observed:
+    """Read the run, its child runs, its feed and how far it was consumed (and its tasks)."""
     from steadyrun._codec import decode
 
     kind, _, where = spec.partition(":")
+    found_tasks = _read_tasks(spec) if tasks else []
     if kind == "sqlite":
         import sqlite3
 
-        async def load_sqlite() -> RunSnapshot | None:
+        async def load_sqlite() -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
             async with sr.SqliteStore(where) as store:
-                return await store.load(RUN_ID)
+                return await _load_with_children(store)
 
-        snapshot = asyncio.run(load_sqlite())
+        snapshot, children = asyncio.run(load_sqlite())
         conn = sqlite3.connect(where)
         try:
             rows = conn.execute("SELECT message FROM feed WHERE run_id = ? ORDER BY seq", (RUN_ID,))
@@ -388,18 +544,18 @@ def observe(spec: str) -> Observed:
             row = got.fetchone()
         finally:
             conn.close()
-        return Observed(snapshot, feed, row[0] if row else 0)
+        return Observed(snapshot, feed, row[0] if row else 0, children, found_tasks)
     import psycopg
 
     from steadyrun.stores._postgres import PostgresStore
 
     schema, _, dsn = where.partition("|")
 
-    async def load_pg() -> RunSnapshot | None:
+    async def load_pg() -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
         async with PostgresStore(dsn, schema=schema, min_size=0, max_size=1) as store:
-            return await store.load(RUN_ID)
+            return await _load_with_children(store)
 
-    snapshot = asyncio.run(load_pg())
+    snapshot, children = asyncio.run(load_pg())
     feed = []
     consumed = 0
     with psycopg.connect(dsn) as conn:
@@ -413,7 +569,7 @@ def observe(spec: str) -> Observed:
                 f'SELECT consumed FROM "{schema}".feed_state WHERE run_id = %s', (RUN_ID,)
             ).fetchone()
             consumed = state[0] if state else 0
-    return Observed(snapshot, feed, consumed)
+    return Observed(snapshot, feed, consumed, children, found_tasks)
 
 
 # -- the checks --------------------------------------------------------------------------------
@@ -426,6 +582,8 @@ class Checker:
     label: str
     checked: int = 0
     violations: list[str] = field(default_factory=list)
+    seen: Counter[str] = field(default_factory=Counter)
+    """Situations the checks met (a delegation resumed, a task taken over...), counted."""
 
     def check(self, ok: bool, what: str) -> bool:
         """One invariant check; ``what`` describes the violation."""
@@ -477,6 +635,7 @@ def check_run(
     keys = Counter(f"{m.id}@{m.revision}" for m in snap.context if m.role in ("user", "system"))
     ids = Counter(m.id for m in snap.context if m.role in ("user", "system"))
     sent = [INPUT_ID] + [c.pid for batch in plan for c in batch if c.kind == "steer"]
+    sent += [notice_id(t.id) for t in final.tasks]
     for input_id in sent:
         ck.check(ids[input_id] == 1, f"input {input_id} is {ids[input_id]} times in the context")
     for m in final.feed:
@@ -488,13 +647,21 @@ def check_run(
 
     # (3) no tool body started twice for one call (phase: a body asking for input, then the
     # same call re-entered with the answer); every body that ran belongs to a stored call
+    # A sub-agent's bodies log ``<delegation>/<child call>``: the id of the copy of its
+    # record under the delegation, or of the record in the child run when nothing was copied.
+    bg_lines = [e for e in effects if e[0] == BACKGROUND]
+    effects = [e for e in effects if e[0] != BACKGROUND]
+    known = dict(calls)
+    for parent, child in final.children.items():
+        for c in child.calls:
+            known.setdefault(f"{parent}/{c.id}", c)
     ran = Counter((call_id, phase) for _, call_id, phase in effects)
     for (call_id, phase), n in ran.items():
         ck.check(n == 1, f"the body of {call_id} ({phase}) started {n} times")
-        ck.check(call_id in calls, f"the body of {call_id} ran but the store has no such call")
+        ck.check(call_id in known, f"the body of {call_id} ran but the store has no such call")
     for tool, call_id, _ in effects:
-        if call_id in calls:
-            ck.check(calls[call_id].name == tool, f"{call_id} ran {tool}, record says other")
+        if call_id in known:
+            ck.check(known[call_id].name == tool, f"{call_id} ran {tool}, record says other")
     body = Counter(call_id for _, call_id, phase in effects if phase in ("run", "ask"))
     run_phase = Counter(call_id for _, call_id, phase in effects if phase == "run")
 
@@ -534,11 +701,18 @@ def check_run(
     # change a settled outcome
     cut_off: set[str] = set()
     history: dict[str, list[CallRecord]] = {}
+    unknown_child: set[str] = set()  # delegations whose child was cut off in a side effect
     for o in killed:
         for c in o.snapshot.calls if o.snapshot else []:
             history.setdefault(c.id, []).append(c)
             if c.status == "running" and not c.handover:
                 cut_off.add(c.id)
+        for parent, child in o.children.items():
+            for c in child.calls:
+                if c.status == "running" and not c.handover:
+                    cut_off.add(f"{parent}/{c.id}")
+                    if c.side_effects and not c.replayable:
+                        unknown_child.add(parent)
     for c in snap.calls:
         ck.check(c.status not in ACTIVE_STATUSES, f"{c.id} ({c.name}) left {c.status}")
         seen = [*history.get(c.id, []), c]
@@ -560,8 +734,15 @@ def check_run(
             (merged.status, merged.result, merged.error) == (c.status, c.result, c.error),
             f"a newer runtime snapshot changed the settled outcome of {c.id}",
         )
-        # (6) a call cut off while running is settled by its traits; nothing else is unknown
-        if c.id in cut_off:
+        # (6) a call cut off while running is settled by its traits; nothing else is unknown.
+        # A delegation cut off resumes its child, unless the child was cut off in a side
+        # effect (then it needs review, and only then).
+        if c.name == DELEGATE:
+            want = "needs_review" if c.id in unknown_child else "succeeded"
+            ck.check(c.status == want, f"delegation {c.id} ended {c.status}, want {want}")
+            if c.id in cut_off:
+                ck.seen[f"delegation cut off, {c.status}"] += 1
+        elif c.id in cut_off:
             ck.check(c.status == _by_traits(c), f"{c.id} cut off, ended {c.status}")
         else:
             ck.check(
@@ -573,18 +754,118 @@ def check_run(
     # when no call was cut off, else up to the first result of a call that was
     context = json.loads(dumps(snap.context, list[Message]))["data"]
     base = json.loads(baseline["messages"])["data"]
+    # (a sub-agent's interrupted call is retried inside its child run: the delegation's
+    # result, all the parent's context sees, is the same; only the list of calls differs)
     unknown = {
-        c.provider_call_id for c in snap.calls if c.status in ("interrupted", "needs_review")
+        c.provider_call_id
+        for c in snap.calls
+        if c.status in ("interrupted", "needs_review") and c.parent_id is None
     }
     if not unknown:
         ck.check(context == base, "the context differs from the uninterrupted run's")
+        retried = any(c.status == "interrupted" for c in snap.calls)
         got = [[c.id, c.name, c.status] for c in snap.calls]
-        ck.check(got == baseline["calls"], f"calls {got} != {baseline['calls']}")
+        want = baseline["calls"]
+        if retried:
+            got = [g for g, c in zip(got, snap.calls, strict=True) if c.parent_id is None]
+            want = [w for w in want if "/" not in w[0]]
+        ck.check(got == want, f"calls {got} != {want}")
     else:
         cut = _unknown_results(snap.context, unknown)
         n = len(snap.context) if cut is None else cut
         ck.check(context[:n] == base[:n], f"the context's first {n} messages differ from baseline")
+
+    check_subagents(ck, plan, final, unknown_child)
+    check_background(ck, final, bg_lines)
     return statuses
+
+
+def check_subagents(
+    ck: Checker, plan: list[list[PlanCall]], final: Observed, unknown_child: set[str]
+) -> None:
+    """(8) Each delegation: its child run's calls copied under it, settled, once it ended."""
+    assert final.snapshot is not None
+    calls = final.snapshot.calls
+    planned = {c.pid for batch in plan for c in batch if c.kind == "subagent"}
+    for d in calls:
+        if d.name != DELEGATE:
+            continue
+        child = final.children.get(d.id)
+        copies = {c.id: c for c in calls if c.parent_id == d.id}
+        if d.status == "needs_review":
+            ck.check(d.id in unknown_child, f"delegation {d.id} needs review, no child was cut off")
+            ck.check(not copies, f"delegation {d.id} needs review but has copied calls")
+            continue
+        if not ck.check(child is not None, f"delegation {d.id} ({d.status}) has no child run"):
+            continue
+        assert child is not None
+        ck.check(child.run.status == "completed", f"child of {d.id} ended {child.run.status}")
+        task = json.loads(json.loads(d.arguments)["task"])["task"]
+        ck.check(task in planned, f"delegation {d.id} of task {task}, not in the plan")
+        want_text = sub_final(task)
+        ck.check(d.status == "succeeded", f"delegation {d.id} ended {d.status}: {d.result}")
+        ck.check(d.result == want_text, f"delegation {d.id} result {d.result!r}")
+        want = {f"{d.id}/{c.id}": c for c in child.calls}
+        ck.check(
+            set(copies) == set(want), f"delegation {d.id} copies {sorted(copies)} != {sorted(want)}"
+        )
+        for cid, c in want.items():
+            copy = copies.get(cid)
+            if copy is None:
+                continue
+            ck.check(copy.settled, f"copied sub-call {cid} is {copy.status}")
+            ck.check(
+                (copy.name, copy.status, copy.result) == (c.name, c.status, c.result),
+                f"copied sub-call {cid} is {copy.status}, the child's {c.status}",
+            )
+            ck.check(c.status != "needs_review", f"sub-call {cid} needs review in a done child")
+            if c.status == "interrupted":
+                ck.seen["sub-agent call interrupted, retried"] += 1
+
+
+def check_background(ck: Checker, final: Observed, lines: list[tuple[str, str, str]]) -> None:
+    """(9) Each background task: started once, completed once, announced once, claimed."""
+    assert final.snapshot is not None
+    calls = {c.id: c for c in final.snapshot.calls}
+    tasks = {t.id: t for t in final.tasks}
+    context_ids = Counter(m.id for m in final.snapshot.context if m.role == "system")
+    feed_ids = Counter(m.id for m in final.feed)
+    starts = Counter(task for _, task, phase in lines if phase == "start")
+    completed = Counter(task for _, task, phase in lines if phase == "completed")
+    for task_id, n in starts.items():
+        ck.check(n == 1, f"background operation {task_id} started {n} times")
+        call_id = task_id.removeprefix(RUN_ID + "/")
+        if task_id not in tasks:  # killed in the foreground wait: the call is unknown
+            status = calls[call_id].status if call_id in calls else "missing"
+            ck.check(status == "needs_review", f"{task_id} started, no task, call {status}")
+            ck.seen["background cut off in the foreground wait"] += 1
+    phases = Counter(phase for _, _, phase in lines)
+    for phase, what in (("reenter", "start re-entered"), ("recover", "task taken over")):
+        if phases[phase]:
+            ck.seen[f"background {what} after a kill"] += phases[phase]
+    for _, task_id, phase in lines:
+        ck.check(task_id in starts, f"background {task_id} {phase} but never started")
+    for task in tasks.values():
+        call = calls.get(task.call_id)
+        if not ck.check(call is not None, f"task {task.id} of no call"):
+            continue
+        assert call is not None
+        ck.check(call.name == BACKGROUND, f"task {task.id} of a {call.name} call")
+        ck.check(call.status in ("succeeded", "needs_review"), f"{call.id} ended {call.status}")
+        if call.status == "succeeded":
+            ck.check(task_of_receipt(call.result) == task.id, f"{call.id} result {call.result}")
+        else:
+            ck.seen["background call needs review, its task ran on"] += 1
+        ck.check(task.status == "completed", f"task {task.id} ended {task.status}: {task.error}")
+        ck.check(completed[task.id] <= 1, f"task {task.id} completed {completed[task.id]} times")
+        ck.check(task.notified, f"task {task.id} is not marked notified")
+        note = notice_id(task.id)
+        ck.check(feed_ids[note] == 1, f"{note} is {feed_ids[note]} times in the feed")
+        ck.check(context_ids[note] == 1, f"{note} is {context_ids[note]} times in the context")
+    for c in calls.values():
+        if c.name == BACKGROUND and c.status == "succeeded":
+            task_id = task_of_receipt(c.result)
+            ck.check(task_id in tasks, f"{c.id} launched {task_id}, which is not stored")
 
 
 # -- one run, many runs ------------------------------------------------------------------------
@@ -600,6 +881,7 @@ class RunOutcome:
     checked: int = 0
     violations: list[str] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
+    seen: Counter[str] = field(default_factory=Counter)
 
 
 def one_run(
@@ -646,13 +928,14 @@ def one_run(
         else:
             ck.check(False, f"the run never completed: {outcome.attempts}")
             raise _Stop
-        final = observe(spec)
+        final = observe(spec, tasks=True)
         outcome.statuses = check_run(ck, plan, baseline, killed, final, read_effects(effects))
     except _Stop:
         pass
     except Exception as exc:  # collected: every failing seed is reported at once
         ck.check(False, f"{type(exc).__name__}: {exc}")
     outcome.checked = ck.checked
+    outcome.seen = ck.seen
     outcome.violations = [f"{v} (kills {outcome.attempts})" for v in ck.violations]
     return outcome
 
@@ -671,6 +954,7 @@ class Totals:
     checked: Counter[str] = field(default_factory=Counter)
     violations: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    seen: Counter[str] = field(default_factory=Counter)
     seconds: Counter[str] = field(default_factory=Counter)
     seeds: dict[str, str] = field(default_factory=dict)
 
@@ -748,6 +1032,7 @@ def run_suite(
         TOTALS.checked[store] += o.checked
         TOTALS.violations[store] += len(o.violations)
         TOTALS.statuses.update(o.statuses)
+        TOTALS.seen.update(o.seen)
     return outcomes
 
 

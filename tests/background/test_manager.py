@@ -396,3 +396,79 @@ async def test_arguments_are_validated_and_prepared_before_anything_starts() -> 
     task = await tasks.get("r/m2.c1")
     assert task is not None and json.loads(task.arguments)["repo"] == "main-repo"
     assert task.description == "build main-repo"
+
+
+class _StallAfterInsert(MemoryTaskStore):
+    """A task store whose first insert is followed by the process dying."""
+
+    def __init__(self, crash: asyncio.Event) -> None:
+        super().__init__()
+        self.crash = crash
+
+    async def insert(self, task: Any) -> Any:
+        stored = await super().insert(task)
+        if not self.crash.is_set():
+            self.crash.set()
+            await asyncio.Event().wait()  # dies here: adopted, the receipt never saved
+        return stored
+
+
+async def test_a_call_adopted_just_before_a_crash_gets_its_receipt_on_resume() -> None:
+    from crashkit import crash_when
+
+    reg = Registry()
+    runs = sr.MemoryStore()
+    crash = asyncio.Event()
+    tasks = _StallAfterInsert(crash)
+    first = TaskManager(tasks, runs, [RecoverableBuild(reg)], lease=0.2, poll=0.02)
+    model = ScriptedModel([tool_calls(("rbuild", {"repo": "shop"}))])
+    agent = sr.Agent(name="a", model=model, tools=first.tools(), extensions=[first.recovery()])
+    await crash_when(sr.Runtime(runs).run(agent, run_id="r", input="go"), crash)
+
+    second = TaskManager(tasks, runs, [RecoverableBuild(reg)], lease=0.2, poll=0.02)
+    again = ScriptedModel([text("it is building"), text("built")])
+    resumed = sr.Agent(name="a", model=again, tools=second.tools(), extensions=[second.recovery()])
+    runtime = sr.Runtime(runs, agents=[resumed])
+    result = await runtime.resume("r")
+    record = result.call("m1.c1")
+    assert record.status == "succeeded" and receipt(result, "m1.c1")["task_id"] == "r/m1.c1"
+    reg.gate("r/m1.c1").set()
+    async with second:
+
+        async def told() -> bool:
+            return bool(await runs.pending("r", 0))
+
+        await eventually(told, "the recovered task ends and the run is told")
+    assert reg.starts == {"r/m1.c1": 1} and reg.recovers == {"r/m1.c1": 1}
+    assert (await runtime.resume("r")).text == "built"
+
+
+async def test_a_recoverable_call_that_died_in_its_foreground_wait_runs_again() -> None:
+    from crashkit import crash_when
+
+    reg = Registry()
+    runs, tasks = sr.MemoryStore(), MemoryTaskStore()
+    crash = asyncio.Event()
+
+    class Slow(RecoverableBuild):
+        foreground_timeout = 30.0
+
+        async def start(self, task: Any, args: Any) -> Any:
+            op = await super().start(task, args)
+            crash.set()  # dies while the call waits in the foreground
+            return op
+
+    manager = TaskManager(tasks, runs, [Slow(reg)])
+    model = ScriptedModel([tool_calls(("rbuild", {"repo": "shop"}))])
+    agent = sr.Agent(name="a", model=model, tools=manager.tools(), extensions=[manager.recovery()])
+    await crash_when(sr.Runtime(runs).run(agent, run_id="r", input="go"), crash)
+    assert await tasks.get("r/m1.c1") is None  # never adopted
+
+    reg.gate("r/m1.c1").set()  # the operation (idempotent by task id) has finished meanwhile
+    again = ScriptedModel([text("built")])
+    resumed = sr.Agent(
+        name="a", model=again, tools=manager.tools(), extensions=[manager.recovery()]
+    )
+    result = await sr.Runtime(runs, agents=[resumed]).resume("r")
+    assert result.call("m1.c1").status == "succeeded"
+    assert json.loads(result.call("m1.c1").result or "") == {"built": "r/m1.c1"}

@@ -25,10 +25,11 @@ from steadyrun.background._progress import Materializer, render_progress
 from steadyrun.background._store import TaskStore
 from steadyrun.background._tool import AdoptionView, BackgroundTool, Operation, TaskRef, outcome_of
 from steadyrun.control import HostFailure
+from steadyrun.runtime._extension import Extension
 from steadyrun.stores import Feed, FeedMessage
 from steadyrun.tools import Tool, ToolContext, schema_tool
 
-__all__ = ["TaskManager", "task_id_of"]
+__all__ = ["TaskManager", "receipt_of", "task_id_of"]
 
 log = logging.getLogger("steadyrun.background")
 
@@ -125,6 +126,17 @@ class TaskManager:
         from steadyrun.background._task_tools import task_tools
 
         return [*(self.tool(t) for t in self.by_name.values()), *task_tools(self)]
+
+    def recovery(self) -> Extension:
+        """An extension recovering this manager's interrupted calls from the task store.
+
+        Give it to the agent (``Agent(extensions=[manager.recovery()])``): a call adopted into
+        a task before a crash then gets its receipt instead of needing review, and a call of a
+        recoverable tool that died in its foreground wait re-attaches to its operation.
+        """
+        from steadyrun.background._recovery import TaskRecovery
+
+        return TaskRecovery(self)
 
     # -- foreground first, then adopt --------------------------------------------------------
 
@@ -466,6 +478,11 @@ def _pump(op: Operation, buffered: list[Update]) -> asyncio.Task[None] | None:
             buffered.append(update)
 
     return asyncio.ensure_future(drain())
+
+
+def receipt_of(task: Task) -> str:
+    """The launch receipt the model gets for a task."""
+    return _receipt(task)
 
 
 def _receipt(task: Task) -> str:

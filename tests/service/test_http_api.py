@@ -257,3 +257,14 @@ async def test_the_stream_folds_to_the_run_and_resumes(client: httpx.AsyncClient
     # An unknown id: a fresh snapshot.
     r = await client.get("/runs/s/stream?until=done", headers={**AUTH, "Last-Event-ID": "x.1"})
     assert fold_events(r.text)[0] == snap
+
+
+async def test_a_run_can_be_followed_the_moment_its_start_returns(
+    client: httpx.AsyncClient, app: App
+) -> None:
+    body = {"run_id": "t-10", "agent": "support", "input": "I was charged twice."}
+    r = await client.post("/runs", json=body, headers=AUTH)
+    assert r.status_code == 202
+    snap = await client.get("/runs/t-10", headers=AUTH)  # no 404 while it is about to start
+    assert snap.status_code == 200
+    await app.wait("t-10")

@@ -134,3 +134,32 @@ async def test_cancel_cancels_sub_agent_runs() -> None:
     snap = await store.load(child)
     assert snap is not None and snap.run.status == "cancelled"
     assert all(c.status == "cancelled" for c in snap.calls)
+
+
+async def test_a_run_started_but_not_executed_yet_can_be_cancelled() -> None:
+    store = MemoryStore()
+    ops = Operations(store, agents=[_agent()])
+    await ops.start("w-1", "shipper", "a lamp")
+    done = await ops.cancel("w-1")
+    assert done.runs == ["w-1"]
+    snap = await store.load("w-1")
+    assert snap is not None and snap.run.status == "cancelled" and snap.run.agent == "shipper"
+    with pytest.raises(RunCancelledError):
+        await ops.runtime.resume("w-1")
+    with pytest.raises(sr.RunNotFoundError):
+        await ops.cancel("never-started")
+
+
+async def test_cancel_stops_the_runs_background_tasks() -> None:
+    from steadyrun.background import MemoryTaskStore, Task
+
+    store, tasks = MemoryStore(), MemoryTaskStore()
+    ops = Operations(store, agents=[_agent()], tasks=tasks)
+    await ops.start("b-1", "shipper", "a desk")
+    await ops.drive("b-1")
+    await tasks.insert(Task(id="b-1/x", run_id="b-1", call_id="x", tool="build", arguments="{}"))
+    await tasks.insert(Task(id="b-2/y", run_id="b-2", call_id="y", tool="build", arguments="{}"))
+    await ops.cancel("b-1")
+    mine, other = await tasks.get("b-1/x"), await tasks.get("b-2/y")
+    assert mine is not None and mine.cancel_requested
+    assert other is not None and not other.cancel_requested

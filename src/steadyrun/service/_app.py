@@ -158,7 +158,7 @@ class App:
             raise ConflictError(f"run {run_id!r} is being started by a different request")
         if self.executing(run_id):
             return Started(run_id=run_id, created=False, status="running")
-        self._launch(
+        await self._launch(
             run_id,
             found.name,
             lambda: self.runtime.run(found, run_id=run_id, input=input, input_id=start_id),
@@ -182,7 +182,7 @@ class App:
         if self.executing(run_id):
             self._again.add(run_id)
             return False
-        self._launch(run_id, snap.run.agent, lambda: self.runtime.resume(run_id))
+        await self._launch(run_id, snap.run.agent, lambda: self.runtime.resume(run_id))
         return True
 
     async def send(
@@ -248,7 +248,9 @@ class App:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        done = await Operations(self.runtime).cancel(run_id)
+        manager = self.runtime.tasks
+        tasks = manager.store if manager is not None else None
+        done = await Operations(self.runtime, tasks=tasks).cancel(run_id)
         for run in done.runs:
             await self.publisher.refresh(run)  # followers see it cancelled
         return done
@@ -287,7 +289,10 @@ class App:
             if snap is not None and snap.run.status == "suspended":
                 await self.resume(run_id)
 
-    def _launch(self, run_id: str, agent: str, first: Callable[[], Awaitable[Any]]) -> None:
+    async def _launch(self, run_id: str, agent: str, first: Callable[[], Awaitable[Any]]) -> None:
+        # Known to the display stream before the caller hears it started: a follower that
+        # asks at once finds the run (running) instead of a 404.
+        await self.publisher.run_started(run_id, agent)
         task = asyncio.get_running_loop().create_task(self._execute(run_id, agent, first))
         self._tasks[run_id] = task
 
@@ -295,7 +300,8 @@ class App:
         step = first
         try:
             while True:
-                await self.publisher.run_started(run_id, agent)
+                if step is not first:  # _launch announced the first execution
+                    await self.publisher.run_started(run_id, agent)
                 try:
                     await step()
                 except Exception:

@@ -24,10 +24,17 @@ import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import ConflictError, NotPendingError, RunNotFoundError, UsageError
-from steadyrun.records import ACTIVE_STATUSES, CallRecord, RunRecord, RunSnapshot, Step
+from steadyrun.records import (
+    ACTIVE_STATUSES,
+    CallRecord,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+    Step,
+)
 from steadyrun.records._step import ContextChange
 from steadyrun.runtime import Agent, Runtime
 from steadyrun.runtime._handle import child_run_id
@@ -35,6 +42,9 @@ from steadyrun.service._app import START_META, Started, start_fingerprint
 from steadyrun.service._worker import AGENT_META, drive_run
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import Fence, Leases, fenced
+
+if TYPE_CHECKING:
+    from steadyrun.background import TaskStore
 
 __all__ = ["CONTINUES_META", "Cancelled", "Operations", "successor_key"]
 
@@ -83,6 +93,7 @@ class Operations:
         *,
         agents: Iterable[Agent] = (),
         leases: Leases | None = None,
+        tasks: TaskStore | None = None,
         owner: str = "steadyrun.operations",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -91,6 +102,7 @@ class Operations:
             self.runtime._register(agent)
         self.store = self.runtime.store
         self.leases = leases
+        self.tasks = tasks
         self.owner = owner
         self._clock = clock
 
@@ -202,7 +214,7 @@ class Operations:
         """
         snap = await self.store.load(run_id)
         if snap is None:
-            raise RunNotFoundError(run_id)
+            return await self._cancel_unstarted(run_id, reason)
         if snap.run.status == "cancelled":
             return Cancelled(run_id=run_id, runs=[], calls=[])
         if snap.run.status == "completed":
@@ -219,6 +231,30 @@ class Operations:
             if lease is not None:
                 await self.leases.release(lease)  # type: ignore[union-attr]
         return Cancelled(run_id=run_id, runs=runs, calls=calls)
+
+    async def _cancel_unstarted(self, run_id: str, reason: str) -> Cancelled:
+        """Cancel a run started but not executed yet: its first step says it is cancelled."""
+        meta = await self._start_meta(run_id, f"{run_id}:input", None)
+        if meta is None or AGENT_META not in meta:
+            raise RunNotFoundError(run_id)
+        lease = await self.leases.revoke(run_id, self.owner, 60.0) if self.leases else None
+        now = self._clock()
+        run = RunRecord(
+            run_id=run_id,
+            agent=meta[AGENT_META],
+            status="cancelled",
+            error=reason,
+            created_at=now,
+            updated_at=now,
+            steps=1,
+        )
+        try:
+            with fenced(lease.fence if lease is not None else None):
+                await self.store.save_step(run_id, Step(run=run, checkpoint=Checkpoint()))
+        finally:
+            if lease is not None and self.leases is not None:
+                await self.leases.release(lease)
+        return Cancelled(run_id=run_id, runs=[run_id], calls=[])
 
     async def drive(self, run_id: str) -> None:
         """Execute a started (or runnable) run here until it suspends or ends (no worker)."""
@@ -290,6 +326,10 @@ class Operations:
                 replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
             )
             calls.append((run_id, call.id))
+        if self.tasks is not None:  # its background tasks stop too
+            for task in await self.tasks.list_tasks(run_id):
+                if not task.final:
+                    await self.tasks.request_cancel(task.id, now)
         run = replace(snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1)
         await self.store.save_step(run_id, Step(run=run, checkpoint=snap.checkpoint, calls=settled))
         runs.append(run_id)

@@ -10,6 +10,7 @@ See docs/temporal.md.
 """
 
 from steadyrun.temporal._app import TemporalApp, TemporalOptions
+from steadyrun.temporal._blobs import BlobStore, FolderBlobs, LargePayloadCodec, SqliteBlobs
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._devserver import DevServer, DevServerError, find_temporal_binary
 from steadyrun.temporal._payloads import RunOutput
@@ -17,9 +18,13 @@ from steadyrun.temporal._workflow import AgentWorkflow
 
 __all__ = [
     "AgentWorkflow",
+    "BlobStore",
     "DevServer",
     "DevServerError",
+    "FolderBlobs",
+    "LargePayloadCodec",
     "RunOutput",
+    "SqliteBlobs",
     "TemporalApp",
     "TemporalOptions",
     "TemporalRuns",

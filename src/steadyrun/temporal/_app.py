@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -16,6 +18,7 @@ from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
+from steadyrun.temporal._client import TemporalRuns, client_with_codec
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 
 __all__ = ["TemporalApp", "TemporalOptions"]
@@ -39,6 +42,9 @@ class TemporalOptions:
         record_timeout: Start-to-close timeout of one write batch to the store.
         continue_as_new_after: History length past which the workflow continues as new at its
             next saved step, carrying the context log (``None``: only when Temporal suggests).
+        payload_codec: Encodes every payload the app's clients and workers send to Temporal;
+            ``LargePayloadCodec`` keeps large ones (tool results, contexts) out of the history.
+            Clients must use the same codec (``TemporalApp.client``, ``TemporalApp.runs``).
     """
 
     task_queue: str = "steadyrun"
@@ -50,6 +56,7 @@ class TemporalOptions:
     retry_interval: timedelta = timedelta(seconds=1)
     record_timeout: timedelta = timedelta(minutes=1)
     continue_as_new_after: int | None = 10_000
+    payload_codec: PayloadCodec | None = None
 
 
 class TemporalApp:
@@ -103,18 +110,36 @@ class TemporalApp:
         """The app's agents."""
         return list(self._agents.values())
 
+    @property
+    def data_converter(self) -> DataConverter:
+        """Temporal's default converter with the app's ``payload_codec``."""
+        codec = self.options.payload_codec
+        if codec is None:
+            return DataConverter.default
+        return dataclasses.replace(DataConverter.default, payload_codec=codec)
+
+    def client(self, client: Client) -> Client:
+        """``client`` with the app's payload codec (the same connection)."""
+        return client_with_codec(client, self.options.payload_codec)
+
+    def runs(self, client: Client) -> TemporalRuns:
+        """A ``TemporalRuns`` on the app's task queue, with its payload codec."""
+        return TemporalRuns(
+            client, task_queue=self.options.task_queue, payload_codec=self.options.payload_codec
+        )
+
     def worker(self, client: Client, *, task_queue: str | None = None, **kwargs: Any) -> Worker:
         """A Temporal worker running this app's workflows and activities.
 
         Args:
-            client: A connected Temporal client.
+            client: A connected Temporal client (given the app's data converter here).
             task_queue: Overrides ``options.task_queue``.
             **kwargs: Passed to ``temporalio.worker.Worker``.
         """
         queue = task_queue or self.options.task_queue
         register_app(queue, self)
         return Worker(
-            client,
+            self.client(client),
             task_queue=queue,
             workflows=[AgentWorkflow],
             activities=self.activities.all(),
@@ -125,6 +150,7 @@ class TemporalApp:
     def replayer(self, **kwargs: Any) -> Replayer:
         """A replayer of recorded ``AgentWorkflow`` histories against this app's agents."""
         register_app(None, self)
+        kwargs.setdefault("data_converter", self.data_converter)
         return Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner(), **kwargs)
 
 

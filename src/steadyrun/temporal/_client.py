@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import timedelta
@@ -13,6 +14,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ApplicationError
 
 from steadyrun import _errors
@@ -32,7 +34,21 @@ from steadyrun.temporal._payloads import (
     SettleArgs,
 )
 
-__all__ = ["TemporalRuns"]
+__all__ = ["TemporalRuns", "client_with_codec"]
+
+
+def client_with_codec(client: Client, codec: PayloadCodec | None) -> Client:
+    """``client`` (the same connection) with ``codec`` as its payload codec.
+
+    ``None`` returns ``client`` unchanged.
+    """
+    if codec is None:
+        return client
+    config = client.config()
+    config["data_converter"] = dataclasses.replace(
+        config.get("data_converter") or DataConverter.default, payload_codec=codec
+    )
+    return Client(**config)
 
 
 class TemporalRuns:
@@ -45,10 +61,18 @@ class TemporalRuns:
     Args:
         client: A connected Temporal client.
         task_queue: Where runs start (the workers' ``TemporalOptions.task_queue``).
+        payload_codec: The workers' ``TemporalOptions.payload_codec``, when they set one
+            (``TemporalApp.runs`` passes it).
     """
 
-    def __init__(self, client: Client, *, task_queue: str = "steadyrun") -> None:
-        self.client = client
+    def __init__(
+        self,
+        client: Client,
+        *,
+        task_queue: str = "steadyrun",
+        payload_codec: PayloadCodec | None = None,
+    ) -> None:
+        self.client = client_with_codec(client, payload_codec)
         self.task_queue = task_queue
 
     async def start(

@@ -38,7 +38,7 @@ from steadyrun.chat import (
     Usage,
 )
 from steadyrun.media._supply import supplied_bytes, supplied_url
-from steadyrun.models._errors import MalformedResponse
+from steadyrun.models._errors import reading_response
 
 __all__ = [
     "COUNT_FIELDS",
@@ -515,13 +515,5 @@ def _response_from_message(message: AnthropicMessage, request_id: str | None) ->
 
 def response_from_message(message: AnthropicMessage, request_id: str | None) -> ModelResponse:
     """Our ``ModelResponse`` of a Messages API message; ``MalformedResponse`` when it is broken."""
-    try:
+    with reading_response("anthropic", request_id):
         return _response_from_message(message, request_id)
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
-        # The SDKs build response objects without type checks, so a misbehaving server's body
-        # reaches the parser as it is: say so with a typed error, not a stray TypeError.
-        raise MalformedResponse(
-            f"the response cannot be read: {type(exc).__name__}: {exc}",
-            provider="anthropic",
-            request_id=request_id,
-        ) from exc

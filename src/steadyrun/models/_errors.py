@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from steadyrun._errors import ModelError
@@ -76,6 +78,23 @@ class MalformedResponse(ProviderError):
 
     A broken proxy, or a server that is not what it claims: nothing of the response is used.
     """
+
+
+@contextmanager
+def reading_response(provider: str, request_id: str | None) -> Iterator[None]:
+    """Turn a parser's stray ``TypeError``/``ValueError``/... into ``MalformedResponse``.
+
+    The SDKs build response objects without type checks, so a misbehaving server's body
+    reaches our parsers as it is: the caller gets a typed error, not a crash of the parser.
+    """
+    try:
+        yield
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise MalformedResponse(
+            f"the response cannot be read: {type(exc).__name__}: {exc}",
+            provider=provider,
+            request_id=request_id,
+        ) from exc
 
 
 class RateLimited(ProviderError):

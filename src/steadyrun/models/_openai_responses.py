@@ -29,7 +29,7 @@ from steadyrun.chat import (
     ToolResultPart,
     Usage,
 )
-from steadyrun.models._errors import MalformedResponse, ProviderConnectionError
+from steadyrun.models._errors import ProviderConnectionError, reading_response
 from steadyrun.models._openai_common import (
     MediaResolver,
     body_error,
@@ -509,13 +509,5 @@ def responses_response(
     data: dict[str, Any], *, request_id: str | None, model: str, provider: str
 ) -> ModelResponse:
     """Our ``ModelResponse`` of a Responses API body; ``MalformedResponse`` when it is broken."""
-    try:
+    with reading_response(provider, request_id):
         return _responses_response(data, request_id=request_id, model=model, provider=provider)
-    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
-        # The SDKs build response objects without type checks, so a misbehaving server's body
-        # reaches the parser as it is: say so with a typed error, not a stray TypeError.
-        raise MalformedResponse(
-            f"the response cannot be read: {type(exc).__name__}: {exc}",
-            provider=provider,
-            request_id=request_id,
-        ) from exc

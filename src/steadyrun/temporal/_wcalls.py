@@ -1,0 +1,316 @@
+"""Model calls and tool bodies of ``AgentWorkflow`` as activities (and delegations as children).
+
+``WorkflowExecution`` is steadyrun's own ``Execution`` with two pieces swapped: its model is the
+``steadyrun.model`` activity, and its ``CallRunner`` runs the agent's own tools as
+``steadyrun.tool`` activities. Tools of extensions and the context policy's read tool work on
+the run's own state and run in the workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from steadyrun._codec import from_plain, to_plain
+    from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
+    from steadyrun.context._read_tool import READ_TOOL
+    from steadyrun.control import (
+        AwaitExternal,
+        Complete,
+        ControlSignal,
+        Detach,
+        HostFailure,
+        InputRequired,
+    )
+    from steadyrun.media import MediaPreparer, MediaSupply
+    from steadyrun.records import CallRecord
+    from steadyrun.runtime import Agent
+    from steadyrun.runtime._calls import CallRunner
+    from steadyrun.runtime._extension import ModelCall, ToolCall
+    from steadyrun.runtime._loop import Execution
+    from steadyrun.temporal._payloads import (
+        ACTIVITY_MODEL,
+        ACTIVITY_TOOL,
+        ModelCallInput,
+        ToolCallInput,
+        ToolOutcome,
+    )
+    from steadyrun.tools import Tool
+
+if TYPE_CHECKING:
+    from steadyrun.temporal._app import TemporalApp
+
+__all__ = ["Engine", "NoMedia", "WorkflowExecution"]
+
+
+# -- model and tool calls as activities ---------------------------------------------------
+
+
+class NoMedia(MediaPreparer):
+    """Media are prepared where they can be read: in the model activity, not the workflow."""
+
+    async def prepare(self, request: ModelRequest, client: Any) -> tuple[ModelRequest, MediaSupply]:
+        return request, MediaSupply()
+
+
+@dataclass(slots=True)
+class _Returned:
+    """A result the worker rendered already."""
+
+    text: str
+    value: Any
+
+
+class _Rendered:
+    """A tool whose ``render`` gives the text the worker rendered (or its rendering error)."""
+
+    def __init__(self, tool: Any, text: str | None, error: Exception | None = None) -> None:
+        self.name = tool.name
+        self.completion = tool.completion
+        self._text = text
+        self._error = error
+
+    def render(self, value: Any) -> str:
+        if self._error is not None:
+            raise self._error
+        assert self._text is not None
+        return self._text
+
+
+_ERROR_TYPES: dict[str, type[Exception]] = {}
+_SIGNAL_TYPES: dict[str, type[ControlSignal]] = {}
+
+
+def _error_type(name: str) -> type[Exception]:
+    """An exception class named like the one the tool raised (the model reads the name)."""
+    found = _ERROR_TYPES.get(name)
+    if found is None:
+        found = _ERROR_TYPES[name] = type(name, (Exception,), {})
+    return found
+
+
+def _signal_type(name: str) -> type[ControlSignal]:
+    found = _SIGNAL_TYPES.get(name)
+    if found is None:
+        found = _SIGNAL_TYPES[name] = type(name, (ControlSignal,), {})
+    return found
+
+
+@dataclass(kw_only=True, slots=True)
+class Engine:
+    """What the workflow-side runners need to start activities."""
+
+    app: TemporalApp
+    agent: Agent
+    agent_tool_names: frozenset[str]
+
+    @classmethod
+    def of(cls, app: TemporalApp, agent: Agent) -> Engine:
+        """The engine of ``agent``: its own tools run as activities, built-in ones here."""
+        built_in = {t.name for ext in agent.extensions for t in ext.tools()}
+        if agent.context is not None:
+            built_in.add(READ_TOOL)
+        own = frozenset(n for n in agent.toolset.names if n not in built_in)
+        return cls(app=app, agent=agent, agent_tool_names=own)
+
+
+class _ActivityModel:
+    """A ``ModelClient`` whose ``respond`` is the ``steadyrun.model`` activity."""
+
+    def __init__(self, engine: Engine, run_id: str, purpose: str) -> None:
+        self.engine = engine
+        self.run_id = run_id
+        self.purpose = purpose
+        self.calls = 0
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        self.calls += 1
+        return await self.call(f"{self.purpose}{self.calls}", request)
+
+    async def call(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
+        options = self.engine.app.options
+        plain = await workflow.execute_activity(
+            ACTIVITY_MODEL,
+            ModelCallInput(
+                agent=self.engine.agent.name,
+                run_id=self.run_id,
+                model_call_id=model_call_id,
+                request=to_plain(request, ModelRequest),
+                purpose="summary" if self.purpose == "summary" else "turn",
+            ),
+            result_type=dict,
+            start_to_close_timeout=options.model_timeout,
+            retry_policy=RetryPolicy(
+                maximum_attempts=options.model_attempts,
+                initial_interval=options.retry_interval,
+                non_retryable_error_types=["UsageError", "NotImplementedError"],
+            ),
+            summary=f"{self.engine.agent.name} {model_call_id}",
+        )
+        return from_plain(plain, ModelResponse)
+
+
+@dataclass(kw_only=True, slots=True)
+class _ActivityCalls(CallRunner):
+    """``CallRunner`` whose tool bodies run as ``steadyrun.tool`` activities.
+
+    Tools the agent was given run in the worker; tools of extensions and the context policy's
+    read tool work on the run's own state, so they run here, deterministically.
+    """
+
+    engine: Engine
+    invoker: _ToolInvoker | None = None
+
+    async def _body(self, call: ToolCall) -> Any:
+        invoker = self.invoker
+        assert invoker is not None
+        own = self.engine.agent_tool_names
+
+        async def invoke(c: ToolCall) -> Any:
+            if c.tool.name in own:
+                return await invoker(c)
+            return await c.tool.invoke(c.args, c.context)
+
+        if self.extensions is None:
+            return await invoke(call)
+        return await self.extensions.run_tool(call, invoke)
+
+    def _returned(self, record: CallRecord, tool: Tool, value: Any) -> CallRecord:
+        if isinstance(value, _Returned):
+            rendered = cast(Tool, _Rendered(tool, value.text))
+            return CallRunner._returned(self, record, rendered, value.value)
+        if isinstance(value, _Unrenderable):
+            rendered = cast(Tool, _Rendered(tool, None, value.error))
+            return CallRunner._returned(self, record, rendered, None)
+        return CallRunner._returned(self, record, tool, value)
+
+    def _signalled(self, record: CallRecord, tool: Tool, signal: ControlSignal) -> CallRecord:
+        if isinstance(signal, Complete) and isinstance(signal.value, _Returned):
+            rendered = cast(Tool, _Rendered(tool, signal.value.text))
+            plain = Complete(signal.value.value, fixed=signal.fixed)
+            return CallRunner._signalled(self, record, rendered, plain)
+        return CallRunner._signalled(self, record, tool, signal)
+
+
+@dataclass(slots=True)
+class _Unrenderable:
+    error: Exception
+
+
+class _ToolInvoker:
+    """Replaces ``Tool.invoke`` for the agent's own tools inside the workflow."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def __call__(self, call: ToolCall) -> Any:
+        record, tool, ctx = call.record, call.tool, call.context
+        options = self.engine.app.options
+        limited = tool.side_effects and not tool.replayable
+        retry = RetryPolicy(
+            maximum_attempts=1 if limited else options.tool_attempts,
+            initial_interval=options.retry_interval,
+        )
+        timeout = options.tool_timeout
+        if tool.timeout is not None:
+            timeout = timedelta(seconds=tool.timeout) + options.heartbeat_timeout
+        inp = ToolCallInput(
+            agent=self.engine.agent.name,
+            run_id=ctx.run_id,
+            call_id=record.id,
+            name=tool.name,
+            arguments=record.arguments,
+            provider_call_id=record.provider_call_id,
+            can_suspend=ctx.can_suspend,
+            answered=ctx.input_response is not None or ctx.input_state is not None,
+            input_state=ctx.input_state,
+            input_response=ctx.input_response,
+            edited_arguments=ctx.edited_arguments,
+        )
+        try:
+            out = await workflow.execute_activity(
+                ACTIVITY_TOOL,
+                inp,
+                result_type=ToolOutcome,
+                activity_id=f"tool:{record.id}:{record.rev}",
+                start_to_close_timeout=timeout,
+                heartbeat_timeout=options.heartbeat_timeout,
+                retry_policy=retry,
+                summary=f"{tool.name} {record.id}",
+            )
+        except ActivityError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            raise HostFailure(
+                f"its worker was lost or failed ({type(cause).__name__}: {cause}); "
+                f"{'it was not retried' if limited else 'retries ran out'}"
+            ) from None
+        if out.usage is not None:
+            ctx.report_usage(from_plain(out.usage, Usage))
+        for plain in out.media:
+            ctx.media.append(from_plain(plain, MediaRef))
+        return _outcome_value(out)
+
+
+def _outcome_value(out: ToolOutcome) -> Any:
+    """What the body returned, or raise what it raised, as the workflow's ``CallRunner`` expects."""
+    kind = out.kind
+    if kind == "returned":
+        return _Returned(out.text or "", out.value)
+    if kind == "unrenderable":
+        return _Unrenderable(_error_type(out.error_type or "Exception")(out.text or ""))
+    if kind == "complete":
+        raise Complete(_Returned(out.text or "", out.value), fixed=out.fixed)
+    if kind == "await":
+        raise AwaitExternal(out.value)
+    if kind == "detach":
+        raise Detach(out.receipt or "", out.value)
+    if kind == "input":
+        raise InputRequired(out.prompt or "", out.response_schema, out.state)
+    if kind == "signal":
+        raise _signal_type(out.error_type or "ControlSignal")()
+    if kind == "host_failure":
+        raise HostFailure(out.text or "")
+    if kind == "timeout":
+        raise TimeoutError(out.text or "")
+    if kind == "cancelled":
+        raise asyncio.CancelledError()
+    raise _error_type(out.error_type or "Exception")(out.text or "")
+
+
+class WorkflowExecution(Execution):
+    """steadyrun's ``Execution`` with model calls and tool bodies as activities."""
+
+    def __init__(self, *, engine: Engine, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        old = self.calls
+        self.calls = _ActivityCalls(
+            **{f.name: getattr(old, f.name) for f in fields(CallRunner)}, engine=engine
+        )
+        self.engine = engine
+        self.calls.invoker = _ToolInvoker(engine)
+        self.model = _ActivityModel(engine, self.state.run_id, "turn")
+        if self.context is not None:
+            self.context.model = _ActivityModel(engine, self.state.run_id, "summary")
+
+    async def _call_model(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
+        if self.ext is None:
+            return await self.model.call(model_call_id, request)
+
+        async def respond(call: ModelCall) -> ModelResponse:
+            return await self.model.call(model_call_id, call.request)
+
+        call = ModelCall(
+            run_id=self.state.run_id,
+            model_call_id=model_call_id,
+            agent=self.agent.name,
+            subagent=self.subagent,
+            request=request,
+        )
+        return await self.ext.call_model(call, respond)

@@ -1,0 +1,193 @@
+"""The run's store inside ``AgentWorkflow``: memory, rebuilt by replay, mirrored to the app's.
+
+Every write the loop makes is kept in a ``MemoryStore`` in the workflow's memory and queued for
+the app's store, where the ``steadyrun.record`` activity applies it in order. Update validators
+read through a ``DryStore`` that computes host writes without storing them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from steadyrun._codec import from_plain, to_plain
+    from steadyrun.records import (
+        CallRecord,
+        CallUpdate,
+        ContextChange,
+        RunSnapshot,
+        Step,
+        overlay_external,
+    )
+    from steadyrun.runtime import Agent
+    from steadyrun.runtime._host import HostOperations
+    from steadyrun.stores import FeedMessage, MemoryStore, RunSummary
+    from steadyrun.temporal._payloads import (
+        ACTIVITY_RECORD,
+        Carried,
+        RecordInput,
+        RecordOp,
+        update_to_plain,
+    )
+
+__all__ = ["ContinueAsNew", "DryStore", "Recorder", "WorkflowHost", "WorkflowStore", "run_now"]
+
+T = TypeVar("T")
+
+
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """The value of a coroutine that never suspends (the in-workflow store's operations).
+
+    Queries and update validators are synchronous; the store they read is process memory.
+    """
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("an in-workflow store operation suspended")
+
+
+class ContinueAsNew(BaseException):  # noqa: N818 - control flow, not an error
+    """Raised by the workflow's store right after a step is saved: continue as new from it."""
+
+
+# -- the workflow's store -----------------------------------------------------------------
+
+
+class Recorder:
+    """Writes queued for the app's store, flushed in order by one background task."""
+
+    def __init__(self, run_id: str, enabled: bool, timeout: timedelta) -> None:
+        self.run_id = run_id
+        self.enabled = enabled
+        self.timeout = timeout
+        self.ops: list[RecordOp] = []
+        self.closing = False
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, op: RecordOp) -> None:
+        if self.enabled:
+            self.ops.append(op)
+
+    def start(self) -> None:
+        if self.enabled:
+            self.task = asyncio.create_task(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await workflow.wait_condition(lambda: bool(self.ops) or self.closing)
+            if not self.ops:
+                return
+            batch, self.ops = self.ops, []
+            await workflow.execute_activity(
+                ACTIVITY_RECORD,
+                RecordInput(run_id=self.run_id, ops=batch),
+                start_to_close_timeout=self.timeout,
+                # Idempotent writes: retried until the store takes them.
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
+            )
+
+    async def drain(self) -> None:
+        """Wait until everything queued is written; the flusher stops."""
+        self.closing = True
+        if self.task is not None:
+            await self.task
+            self.task = None
+
+
+class WorkflowStore(MemoryStore):
+    """The run's store inside the workflow: memory, mirrored to the app's store."""
+
+    def __init__(self, recorder: Recorder, continue_after: int | None) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.continue_after = continue_after
+        self.feed: list[FeedMessage] = []
+        self.consumed_through = 0
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        await super().save_step(run_id, step)
+        self.recorder.add(RecordOp(op="save_step", data=to_plain(step, Step)))
+        if self.continue_after is not None and step.run.status not in ("completed", "failed"):
+            info = workflow.info()
+            length = info.get_current_history_length()
+            if length >= self.continue_after or info.is_continue_as_new_suggested():
+                raise ContinueAsNew()
+
+    async def save_call(self, run_id: str, call: CallRecord) -> None:
+        await super().save_call(run_id, call)
+        self.recorder.add(RecordOp(op="save_call", data=to_plain(call, CallRecord)))
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        merged = await super().update_call(run_id, call_id, update)
+        self.recorder.add(RecordOp(op="update_call", call_id=call_id, data=update_to_plain(update)))
+        return merged
+
+    async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
+        stored = await super().append(run_id, message)
+        if stored.seq > len(self.feed):  # new, not a duplicate
+            self.feed.append(stored)
+            self.recorder.add(RecordOp(op="append", data=to_plain(message, FeedMessage)))
+        return stored
+
+    async def consume(self, run_id: str, through: int) -> None:
+        await super().consume(run_id, through)
+        if through > self.consumed_through:
+            self.consumed_through = through
+            self.recorder.add(RecordOp(op="consume", through=through))
+
+    async def restore(self, run_id: str, carried: Carried) -> None:
+        """Load a carried state (continue-as-new); the app's store has it already."""
+        snap = from_plain(carried.snapshot, RunSnapshot)
+        step = Step(
+            run=snap.run,
+            checkpoint=snap.checkpoint,
+            context=ContextChange(base=snap.context),
+            blocks=snap.blocks,
+            calls=snap.calls,
+        )
+        await MemoryStore.save_step(self, run_id, step)
+        for plain in carried.feed:
+            message = from_plain(plain, FeedMessage)
+            stored = await MemoryStore.append(self, run_id, message)
+            self.feed.append(stored)
+        await MemoryStore.consume(self, run_id, carried.consumed)
+        self.consumed_through = carried.consumed
+
+
+class DryStore(WorkflowStore):
+    """A read-only view for update validators: host writes are computed, never stored."""
+
+    def __init__(self, inner: WorkflowStore) -> None:
+        self.inner = inner
+
+    async def load(self, run_id: str) -> RunSnapshot | None:
+        return await self.inner.load(run_id)
+
+    async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
+        return await self.inner.load_call(run_id, call_id)
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        stored = await self.inner.load_call(run_id, call_id)
+        if stored is None:
+            raise KeyError(call_id)
+        return overlay_external(stored, update)
+
+    async def list_runs(self, **kwargs: Any) -> list[RunSummary]:
+        return []
+
+
+class WorkflowHost(HostOperations):
+    """steadyrun's host operations on the workflow's store (updates and queries)."""
+
+    def __init__(self, store: WorkflowStore, agent: Agent) -> None:
+        self.store = store
+        self._agents = {agent.name: agent}
+        self._clock = workflow.now

@@ -11,13 +11,13 @@ import asyncio
 import re
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.background._model import Task, Update, check_update
 from steadyrun.background._store import Modify, TaskStore
 
@@ -82,20 +82,10 @@ class SqliteTaskStore(TaskStore):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrun-tasks")
+        self._db = SqliteThread(self._open, f"task store {self.path}", "steadyrun-tasks")
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            if self._conn is None:
-                self._conn = self._open()
-            return fn(self._conn)
-        except sqlite3.Error as exc:
-            raise StoreError(f"task store {self.path}: {exc}") from exc
+        return await self._db.run(fn)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
@@ -121,14 +111,7 @@ class SqliteTaskStore(TaskStore):
 
     async def close(self) -> None:
         """Close the connection and the store's thread."""
-
-        def shut(conn: sqlite3.Connection) -> None:
-            conn.close()
-            self._conn = None
-
-        if self._conn is not None:
-            await self._run(shut)
-        self._executor.shutdown(wait=True)
+        await self._db.close()
 
     async def insert(self, task: Task) -> Task:
         """Store a new task; an existing id returns the stored task."""

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import re
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.extensions._memory_rank import from_blob, to_blob
 from steadyrun.extensions._memory_store import (
     Embed,
@@ -100,8 +99,7 @@ class SqliteMemoryBank:
         self._embed = _Embedder(embed, embed_name) if embed is not None else None
         self._busy_ms = int(busy_timeout * 1000)
         self._clock = clock or _now
-        self._executor: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._db = SqliteThread(self._open, f"SQLite memory bank {self.path}", "steadyrun-mem")
 
     @property
     def embed_name(self) -> str | None:
@@ -111,20 +109,7 @@ class SqliteMemoryBank:
     # -- plumbing ------------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyrun-mem")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            if self._conn is None:
-                self._conn = self._open()
-            return fn(self._conn)
-        except sqlite3.Error as exc:
-            if self._conn is not None and self._conn.in_transaction:
-                self._conn.rollback()
-            raise StoreError(f"SQLite memory bank {self.path}: {exc}") from exc
+        return await self._db.run(fn)
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -180,18 +165,7 @@ class SqliteMemoryBank:
 
     async def close(self) -> None:
         """Close the connection and stop the bank's thread."""
-        if self._executor is None:
-            return
-
-        def shut(_: sqlite3.Connection) -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        if self._conn is not None:
-            await self._run(shut)
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        await self._db.close()
 
     async def __aenter__(self) -> SqliteMemoryBank:
         return self

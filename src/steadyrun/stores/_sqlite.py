@@ -12,13 +12,13 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.chat import Message
 from steadyrun.records import (
     CHECKPOINT_FORMAT,
@@ -76,8 +76,7 @@ class SqliteStore:
         self.path = Path(path)
         self.synchronous = synchronous
         self._busy_ms = int(busy_timeout * 1000)
-        self._executor: ThreadPoolExecutor | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._db = SqliteThread(self._open, f"SQLite store {self.path}", "steadyrun-sqlite")
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self.bytes_written = 0
         self.step_bytes: list[int] = []
@@ -85,28 +84,7 @@ class SqliteStore:
     # -- plumbing --------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="steadyrun-sqlite"
-            )
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            if self._conn is None:
-                self._conn = self._open()
-            return fn(self._conn)
-        except sqlite3.Error as exc:
-            self._rollback()
-            raise StoreError(f"SQLite store {self.path}: {exc}") from exc
-        except BaseException:
-            self._rollback()
-            raise
-
-    def _rollback(self) -> None:
-        if self._conn is not None and self._conn.in_transaction:
-            self._conn.rollback()
+        return await self._db.run(fn)
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -145,18 +123,7 @@ class SqliteStore:
 
     async def close(self) -> None:
         """Close the connection and stop the store's thread."""
-        if self._executor is None:
-            return
-
-        def shut(_: sqlite3.Connection) -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        if self._conn is not None:
-            await self._run(shut)
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        await self._db.close()
 
     async def __aenter__(self) -> SqliteStore:
         return self

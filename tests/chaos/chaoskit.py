@@ -248,18 +248,20 @@ class Child:
 
 
 class ForkServer:
-    """``crash_child.py --serve``: forks each child from a process that imported everything.
+    """``<child> --serve``: forks each child from a process that imported everything.
 
     A child process is mostly start-up cost (imports); forked children skip it. Each is still
-    a process of its own: it opens the store itself, and SIGKILL ends it for real.
+    a process of its own: it opens the store itself, and SIGKILL ends it for real. A request
+    may carry ``kill_after`` (seconds), for servers that kill their child that long after
+    forking it (``random_child.py``).
     """
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, child: Path = CHILD) -> None:
         self._folder = folder
         self._n = 0
         self._buf = b""
         self._proc = subprocess.Popen(
-            [sys.executable, str(CHILD), "--serve"],
+            [sys.executable, str(child), "--serve"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             bufsize=0,
@@ -281,12 +283,17 @@ class ForkServer:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def run(self, argv: list[str], timeout: float) -> tuple[int, str, str]:
+    def run(
+        self, argv: list[str], timeout: float = 120, kill_after: float | None = None
+    ) -> tuple[int, str, str]:
         """Run one child; its return code, stdout and stderr."""
         assert self._proc.stdin is not None
         self._n += 1
         out = self._folder / f"child-{id(self)}-{self._n}.out"
-        self._proc.stdin.write((json.dumps({"argv": argv, "out": str(out)}) + "\n").encode())
+        request: dict[str, Any] = {"argv": argv, "out": str(out)}
+        if kill_after is not None:
+            request["kill_after"] = kill_after
+        self._proc.stdin.write((json.dumps(request) + "\n").encode())
         started = self._answer(30)
         if started is None:
             raise TimeoutError("the fork server does not answer")
@@ -295,8 +302,11 @@ class ForkServer:
             os.kill(started["pid"], signal.SIGKILL)  # the hung child; the server answers for it
             self._answer(30)
             raise TimeoutError(f"child {argv} did not finish in {timeout}s")
-        err = Path(str(out) + ".err")
-        return ended["returncode"], out.read_text(), err.read_text()
+        texts = []
+        for path in (out, Path(str(out) + ".err")):  # missing if killed right after the fork
+            texts.append(path.read_text() if path.exists() else "")
+            path.unlink(missing_ok=True)
+        return ended["returncode"], texts[0], texts[1]
 
     def close(self) -> None:
         """Stop the server."""

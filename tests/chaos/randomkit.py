@@ -55,10 +55,7 @@ import asyncio
 import json
 import os
 import random
-import select
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -67,6 +64,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import chaoskit
 
 import steadyrun as sr
 from steadyrun.background import PostgresTaskStore, SqliteTaskStore, Task
@@ -367,7 +366,7 @@ def read_effects(path: Path) -> list[tuple[str, str, str]]:
 # -- the fork server ---------------------------------------------------------------------------
 
 
-class ForkServer:
+class ForkServer(chaoskit.ForkServer):
     """``random_child.py --serve``: forks each child from a process that imported everything.
 
     A request may carry ``kill_after`` (seconds): the server kills the child with SIGKILL that
@@ -375,60 +374,7 @@ class ForkServer:
     """
 
     def __init__(self, folder: Path) -> None:
-        self._folder = folder
-        self._n = 0
-        self._buf = b""
-        self._proc = subprocess.Popen(
-            [sys.executable, str(CHILD), "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            bufsize=0,
-        )
-
-    def _answer(self, timeout: float) -> dict[str, Any] | None:
-        assert self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                raise RuntimeError(f"the fork server exited with {self._proc.wait()}")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def run(
-        self, argv: list[str], kill_after: float | None, timeout: float = 120
-    ) -> tuple[int, str, str]:
-        """Run one child; its return code, stdout and stderr."""
-        assert self._proc.stdin is not None
-        self._n += 1
-        out = self._folder / f"child-{id(self)}-{self._n}.out"
-        request = {"argv": argv, "out": str(out), "kill_after": kill_after}
-        self._proc.stdin.write((json.dumps(request) + "\n").encode())
-        started = self._answer(30)
-        if started is None:
-            raise TimeoutError("the fork server does not answer")
-        ended = self._answer(timeout)
-        if ended is None:
-            os.kill(started["pid"], signal.SIGKILL)
-            self._answer(30)
-            raise TimeoutError(f"child {argv} did not finish in {timeout}s")
-        texts = []
-        for path in (out, Path(str(out) + ".err")):  # missing if killed right after the fork
-            texts.append(path.read_text() if path.exists() else "")
-            path.unlink(missing_ok=True)
-        return ended["returncode"], texts[0], texts[1]
-
-    def close(self) -> None:
-        """Stop the server."""
-        assert self._proc.stdin is not None
-        self._proc.stdin.close()
-        self._proc.wait(timeout=30)
+        super().__init__(folder, CHILD)
 
 
 @dataclass
@@ -449,7 +395,7 @@ def run_child(server: ForkServer, store: str, seed: int, kill: str, effects: Pat
     """One child on ``store`` running the plan of ``seed``, killed at ``kill``."""
     argv = ["--store", store, "--seed", str(seed), "--kill-at", kill, "--effects", str(effects)]
     kill_after = float(kill.partition(":")[2]) if kill.startswith("after:") else None
-    code, out, err = server.run(argv, kill_after)
+    code, out, err = server.run(argv, kill_after=kill_after)
     lines = out.strip().splitlines()
     report = json.loads(lines[-1]) if code == 0 and lines else None
     return Child(code, report, err)

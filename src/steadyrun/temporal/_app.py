@@ -19,6 +19,7 @@ from steadyrun.runtime import Agent, Texts
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
+from steadyrun.temporal._subagents import child_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 
 __all__ = ["TemporalApp", "TemporalOptions"]
@@ -88,9 +89,13 @@ class TemporalApp:
             if agent.name in self._agents and self._agents[agent.name] is not agent:
                 raise UsageError(f"two different agents are named {agent.name!r}")
             self._agents[agent.name] = agent
+        self.texts = texts or Texts()
+        for agent in list(self._agents.values()):
+            # The children of its SubAgents delegations, which run as child workflows.
+            for child in child_agents(agent, self.texts):
+                self._agents.setdefault(child.name, child)
         self.store = store
         self.options = options or TemporalOptions()
-        self.texts = texts or Texts()
         self.media = media
         self.activities = Activities(self)
 

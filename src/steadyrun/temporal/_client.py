@@ -178,6 +178,14 @@ class TemporalRuns:
         plain = await self._update(run_id, "send", args)
         return from_plain(plain, FeedMessage)
 
+    async def cancel(self, run_id: str) -> None:
+        """Cancel a run, and the child workflows of its delegations.
+
+        The workflows end cancelled; the store shows the runs ``cancelled``, their open calls
+        settled ``cancelled``.
+        """
+        await self._handle(run_id).cancel()
+
     def _handle(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
         return self.client.get_workflow_handle(run_id, result_type=RunOutput)
 

@@ -66,6 +66,8 @@ class RunInput:
         input: The first user message (a new run).
         input_id: Its id for deduplication; defaults to ``"<run_id>:input"``.
         carried: Set when the workflow continued as new.
+        subagent: A sub-agent's run (a child workflow of a delegation): it never suspends,
+            and its output carries its call records.
     """
 
     agent: str
@@ -73,6 +75,7 @@ class RunInput:
     input: str | None = None
     input_id: str | None = None
     carried: Carried | None = None
+    subagent: bool = False
 
 
 @dataclass(kw_only=True)
@@ -89,6 +92,8 @@ class RunOutput:
         error: Its message.
         usage: Token usage (``Usage`` plain data).
         generations: How many times the workflow continued as new.
+        calls: A sub-agent run's call records (``CallRecord`` plain data), copied under the
+            delegation call by the parent.
     """
 
     run_id: str
@@ -100,6 +105,7 @@ class RunOutput:
     error: str | None = None
     usage: dict[str, Any] = field(default_factory=dict)
     generations: int = 0
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

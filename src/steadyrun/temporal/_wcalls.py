@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         ToolOutcome,
     )
+    from steadyrun.temporal._subagents import Delegation, delegations, run_delegation
     from steadyrun.tools import Tool
 
 if TYPE_CHECKING:
@@ -110,15 +111,19 @@ class Engine:
     app: TemporalApp
     agent: Agent
     agent_tool_names: frozenset[str]
+    delegations: dict[str, Delegation]
 
     @classmethod
     def of(cls, app: TemporalApp, agent: Agent) -> Engine:
-        """The engine of ``agent``: its own tools run as activities, built-in ones here."""
+        """The engine of ``agent``: its own tools run as activities, built-in ones here.
+
+        Delegation tools of its ``SubAgents`` extension run as child workflows.
+        """
         built_in = {t.name for ext in agent.extensions for t in ext.tools()}
         if agent.context is not None:
             built_in.add(READ_TOOL)
         own = frozenset(n for n in agent.toolset.names if n not in built_in)
-        return cls(app=app, agent=agent, agent_tool_names=own)
+        return cls(app=app, agent=agent, agent_tool_names=own, delegations=delegations(agent))
 
 
 class _ActivityModel:
@@ -162,7 +167,8 @@ class _ActivityCalls(CallRunner):
     """``CallRunner`` whose tool bodies run as ``steadyrun.tool`` activities.
 
     Tools the agent was given run in the worker; tools of extensions and the context policy's
-    read tool work on the run's own state, so they run here, deterministically.
+    read tool work on the run's own state, so they run here, deterministically; delegation
+    tools of ``SubAgents`` start a child workflow and wait for it.
     """
 
     engine: Engine
@@ -172,10 +178,13 @@ class _ActivityCalls(CallRunner):
         invoker = self.invoker
         assert invoker is not None
         own = self.engine.agent_tool_names
+        delegated = self.engine.delegations
 
         async def invoke(c: ToolCall) -> Any:
             if c.tool.name in own:
                 return await invoker(c)
+            if c.tool.name in delegated:
+                return await run_delegation(delegated[c.tool.name], c, self.save)
             return await c.tool.invoke(c.args, c.context)
 
         if self.extensions is None:
@@ -247,6 +256,8 @@ class _ToolInvoker:
             )
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
+            if isinstance(cause, CancelledError):
+                raise asyncio.CancelledError() from None  # the run is being cancelled
             raise HostFailure(
                 f"its worker was lost or failed ({type(cause).__name__}: {cause}); "
                 f"{'it was not retried' if limited else 'retries ran out'}"

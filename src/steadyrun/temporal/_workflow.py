@@ -10,6 +10,7 @@ and read it through queries.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -109,6 +110,7 @@ class AgentWorkflow:
         self._dry: WorkflowHost | None = None
         self._run_id = ""
         self._agent: Agent | None = None
+        self._subagent = False
         self._changed = False
 
     # -- run --------------------------------------------------------------------------------
@@ -121,6 +123,7 @@ class AgentWorkflow:
         options = app.options
         self._run_id = inp.run_id
         self._agent = agent
+        self._subagent = inp.subagent
         recorder = Recorder(inp.run_id, app.store is not None, options.record_timeout)
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
@@ -146,7 +149,15 @@ class AgentWorkflow:
             await workflow.wait_condition(workflow.all_handlers_finished)
             await recorder.drain()
             carried = await self._carry(generation + 1)
-            workflow.continue_as_new(RunInput(agent=inp.agent, run_id=inp.run_id, carried=carried))
+            workflow.continue_as_new(
+                RunInput(agent=inp.agent, run_id=inp.run_id, carried=carried, subagent=inp.subagent)
+            )
+        except asyncio.CancelledError:
+            # The workflow was cancelled (or its parent's was): the store shows it cancelled,
+            # its open calls settled ``cancelled``, as the built-in service's cancel does.
+            await store.cancel(self._run_id, workflow.now())
+            await recorder.drain()
+            raise
         await workflow.wait_condition(workflow.all_handlers_finished)
         await recorder.drain()
         return RunOutput(
@@ -159,6 +170,7 @@ class AgentWorkflow:
             error=str(result.error) if result.error is not None else None,
             usage=to_plain(result.usage, Usage),
             generations=generation,
+            calls=to_plain(result.calls, list[CallRecord]) if inp.subagent else [],
         )
 
     async def _drive(self, engine: Engine, texts: Texts, *, new: bool) -> RunResult:
@@ -182,10 +194,12 @@ class AgentWorkflow:
                 clock=workflow.now,
                 media=MediaOptions(),
                 media_preparer=NoMedia(MediaOptions(), texts),
+                can_suspend=not self._subagent,
+                subagent=self._subagent,
             )
             result = await (execution.start() if new else execution.resume())
             new = False
-            if result.status != "suspended":
+            if result.status != "suspended" or self._subagent:
                 return result
             # Suspended: wait here, holding no worker, until a person or system answers.
             await workflow.wait_condition(lambda: self._changed)

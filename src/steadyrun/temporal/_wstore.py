@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from temporalio import workflow
@@ -18,6 +19,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun.records import (
+        ACTIVE_STATUSES,
         CallRecord,
         CallUpdate,
         ContextChange,
@@ -39,6 +41,8 @@ with workflow.unsafe.imports_passed_through():
 __all__ = ["ContinueAsNew", "DryStore", "Recorder", "WorkflowHost", "WorkflowStore", "run_now"]
 
 T = TypeVar("T")
+
+CANCELLED = "the run was cancelled"
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:
@@ -115,7 +119,8 @@ class WorkflowStore(MemoryStore):
     async def save_step(self, run_id: str, step: Step) -> None:
         await super().save_step(run_id, step)
         self.recorder.add(RecordOp(op="save_step", data=to_plain(step, Step)))
-        if self.continue_after is not None and step.run.status not in ("completed", "failed"):
+        ended = ("completed", "failed", "cancelled")
+        if self.continue_after is not None and step.run.status not in ended:
             info = workflow.info()
             length = info.get_current_history_length()
             if length >= self.continue_after or info.is_continue_as_new_suggested():
@@ -142,6 +147,24 @@ class WorkflowStore(MemoryStore):
         if through > self.consumed_through:
             self.consumed_through = through
             self.recorder.add(RecordOp(op="consume", through=through))
+
+    async def cancel(self, run_id: str, now: datetime, reason: str = CANCELLED) -> None:
+        """Mark the run cancelled, its open calls settled ``cancelled`` (a no-op once ended)."""
+        snap = await self.load(run_id)
+        if snap is None or snap.run.status in ("completed", "cancelled"):
+            return
+        settled = []
+        for call in snap.calls:
+            if call.status not in ACTIVE_STATUSES:
+                continue
+            why = reason
+            if call.status == "running":
+                why = f"{reason} while the call was running; whether it took effect is unknown"
+            settled.append(
+                replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
+            )
+        run = replace(snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1)
+        await self.save_step(run_id, Step(run=run, checkpoint=snap.checkpoint, calls=settled))
 
     async def restore(self, run_id: str, carried: Carried) -> None:
         """Load a carried state (continue-as-new); the app's store has it already."""

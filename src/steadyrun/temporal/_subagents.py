@@ -1,0 +1,183 @@
+"""Sub-agents on Temporal: a delegation of the ``SubAgents`` extension as a child workflow.
+
+On the built-in engine a delegation tool drives the child run inside its own body
+(``RunHandle.run_subagent``). In a workflow that would call models from workflow code, so the
+workflow's ``CallRunner`` recognises the delegation tools of the agent's ``SubAgents``
+instance and runs them here instead: the child is an ``AgentWorkflow`` (workflow id
+``<run>/<call>``, the built-in engine's child run id) of the child agent, which the app
+registers by name (``<agent>.subagent``, ``<agent>.<delegate>``) with the same construction
+the extension uses. The child records itself in the store under its own id; when it ends its
+call records are copied under the delegation call (``parent_id``), its usage is counted, and a
+child that did not complete fails the call with the extension's sentence. Cancelling the
+parent cancels the child (``ParentClosePolicy.REQUEST_CANCEL`` and the cancelled await).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from temporalio import workflow
+from temporalio.exceptions import CancelledError, ChildWorkflowError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from steadyrun._codec import from_plain
+    from steadyrun.chat import Usage
+    from steadyrun.control import HostFailure
+    from steadyrun.extensions.subagents import (
+        Delegate,
+        SubAgentFailed,
+        SubAgents,
+        _child_agent,
+    )
+    from steadyrun.records import CallRecord
+    from steadyrun.runtime import Agent, Limits
+    from steadyrun.runtime._extension import ToolCall
+    from steadyrun.runtime._handle import RunHandle, child_run_id
+    from steadyrun.runtime._texts import Texts
+    from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
+    from steadyrun.tools import Tool
+
+__all__ = ["Delegation", "child_agents", "delegations", "run_delegation"]
+
+
+@dataclass(frozen=True, slots=True)
+class Delegation:
+    """A delegation tool of an agent and the child agent it runs.
+
+    Attributes:
+        tool: The delegation tool's name (``delegate``, ``delegate_<name>``).
+        child: The child agent's name in the app (``<agent>.subagent``, ``<agent>.<name>``).
+        typed: Whether the child returns a typed completion (a ``Delegate`` with ``output``).
+        limits: The child's limits (``max_iterations`` shown when it hits them).
+    """
+
+    tool: str
+    child: str
+    typed: bool
+    limits: Limits
+
+
+def _specs(agent: Agent) -> Iterator[tuple[SubAgents, Delegate | None]]:
+    for ext in agent.extensions:
+        if isinstance(ext, SubAgents):
+            if ext.general:
+                yield ext, None
+            for spec in ext.delegates.values():
+                yield ext, spec
+
+
+def delegations(agent: Agent) -> dict[str, Delegation]:
+    """The delegation tools of ``agent``'s ``SubAgents`` extension, by tool name."""
+    out = {}
+    for ext, spec in _specs(agent):
+        if spec is None:
+            out["delegate"] = Delegation(
+                tool="delegate", child=f"{agent.name}.subagent", typed=False, limits=ext.limits
+            )
+        else:
+            out[f"delegate_{spec.name}"] = Delegation(
+                tool=f"delegate_{spec.name}",
+                child=f"{agent.name}.{spec.name}",
+                typed=spec.output is not None,
+                limits=spec.limits,
+            )
+    return out
+
+
+class _Main:
+    """What ``_child_agent`` reads from a run handle: the main agent and its shareable tools."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def subagent_tools(self) -> list[Tool]:
+        return [t for t in self.agent.toolset if not t.main_only]
+
+
+def child_agents(agent: Agent, texts: Texts) -> list[Agent]:
+    """The child agents of ``agent``'s delegations, built as the ``SubAgents`` extension does."""
+    handle = cast(RunHandle, _Main(agent))
+    return [_child_agent(spec, handle, ext.limits, texts) for ext, spec in _specs(agent)]
+
+
+async def run_delegation(
+    delegation: Delegation,
+    call: ToolCall,
+    save: Callable[[CallRecord], Any],
+) -> Any:
+    """Run a delegation call as a child workflow and return what the tool would return.
+
+    Args:
+        delegation: The delegation the call's tool is.
+        call: The call (its arguments hold the ``task``).
+        save: The workflow's ``CallRunner.save`` (the child's calls are copied with it).
+
+    Raises:
+        SubAgentFailed: The child did not complete.
+        HostFailure: The child workflow itself failed or was terminated (the call is then
+            settled by its traits: ``needs_review``, as a delegation has side effects).
+    """
+    ctx = call.context
+    run_id = child_run_id(ctx.run_id, call.record.id)
+    task = str(call.args.get("task", ""))
+    try:
+        out: RunOutput = await workflow.execute_child_workflow(
+            WORKFLOW_NAME,
+            RunInput(
+                agent=delegation.child,
+                run_id=run_id,
+                input=task,
+                input_id=f"{run_id}:task",
+                subagent=True,
+            ),
+            id=run_id,
+            task_queue=workflow.info().task_queue,
+            result_type=RunOutput,
+            parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+            static_summary=f"{delegation.child} for {call.record.id}",
+        )
+    except ChildWorkflowError as exc:
+        cause = exc.cause if exc.cause is not None else exc
+        if isinstance(cause, CancelledError):
+            # The child was cancelled: with this workflow (re-raised as the run's own
+            # cancellation by the CallRunner) or on its own (the call settles cancelled).
+            raise asyncio.CancelledError() from None
+        raise HostFailure(f"its child workflow ended ({type(cause).__name__}: {cause})") from None
+    await record_subcalls(call.record.id, out.calls, save)
+    if out.usage:
+        ctx.report_usage(from_plain(out.usage, Usage))
+    if out.status != "completed":
+        raise SubAgentFailed(ctx.texts.subagent_failed.format(why=_why(out, ctx.texts, delegation)))
+    if delegation.typed:
+        return out.completion
+    return out.text or ""
+
+
+async def record_subcalls(
+    parent_id: str, calls: Sequence[dict[str, Any]], save: Callable[[CallRecord], Any]
+) -> None:
+    """Copy a child's call records under the delegation call, as ``RunHandle`` does."""
+    for plain in calls:
+        record = from_plain(plain, CallRecord)
+        await save(replace(record, id=f"{parent_id}/{record.id}", parent_id=parent_id))
+
+
+def _why(out: RunOutput, texts: Texts, delegation: Delegation) -> str:
+    """``why_unfinished`` of the extension, from the child's output (error class names)."""
+    kind = out.error_kind
+    if kind is None:
+        return texts.subagent_would_wait
+    if kind == "IterationLimitExceeded":
+        limit = f"max_iterations={delegation.limits.max_iterations}"
+        return texts.subagent_hit_limit.format(limit=limit)
+    if kind in ("InvalidModelOutput", "CorrectionsExhausted"):
+        return texts.subagent_bad_output
+    if kind == "ContentFiltered":
+        return texts.subagent_filtered
+    if kind == "ModelCallFailed":
+        return texts.subagent_model_failed.format(error=out.error or "")
+    return f"{kind}: {out.error}"

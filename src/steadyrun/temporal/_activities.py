@@ -33,6 +33,7 @@ from steadyrun.models import ModelClient, resolve_model
 from steadyrun.records import CallRecord, Step
 from steadyrun.runtime import Agent
 from steadyrun.stores import FeedMessage
+from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
 from steadyrun.temporal._payloads import (
     ACTIVITY_MODEL,
     ACTIVITY_RECORD,
@@ -64,7 +65,7 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
-        return [self.model, self.tool, self.record]
+        return [self.model, self.tool, self.record, self.background]
 
     def _agent(self, name: str) -> Agent:
         try:
@@ -141,6 +142,21 @@ class Activities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval)
+
+    # -- background tools -------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_BACKGROUND)
+    async def background(self, inp: BackgroundInput) -> ToolOutcome:
+        """A ``BackgroundTool`` operation: started, or recovered from the last heartbeat."""
+        tool = self.app.background.get(inp.name)
+        if tool is None:
+            raise ApplicationError(
+                f"this worker's TemporalApp has no background tool {inp.name!r}",
+                type="UsageError",
+                non_retryable=True,
+            )
+        interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
+        return await run_operation(tool, inp, interval)
 
     # -- records ----------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steadyrun._errors import UsageError
+from steadyrun.background import BackgroundTool
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
 from steadyrun.stores import Store
@@ -70,6 +71,9 @@ class TemporalApp:
         options: Timeouts, retries and continue-as-new.
         texts: The sentences the runtime writes to the model.
         media: How the model activity reads media.
+        background: ``BackgroundTool`` instances whose calls (of the tools
+            ``TaskManager.tool`` made of them) run as heartbeating ``steadyrun.background``
+            activities, recovered from their last checkpoint after a worker loss.
 
     Example:
         ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
@@ -83,6 +87,7 @@ class TemporalApp:
         options: TemporalOptions | None = None,
         texts: Texts | None = None,
         media: MediaOptions | None = None,
+        background: Iterable[BackgroundTool] = (),
     ) -> None:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
@@ -97,6 +102,7 @@ class TemporalApp:
         self.store = store
         self.options = options or TemporalOptions()
         self.media = media
+        self.background: dict[str, BackgroundTool] = {t.name: t for t in background}
         self.activities = Activities(self)
 
     def agent(self, name: str) -> Agent:

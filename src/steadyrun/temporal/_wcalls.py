@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
+    from steadyrun.background import BackgroundTool
     from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
     from steadyrun.context._read_tool import READ_TOOL
     from steadyrun.control import (
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._calls import CallRunner
     from steadyrun.runtime._extension import ModelCall, ToolCall
     from steadyrun.runtime._loop import Execution
+    from steadyrun.temporal._background import run_background
     from steadyrun.temporal._payloads import (
         ACTIVITY_MODEL,
         ACTIVITY_TOOL,
@@ -48,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from steadyrun.temporal._app import TemporalApp
 
-__all__ = ["Engine", "NoMedia", "WorkflowExecution"]
+__all__ = ["Engine", "NoMedia", "WorkflowExecution", "outcome_value"]
 
 
 # -- model and tool calls as activities ---------------------------------------------------
@@ -112,18 +114,27 @@ class Engine:
     agent: Agent
     agent_tool_names: frozenset[str]
     delegations: dict[str, Delegation]
+    background: dict[str, BackgroundTool]
 
     @classmethod
     def of(cls, app: TemporalApp, agent: Agent) -> Engine:
         """The engine of ``agent``: its own tools run as activities, built-in ones here.
 
-        Delegation tools of its ``SubAgents`` extension run as child workflows.
+        Delegation tools of its ``SubAgents`` extension run as child workflows, and tools of
+        the app's ``background`` tools as heartbeating activities.
         """
         built_in = {t.name for ext in agent.extensions for t in ext.tools()}
         if agent.context is not None:
             built_in.add(READ_TOOL)
         own = frozenset(n for n in agent.toolset.names if n not in built_in)
-        return cls(app=app, agent=agent, agent_tool_names=own, delegations=delegations(agent))
+        background = {n: t for n, t in app.background.items() if n in own}
+        return cls(
+            app=app,
+            agent=agent,
+            agent_tool_names=own,
+            delegations=delegations(agent),
+            background=background,
+        )
 
 
 class _ActivityModel:
@@ -180,7 +191,11 @@ class _ActivityCalls(CallRunner):
         own = self.engine.agent_tool_names
         delegated = self.engine.delegations
 
+        background = self.engine.background
+
         async def invoke(c: ToolCall) -> Any:
+            if c.tool.name in background:
+                return await run_background(self.engine.app, background[c.tool.name], c)
             if c.tool.name in own:
                 return await invoker(c)
             if c.tool.name in delegated:
@@ -266,10 +281,10 @@ class _ToolInvoker:
             ctx.report_usage(from_plain(out.usage, Usage))
         for plain in out.media:
             ctx.media.append(from_plain(plain, MediaRef))
-        return _outcome_value(out)
+        return outcome_value(out)
 
 
-def _outcome_value(out: ToolOutcome) -> Any:
+def outcome_value(out: ToolOutcome) -> Any:
     """What the body returned, or raise what it raised, as the workflow's ``CallRunner`` expects."""
     kind = out.kind
     if kind == "returned":

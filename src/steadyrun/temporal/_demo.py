@@ -110,7 +110,9 @@ async def run_demo(*, db: Path | None = None, out: Callable[[str], None] = print
                 agents=[demo_agent(ledger)], store=store, options=TemporalOptions(task_queue=queue)
             )
             runs = TemporalRuns(client, task_queue=queue)
-            async with app.worker(client):
+            # Two workers share the task queue: activities and workflow tasks go to either.
+            async with app.worker(client), app.worker(client):
+                out("Two workers poll the task queue.")
                 run_id = "ticket-4711"
                 out(f"Run {run_id}: 'I was charged twice for order A-1001.'")
                 handle = await runs.start("support", run_id=run_id, input="I was charged twice.")

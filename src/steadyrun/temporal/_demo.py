@@ -110,8 +110,10 @@ async def run_demo(*, db: Path | None = None, out: Callable[[str], None] = print
                 agents=[demo_agent(ledger)], store=store, options=TemporalOptions(task_queue=queue)
             )
             runs = TemporalRuns(client, task_queue=queue)
-            # Two workers share the task queue: activities and workflow tasks go to either.
-            async with app.worker(client), app.worker(client):
+            # Two workers (each with its own connection) share the task queue: workflow tasks and
+            # activities go to either.
+            second = await Client.connect(server.target)
+            async with app.worker(client), app.worker(second, identity="steadyrun-demo-2"):
                 out("Two workers poll the task queue.")
                 run_id = "ticket-4711"
                 out(f"Run {run_id}: 'I was charged twice for order A-1001.'")

@@ -4,7 +4,7 @@ Each run's plan (calls of every kind: plain, side-effecting, replayable, confirm
 input requests, steering input, sub-agents, background tasks) and kill points (SQL
 statements, store writes, tool bodies, host operations, background events, and random delays
 between them) come from its seed; see ``randomkit``. The
-checks (``randomkit.check_run``) run after every run and are counted; the counts show at the
+checks (``randomcheck.check_run``) run after every run and are counted; the counts show at the
 end of the pytest output (``conftest.pytest_terminal_summary``) and in one line per test.
 
 CI runs a short seeded version (``CHAOS_SEED`` fixed); ``--long`` or
@@ -23,13 +23,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from randomcheck import Checker, check_run  # noqa: E402
 from randomkit import (  # noqa: E402
     TOTALS,
-    Checker,
     ForkServer,
     Observed,
     RunOutcome,
-    check_run,
     make_plan,
     observe,
     read_effects,

@@ -280,3 +280,16 @@ def test_the_mcp_example_runs() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "add(19, 23) = 42" in out.stdout
+
+
+def test_mcp_notes_follow_the_runtimes_texts() -> None:
+    from mcp import types as mcp_types
+
+    from steadyrun.extensions.mcp import _render_result
+    from steadyrun.runtime import Texts
+
+    result = mcp_types.CallToolResult(
+        content=[mcp_types.ImageContent(type="image", data="AAAA", mime_type="image/png")]
+    )
+    assert _render_result(result, Texts()) == "[image omitted: image/png]"
+    assert _render_result(result, Texts.chinese()) == "[已省略image：image/png]"

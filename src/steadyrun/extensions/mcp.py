@@ -38,6 +38,7 @@ from steadyrun import __version__
 from steadyrun._errors import SteadyrunError, ToolDefinitionError, UsageError
 from steadyrun.control import HostFailure
 from steadyrun.extensions._mcp_names import mcp_tool_names
+from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ConcurrencyKey, Policy, Retain, Tool, ToolContext
 from steadyrun.tools._schema_tool import schema_tool
 
@@ -407,9 +408,10 @@ class McpServer:
             raise McpToolError(f"{tool} ({self.name}): {exc}") from exc
         except _TRANSPORT_ERRORS as exc:
             raise HostFailure(f"MCP server {self.name!r}: {_reason(exc)}") from exc
-        text = _render_result(result)
+        texts = (ctx.texts if ctx is not None else None) or Texts()
+        text = _render_result(result, texts)
         if result.is_error:
-            raise McpToolError(text or "the tool reported an error")
+            raise McpToolError(text or texts.mcp_tool_error)
         return text
 
     def _connected(self) -> Client:
@@ -421,33 +423,35 @@ class McpServer:
         return self._client
 
 
-def _render_result(result: mcp_types.CallToolResult) -> str:
+def _render_result(result: mcp_types.CallToolResult, texts: Texts) -> str:
     """The text of an MCP tool result, as the model reads it.
 
     Args:
         result: The result of ``tools/call``.
+        texts: The runtime's model-facing sentences (the notes in place of media).
 
     Returns:
         Text blocks as they are, joined by newlines; the structured content as JSON when there
         are no content blocks; images, audio and binary resources as a short note.
     """
-    parts = [_render_block(block) for block in result.content]
+    parts = [_render_block(block, texts) for block in result.content]
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False)
     return "\n".join(parts)
 
 
-def _render_block(block: mcp_types.ContentBlock) -> str:
+def _render_block(block: mcp_types.ContentBlock, texts: Texts) -> str:
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-        return f"[{block.type} omitted: {block.mime_type}]"
+        return texts.mcp_media_omitted.format(kind=block.type, mime=block.mime_type)
     if isinstance(block, mcp_types.ResourceLink):
-        return f"[resource: {block.uri}]"
+        return texts.mcp_resource_link.format(uri=str(block.uri))
     resource = block.resource
     if isinstance(resource, mcp_types.TextResourceContents):
         return resource.text
-    return f"[resource omitted: {resource.uri} ({resource.mime_type or 'binary'})]"
+    mime = resource.mime_type or "binary"
+    return texts.mcp_resource_omitted.format(uri=str(resource.uri), mime=mime)
 
 
 def _reason(exc: BaseException) -> str:

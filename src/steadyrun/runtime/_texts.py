@@ -147,6 +147,10 @@ class Texts:
         media_unavailable: In place of media the model cannot take, without an adapter.
         media_as_text: In place of media the model cannot take: the adapter's text.
         media_tool_follow: Before a tool result's media, moved to a user message.
+        mcp_tool_error: An MCP tool reported an error without saying what.
+        mcp_media_omitted: In place of an MCP result's image or audio (``{kind}``, ``{mime}``).
+        mcp_resource_link: An MCP result's link to a resource (``{uri}``).
+        mcp_resource_omitted: In place of an MCP result's binary resource.
     """
 
     # -- calls the runtime settles itself --------------------------------------------------
@@ -365,6 +369,12 @@ class Texts:
     media_unavailable: str = "[{kind} {key} ({mime}) is not shown: this model cannot read {kind}]"
     media_as_text: str = "[{kind} {key} as text]\n{text}"
     media_tool_follow: str = "Media returned by {name} ({call_id}):"
+
+    # -- MCP tools ---------------------------------------------------------------------------
+    mcp_tool_error: str = "the tool reported an error"
+    mcp_media_omitted: str = "[{kind} omitted: {mime}]"
+    mcp_resource_link: str = "[resource: {uri}]"
+    mcp_resource_omitted: str = "[resource omitted: {uri} ({mime})]"
 
     def __post_init__(self) -> None:
         """Check every field against its placeholders; all problems are reported at once."""

@@ -209,6 +209,11 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "media_unavailable": "[{kind} {key}（{mime}）未显示：此模型无法读取 {kind}]",
         "media_as_text": "[{kind} {key} 的文本内容]\n{text}",
         "media_tool_follow": "{name}（{call_id}）返回的媒体：",
+        # -- MCP tools ---------------------------------------------------------------------
+        "mcp_tool_error": "该工具报告了一个错误",
+        "mcp_media_omitted": "[已省略{kind}：{mime}]",
+        "mcp_resource_link": "[资源：{uri}]",
+        "mcp_resource_omitted": "[已省略资源：{uri}（{mime}）]",
     }
 )
 """The Chinese text of each field of ``Texts``."""

@@ -9,7 +9,7 @@ position, and are carried out by the next ``resume`` (even when no process ran m
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,7 +33,7 @@ from steadyrun.tools import ToolArgumentsError
 if TYPE_CHECKING:
     from steadyrun.background import TaskManager
 
-__all__ = ["HostOperations", "PendingItem"]
+__all__ = ["HostOperations", "PendingItem", "pending_items"]
 
 PendingKind = Literal[
     "result", "decision", "input", "review", "submission", "detached", "task_input"
@@ -71,6 +71,43 @@ class PendingItem:
     response_schema: dict[str, Any] | None = None
 
 
+def pending_items(
+    calls: Iterable[CallRecord], *, strict_settlement: bool = False
+) -> list[PendingItem]:
+    """What a run waits for, and the calls its host still owns, in call order (pure).
+
+    The rule behind ``Runtime.pending``, for callers that hold the records already (the
+    display stream).
+    """
+    items: list[PendingItem] = []
+    for c in calls:
+        base = {"call_id": c.id, "name": c.name, "arguments": c.arguments, "payload": c.payload}
+        if c.status == "waiting" and c.handover == "await":
+            items.append(PendingItem(kind="result", blocking=True, **base))
+        elif c.status == "waiting" and c.handover == "detached":
+            items.append(PendingItem(kind="detached", blocking=False, **base))
+        elif c.status == "awaiting_decision" and c.handover == "submitted":
+            items.append(PendingItem(kind="submission", blocking=False, **base))
+        elif c.status == "awaiting_decision" and c.decision is None:
+            prompt = c.notes.get(CONFIRM_PROMPT) or None
+            items.append(PendingItem(kind="decision", blocking=True, prompt=prompt, **base))
+        elif c.status == "awaiting_input" and c.input_request is not None:
+            if c.input_request.response is None:
+                items.append(
+                    PendingItem(
+                        kind="input",
+                        blocking=True,
+                        prompt=c.input_request.prompt,
+                        wait_id=c.input_request.wait_id,
+                        response_schema=c.input_request.response_schema,
+                        **base,
+                    )
+                )
+        elif c.status == "needs_review":
+            items.append(PendingItem(kind="review", blocking=strict_settlement, **base))
+    return items
+
+
 class HostOperations:
     """The host's writes; mixed into ``Runtime``."""
 
@@ -92,33 +129,7 @@ class HostOperations:
         snap = await self.store.load(run_id)
         if snap is None:
             raise RunNotFoundError(run_id)
-        strict = self._strict(snap.run.agent)
-        items: list[PendingItem] = []
-        for c in snap.calls:
-            base = {"call_id": c.id, "name": c.name, "arguments": c.arguments, "payload": c.payload}
-            if c.status == "waiting" and c.handover == "await":
-                items.append(PendingItem(kind="result", blocking=True, **base))
-            elif c.status == "waiting" and c.handover == "detached":
-                items.append(PendingItem(kind="detached", blocking=False, **base))
-            elif c.status == "awaiting_decision" and c.handover == "submitted":
-                items.append(PendingItem(kind="submission", blocking=False, **base))
-            elif c.status == "awaiting_decision" and c.decision is None:
-                prompt = c.notes.get(CONFIRM_PROMPT) or None
-                items.append(PendingItem(kind="decision", blocking=True, prompt=prompt, **base))
-            elif c.status == "awaiting_input" and c.input_request is not None:
-                if c.input_request.response is None:
-                    items.append(
-                        PendingItem(
-                            kind="input",
-                            blocking=True,
-                            prompt=c.input_request.prompt,
-                            wait_id=c.input_request.wait_id,
-                            response_schema=c.input_request.response_schema,
-                            **base,
-                        )
-                    )
-            elif c.status == "needs_review":
-                items.append(PendingItem(kind="review", blocking=strict, **base))
+        items = pending_items(snap.calls, strict_settlement=self._strict(snap.run.agent))
         if self.tasks is not None:
             for task in await self.tasks.pending_inputs(run_id):
                 assert task.input is not None

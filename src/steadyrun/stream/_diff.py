@@ -8,6 +8,8 @@ from typing import Any
 
 from steadyrun._errors import RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime._extset import EXT_STATE
+from steadyrun.runtime._host import pending_items as host_pending
 from steadyrun.stores import Store
 from steadyrun.stream._model import (
     BlockAdded,
@@ -41,11 +43,6 @@ __all__ = [
 
 RESULT_LIMIT = 4000
 """Characters of a call's result or error a display keeps; the rest is cut."""
-
-# The note under which the runtime keeps a confirmation's prompt (``runtime._calls``).
-_CONFIRM_PROMPT = "steadyrun.confirm_prompt"
-# Where the runtime keeps the extensions' states in the checkpoint (``runtime._extset``).
-_EXT_STATE = "steadyrun.ext"
 
 
 def _cut(text: str | None) -> str | None:
@@ -85,44 +82,26 @@ def pending_items(
 
     The same classification as ``Runtime.pending``, from records already loaded.
     """
-    items: list[DisplayPending] = []
-    for c in calls:
-        base: dict[str, Any] = {
-            "call_id": c.id,
-            "name": c.name,
-            "arguments": c.arguments,
-            "payload": c.payload,
-        }
-        if c.status == "waiting" and c.handover == "await":
-            items.append(DisplayPending(kind="result", blocking=True, **base))
-        elif c.status == "waiting" and c.handover == "detached":
-            items.append(DisplayPending(kind="detached", blocking=False, **base))
-        elif c.status == "awaiting_decision" and c.handover == "submitted":
-            items.append(DisplayPending(kind="submission", blocking=False, **base))
-        elif c.status == "awaiting_decision" and c.decision is None:
-            prompt = c.notes.get(_CONFIRM_PROMPT) or None
-            items.append(DisplayPending(kind="decision", blocking=True, prompt=prompt, **base))
-        elif c.status == "awaiting_input" and c.input_request is not None:
-            request = c.input_request
-            if request.response is None:
-                items.append(
-                    DisplayPending(
-                        kind="input",
-                        blocking=True,
-                        prompt=request.prompt,
-                        wait_id=request.wait_id,
-                        response_schema=request.response_schema,
-                        **base,
-                    )
-                )
-        elif c.status == "needs_review":
-            items.append(DisplayPending(kind="review", blocking=strict_settlement, **base))
-    return tuple(items)
+    items = host_pending(calls, strict_settlement=strict_settlement)
+    return tuple(
+        DisplayPending(
+            kind=i.kind,
+            blocking=i.blocking,
+            call_id=i.call_id,
+            name=i.name,
+            arguments=i.arguments,
+            prompt=i.prompt,
+            wait_id=i.wait_id,
+            response_schema=i.response_schema,
+            payload=i.payload,
+        )
+        for i in items
+    )
 
 
 def stored_plan(snap: RunSnapshot) -> Any:
     """The plan the ``planning`` extension saved with the run's checkpoint, as plain data."""
-    states = snap.checkpoint.extra.get(_EXT_STATE)
+    states = snap.checkpoint.extra.get(EXT_STATE)
     state = states.get("planning") if isinstance(states, dict) else None
     items = state.get("items") if isinstance(state, dict) else None
     return items or None

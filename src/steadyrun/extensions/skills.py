@@ -20,12 +20,15 @@ from pathlib import Path
 
 from steadyrun._errors import UsageError
 from steadyrun.extensions._skill_files import Skill, load_skills, read_resource
-from steadyrun.extensions.subagents import SubAgentFailed, why_unfinished
+from steadyrun.extensions.subagents import (
+    SubAgentFailed,
+    resume_child_or_review,
+    why_unfinished,
+)
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._extension import Extension, TurnView
 from steadyrun.runtime._handle import RunHandle
-from steadyrun.runtime._recovery import needs_recovery
 from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
@@ -62,17 +65,9 @@ def resume_or_review(
     Returns:
         The call's next record: ``queued`` or ``needs_review``, at a higher ``rev``.
     """
-    unknown = [c for c in child_calls if needs_recovery(c) and c.side_effects and not c.replayable]
-    if not unknown:
-        return replace(record, rev=record.rev + 1, status="queued", started_at=None)
-    names = ", ".join(sorted({c.name for c in unknown}))
     texts = texts or default_texts()
-    return replace(
-        record,
-        rev=record.rev + 1,
-        status="needs_review",
-        result=texts.work_interrupted.format(what=what, names=names),
-        completed_at=record.started_at,
+    return resume_child_or_review(
+        record, child_calls, lambda names: texts.work_interrupted.format(what=what, names=names)
     )
 
 

@@ -35,7 +35,7 @@ from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
 
-__all__ = ["Delegate", "SubAgentFailed", "SubAgents"]
+__all__ = ["Delegate", "SubAgentFailed", "SubAgents", "resume_child_or_review"]
 
 GENERAL_INSTRUCTIONS = (
     "You are a sub-agent working on one task for another agent. Use your tools as needed, then "
@@ -211,18 +211,37 @@ class SubAgents(Extension):
         if record.name not in self.tool_names() or self.handle is None:
             return None
         calls = await self.handle.child_snapshot_calls(record.id) or []
-        unknown = [c for c in calls if needs_recovery(c) and c.side_effects and not c.replayable]
-        if unknown:
-            names = ", ".join(sorted({c.name for c in unknown}))
-            return replace(
-                record,
-                rev=record.rev + 1,
-                status="needs_review",
-                result=self.texts.delegation_interrupted.format(names=names),
-                completed_at=record.started_at,
-            )
-        # The child resumes from its own checkpoint: nothing it finished runs again.
+        return resume_child_or_review(record, calls, self.texts.delegation_interrupted.format)
+
+
+def resume_child_or_review(
+    record: CallRecord, child_calls: Sequence[CallRecord], review_text: Callable[..., str]
+) -> CallRecord:
+    """What an interrupted call that drives a child run becomes on resume (pure).
+
+    The call is queued to run again, which resumes the child from its own checkpoint (nothing
+    the child finished runs again), unless the child was inside a call with side effects that
+    is not replayable: its outcome is unknown, so the call needs review and nothing repeats it.
+
+    Args:
+        record: The interrupted call (status ``running``).
+        child_calls: The call records of its child run (empty when the child never started).
+        review_text: Gives the model-visible result from ``names=`` (the unknown calls).
+
+    Returns:
+        The call's next record: ``queued`` or ``needs_review``, at a higher ``rev``.
+    """
+    unknown = [c for c in child_calls if needs_recovery(c) and c.side_effects and not c.replayable]
+    if not unknown:
         return replace(record, rev=record.rev + 1, status="queued", started_at=None)
+    names = ", ".join(sorted({c.name for c in unknown}))
+    return replace(
+        record,
+        rev=record.rev + 1,
+        status="needs_review",
+        result=review_text(names=names),
+        completed_at=record.started_at,
+    )
 
 
 def why_unfinished(result: RunResult, texts: Texts, limits: Limits) -> str:

@@ -338,12 +338,12 @@ class TaskManager:
                 await self._flush(task.id, buffered)
                 if waiter in done:
                     break
-                if not await self.store.renew(task.id, self.owner, self.clock() + self.lease):
+                current = await self.store.renew(task.id, self.owner, self.clock() + self.lease)
+                if current is None:
                     waiter.cancel()  # another worker owns it now: stop watching, touch nothing
                     return
-                current = await self.store.get(task.id)
                 late = deadline is not None and self.clock() >= deadline
-                if (current is not None and current.cancel_requested) or late:
+                if current.cancel_requested or late:
                     await op.stop()
                     waiter.cancel()
                     why = (

@@ -97,12 +97,16 @@ class TaskStore(ABC):
                 claimed.append(task)
         return claimed
 
-    async def renew(self, task_id: str, owner: str, until: datetime) -> bool:
-        """Extend ``owner``'s lease; ``False`` when it no longer holds the task."""
+    async def renew(self, task_id: str, owner: str, until: datetime) -> Task | None:
+        """Extend ``owner``'s lease: the task as it stands, or ``None`` when it lost the task.
+
+        The task comes back so the owner learns of a cancellation with the same write.
+        """
         task = await self.modify(
             task_id, lambda t: replace(t, lease_until=until) if _owns(t, owner) else None
         )
-        return task is not None and _owns(task, owner) and task.lease_until == until
+        held = task is not None and _owns(task, owner) and task.lease_until == until
+        return task if held else None
 
     async def record(
         self,

@@ -194,7 +194,22 @@ KNOWN = [
 def test_malformed_bodies_found_by_fuzzing_give_typed_errors(
     target: str, body: dict[str, Any]
 ) -> None:
-    fuzz_targets.TARGETS[target](json.dumps(body).encode())  # a typed ModelError passes
+    from steadyrun.models import MalformedResponse
+    from steadyrun.models._anthropic_convert import response_from_message
+    from steadyrun.models._openai_chat import chat_response
+    from steadyrun.models._openai_responses import responses_response
+
+    with pytest.raises(MalformedResponse, match="the response cannot be read"):
+        if target == "openai_chat":
+            chat_response(body, request_id=None, model="m", provider="openai")
+        elif target == "openai_responses":
+            responses_response(body, request_id=None, model="m", provider="openai")
+        else:
+            from anthropic._models import construct_type
+            from anthropic.types import Message as AnthropicMessage
+
+            message = construct_type(type_=AnthropicMessage, value=body)
+            response_from_message(message, None)  # type: ignore[arg-type]
 
 
 # -- host writes ---------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class ExtensionSet:
         self.by_name = {e.name: e for e in self.instances}
         self._saved: dict[str, Any] = {}
         self._shown: dict[str, Any] = {}
+        self._implementing: dict[str, list[Extension]] = {}
 
     @classmethod
     def for_run(cls, templates: Sequence[Extension], saved: dict[str, Any]) -> ExtensionSet:
@@ -84,9 +85,8 @@ class ExtensionSet:
 
     def _current(self) -> dict[str, Any]:
         out = {}
-        for ext in self.instances:
-            if overrides(ext, "save_state"):
-                out[ext.name] = to_plain(ext.save_state(), Any)
+        for ext in self._with("save_state"):
+            out[ext.name] = to_plain(ext.save_state(), Any)
         return out
 
     def changed_states(self) -> dict[str, Any]:
@@ -120,9 +120,8 @@ class ExtensionSet:
     def take_usage(self) -> Usage:
         """Usage of the extensions' own model calls since last taken."""
         total = Usage()
-        for ext in self.instances:
-            if overrides(ext, "take_usage"):
-                total = total + ext.take_usage()
+        for ext in self._with("take_usage"):
+            total = total + ext.take_usage()
         return total
 
     @property
@@ -186,7 +185,11 @@ class ExtensionSet:
         await self.notify("on_claim", run_id, messages)
 
     def _with(self, method: str) -> list[Extension]:
-        return [e for e in self.instances if overrides(e, method)]
+        # Asked at every model and tool call: which instances implement a hook never changes.
+        found = self._implementing.get(method)
+        if found is None:
+            found = self._implementing[method] = [e for e in self.instances if overrides(e, method)]
+        return found
 
 
 async def _chain(exts: list[Extension], method: str, value: Any, last: Any) -> Any:

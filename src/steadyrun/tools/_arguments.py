@@ -75,7 +75,7 @@ def _describe(error: ErrorDetails, binding: Binding) -> str:
         detail = error.get("ctx", {}).get("error", error["msg"])
         return f"the arguments are not valid JSON ({detail})"
     if not loc and kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"the arguments must be a JSON object, got {_json_type(error['input'])}"
+        return f"the arguments must be a JSON object, got {json_type(error['input'])}"
     path = _path(loc)
     if kind == "missing":
         what = "argument" if len(loc) == 1 else "field"
@@ -98,7 +98,8 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return text or "(arguments)"
 
 
-def _json_type(value: Any) -> str:
+def json_type(value: Any) -> str:
+    """How the model's error messages name the JSON type of a value."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -15,7 +15,7 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel
 
 from steadyrun._errors import ToolDefinitionError
-from steadyrun.tools._arguments import ToolArgumentsError
+from steadyrun.tools._arguments import ToolArgumentsError, json_type
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._signature import Binding
 from steadyrun.tools._tool import Tool
@@ -62,7 +62,7 @@ class _SchemaTool(Tool):
             ) from None
         if not isinstance(value, dict):
             raise ToolArgumentsError(
-                self.name, [f"the arguments must be a JSON object, got {_json_type(value)}"]
+                self.name, [f"the arguments must be a JSON object, got {json_type(value)}"]
             )
         errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
         if errors:
@@ -163,17 +163,3 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties" and not path:
         return f"(arguments): {error.message}"
     return f"{path or '(arguments)'}: {error.message}"
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__

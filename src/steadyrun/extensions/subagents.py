@@ -211,7 +211,10 @@ class SubAgents(Extension):
         if record.name not in self.tool_names() or self.handle is None:
             return None
         calls = await self.handle.child_snapshot_calls(record.id) or []
-        return resume_child_or_review(record, calls, self.texts.delegation_interrupted.format)
+        texts = self.texts
+        return resume_child_or_review(
+            record, calls, lambda names: texts.delegation_interrupted.format(names=names)
+        )
 
 
 def resume_child_or_review(

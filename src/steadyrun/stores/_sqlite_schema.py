@@ -6,6 +6,8 @@ refused.
 
 Versions:
     1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
+    2: work (claims of runs: owner, fencing token, expiry; wake-ups for workers) and work_log
+       (who wrote each fenced step); see ``steadyrun.stores._leases``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,29 @@ MIGRATIONS: tuple[str, ...] = (
         run_id    TEXT PRIMARY KEY,
         consumed  INTEGER NOT NULL
     ) WITHOUT ROWID;
+    """,
+    # 2
+    """
+    CREATE TABLE work (
+        run_id      TEXT PRIMARY KEY,
+        wanted      INTEGER NOT NULL DEFAULT 0,
+        handled     INTEGER NOT NULL DEFAULT 0,
+        woken_us    INTEGER NOT NULL DEFAULT 0,
+        owner       TEXT,
+        token       INTEGER NOT NULL DEFAULT 0,
+        expires_us  INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX work_runnable ON work (woken_us) WHERE wanted > handled;
+
+    CREATE TABLE work_log (
+        row_id  INTEGER PRIMARY KEY,
+        root    TEXT NOT NULL,
+        run_id  TEXT NOT NULL,
+        steps   INTEGER NOT NULL,
+        owner   TEXT NOT NULL,
+        token   INTEGER NOT NULL
+    );
+    CREATE INDEX work_log_by_root ON work_log (root, row_id);
     """,
 )
 

@@ -15,10 +15,19 @@ READ_TOOL = "read_offloaded_result"
 Ref = Annotated[str, Field(pattern=r"^m[0-9]{1,9}\.c[0-9]{1,6}$", max_length=20)]
 
 
-def read_tool() -> Tool:
-    """A fresh read tool (the runtime gives it to agents with a ``ContextPolicy``)."""
+def read_tool(max_bytes: int | None = None) -> Tool:
+    """A fresh read tool (the runtime gives it to agents with a ``ContextPolicy``).
 
-    @tool(name=READ_TOOL, retain="intact", replayable=True, concurrency_key="")
+    Its results are ordinary results: cleared and summarized like any other, so reading a
+    large result back never pins it in the context.
+
+    Args:
+        max_bytes: Most UTF-8 bytes one read returns, its note included; a longer read is
+            cut short and its note says where to continue. The runtime passes the policy's
+            offload size, so a read-back chunk is never offloaded again. ``None``: no bound.
+    """
+
+    @tool(name=READ_TOOL, replayable=True, concurrency_key="")
     def read_offloaded_result(
         ref: Ref,
         ctx: ToolContext,
@@ -38,10 +47,19 @@ def read_tool() -> Tool:
         if text is None:
             raise LookupError(texts.read_unknown_ref.format(ref=ref))
         chunk = text[offset : offset + length]
-        end = offset + len(chunk)
-        span = {"start": str(offset), "end": str(end), "total": str(len(text))}
-        if end < len(text):
-            return f"{chunk}\n{texts.read_range_more.format(**span)}"
-        return f"{chunk}\n{texts.read_range.format(**span)}"
+        while True:
+            end = offset + len(chunk)
+            span = {"start": str(offset), "end": str(end), "total": str(len(text))}
+            if end < len(text):
+                out = f"{chunk}\n{texts.read_range_more.format(**span)}"
+            else:
+                out = f"{chunk}\n{texts.read_range.format(**span)}"
+            excess = len(out.encode()) - max_bytes if max_bytes is not None else 0
+            if excess <= 0 or not chunk:
+                return out
+            # Cut the chunk by the excess bytes (never inside a character), then measure
+            # again: the note's numbers may have shrunk too.
+            data = chunk.encode()
+            chunk = data[: max(0, len(data) - excess)].decode("utf-8", "ignore")
 
     return read_offloaded_result

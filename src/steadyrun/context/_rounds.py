@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from steadyrun.chat import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from steadyrun.context._read_tool import READ_TOOL
 
 if TYPE_CHECKING:
     from steadyrun.runtime._texts import Texts
@@ -171,7 +172,9 @@ def clear_rounds(
                 and not pinned(part.name)
                 and not is_cleared(tool_message, i)
             ):
-                ref = ids[i] if i < len(ids) else ""
+                # A read-back result is named by its call's own arguments, which stay in
+                # the context: pointing at the read call would only chain reads of reads.
+                ref = ids[i] if i < len(ids) and part.name != READ_TOOL else ""
                 size = str(len(part.content))
                 note = (
                     texts.cleared_note.format(size=size, ref=ref)

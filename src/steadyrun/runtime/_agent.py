@@ -137,7 +137,8 @@ class Agent:
         """The agent's tools (and the built-in ones it needs), checked for duplicate names."""
         tools = list(self.tools)
         if self.context is not None:
-            tools.append(read_tool())
+            # A read-back chunk fits under the offload size: it is never offloaded again.
+            tools.append(read_tool(max_bytes=self.context.offload_bytes()))
         for ext in self.extensions:
             tools.extend(ext.tools())
         return ToolSet(tools)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from steadyrun.tools._arguments import ToolArgumentsError
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import MAX_TOOL_NAME_LENGTH, safe_tool_name, validate_tool_name
-from steadyrun.tools._schema_tool import schema_tool
+from steadyrun.tools._schema_tool import schema_tool, validate_strictly
 from steadyrun.tools._tool import ConcurrencyKey, Policy, Retain, Tool, tool
 from steadyrun.tools._toolset import ToolSet
 
@@ -31,5 +31,6 @@ __all__ = [
     "safe_tool_name",
     "schema_tool",
     "tool",
+    "validate_strictly",
     "validate_tool_name",
 ]

@@ -20,7 +20,7 @@ from steadyrun.tools._context import ToolContext
 from steadyrun.tools._signature import Binding
 from steadyrun.tools._tool import Tool
 
-__all__ = ["schema_tool"]
+__all__ = ["schema_tool", "validate_strictly"]
 
 _MAX_PROBLEMS = 8
 _REQUIRED = re.compile(r"'(.*)' is a required property")
@@ -52,24 +52,8 @@ class _SchemaTool(Tool):
         Raises:
             ToolArgumentsError: The text is not a JSON object or does not fit the schema.
         """
-        if not arguments.strip():
-            arguments = "{}"
-        try:
-            value = json.loads(arguments)
-        except ValueError as exc:
-            raise ToolArgumentsError(
-                self.name, [f"the arguments are not valid JSON ({exc})"]
-            ) from None
-        if not isinstance(value, dict):
-            raise ToolArgumentsError(
-                self.name, [f"the arguments must be a JSON object, got {json_type(value)}"]
-            )
-        errors = sorted(self._validator.iter_errors(value), key=lambda e: list(e.absolute_path))
-        if errors:
-            problems = [_describe(error) for error in errors[:_MAX_PROBLEMS]]
-            if len(errors) > _MAX_PROBLEMS:
-                problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more problem(s)")
-            raise ToolArgumentsError(self.name, problems)
+        value = _object(self.name, arguments)
+        _check(self.name, self._validator, value)
         return value
 
     async def invoke(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
@@ -135,6 +119,50 @@ def schema_tool(
         _binding=binding,
         **traits,
     )
+
+
+def validate_strictly(tool: Tool, arguments: str) -> dict[str, Any]:
+    """Check argument JSON strictly against a tool's JSON schema, then as the tool does.
+
+    For arguments a person wrote (a reviewer's edits), where nothing should be guessed: JSON
+    Schema types are exact (``true`` is not an integer, ``"15"`` is not a number), while
+    ``Tool.validate`` converts a model's values as pydantic's lax mode does.
+
+    Args:
+        tool: The tool the arguments are for.
+        arguments: The JSON text; blank text counts as ``{}``.
+
+    Returns:
+        What ``tool.validate(arguments)`` returns.
+
+    Raises:
+        ToolArgumentsError: The text is not a JSON object, or does not fit the schema exactly
+            or the tool's own checks.
+    """
+    _check(tool.name, _validator_for(tool.name, tool.parameters), _object(tool.name, arguments))
+    return tool.validate(arguments)
+
+
+def _object(name: str, arguments: str) -> dict[str, Any]:
+    """The arguments object of argument JSON; blank text counts as ``{}``."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError as exc:
+        raise ToolArgumentsError(name, [f"the arguments are not valid JSON ({exc})"]) from None
+    if not isinstance(value, dict):
+        raise ToolArgumentsError(
+            name, [f"the arguments must be a JSON object, got {json_type(value)}"]
+        )
+    return value
+
+
+def _check(name: str, validator: Validator, value: dict[str, Any]) -> None:
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    if errors:
+        problems = [_describe(error) for error in errors[:_MAX_PROBLEMS]]
+        if len(errors) > _MAX_PROBLEMS:
+            problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more problem(s)")
+        raise ToolArgumentsError(name, problems)
 
 
 def _validator_for(name: str, schema: object) -> Validator:

@@ -4,6 +4,12 @@ If this fails after a change to a stored type, the stored format changed: bump t
 version (``steadyrun._codec.FORMAT`` or ``CHECKPOINT_FORMAT``) with a one-line summary, keep a
 reader for the old version, and add new golden files. Regenerate only for a new version:
 ``python tests/test_golden.py``.
+
+One change keeps the format: an optional field (default ``None``) added to a stored type.
+Releases before it ignore the field; this one reads documents without it as ``None``. Copy the
+files of the types it changes to ``first/`` (unless a copy is there: it holds the format's first
+documents) and regenerate; ``first/`` must still read as the samples. Fields added so far:
+``CallDecision.original_arguments``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from steadyrun.records import (
 from steadyrun.stores import FeedMessage
 
 GOLDEN = Path(__file__).parent / "golden" / "v1"
+FIRST = GOLDEN / "first"
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 REF = MediaRef(key="k/receipt.png", mime="image/png", size=2048, sha256="0f" * 32)
 
@@ -137,6 +144,12 @@ def test_golden_documents_read_and_write_identically(name: str) -> None:
     stored = (GOLDEN / f"{name}.json").read_bytes()
     assert decode(stored, tp) == value
     assert encode(value) == stored
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIRST.glob("*.json")))
+def test_documents_written_before_optional_fields_were_added_still_read(name: str) -> None:
+    value, tp = SAMPLES[name]
+    assert decode((FIRST / f"{name}.json").read_bytes(), tp) == value
 
 
 if __name__ == "__main__":

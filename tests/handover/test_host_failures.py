@@ -97,5 +97,6 @@ async def test_without_strict_settlement_review_items_are_listed_but_do_not_bloc
     assert (item.kind, item.blocking) == ("review", False)
     await runtime.settle("r", "m1.c1", error="the wire was not sent")
     assert await runtime.pending("r") == []
-    with pytest.raises(sr.NotPendingError):
+    await runtime.settle("r", "m1.c1", error="the wire was not sent")  # the same: no change
+    with pytest.raises(sr.ConflictError, match="final"):  # the first outcome recorded stays
         await runtime.settle("r", "m1.c1", result="twice")

@@ -125,7 +125,9 @@ async def test_a_detached_call_gives_a_receipt_and_is_settled_later_undisturbed(
     after = await runtime.resume("r")  # nothing to do: the run stays completed
     assert after.status == "completed" and after.text == "It is on its way."
     assert after.call("m1.c1").status == "succeeded"
-    with pytest.raises(sr.NotPendingError):
+    again = await runtime.settle("r", "m1.c1", result="delivered")  # the same: no change
+    assert (again.status, again.result) == ("succeeded", "delivered")
+    with pytest.raises(sr.ConflictError, match="final"):
         await runtime.settle("r", "m1.c1", result="delivered twice")
 
 

@@ -1,13 +1,16 @@
 """The merge rules of call records: ``merge_call`` (runtime writes) and ``overlay_external``."""
 
 import copy
+import json
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hypothesis import given
+import pytest
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from steadyrun._errors import ConflictError, NotPendingError
 from steadyrun.chat import MediaRef
 from steadyrun.records import (
     ACTIVE_STATUSES,
@@ -280,15 +283,15 @@ def test_known_statuses() -> None:
 
 # -- overlay_external ------------------------------------------------------------------------
 
+# Writes that carry no answer (no decision, input response or final status): applied as given.
 UPDATE_VALUES: dict[str, Any] = {
-    "status": st.sampled_from(STATUSES),
+    "status": st.sampled_from(sorted(ACTIVE_STATUSES)),
     "result": opt_texts,
     "error": opt_texts,
     "media": media,
     "completed_at": times,
     "handover": st.sampled_from(HANDOVERS),
     "payload": payloads,
-    "decision": decisions.filter(lambda d: d is not None),
 }
 
 
@@ -324,7 +327,7 @@ def test_overlay_with_nothing_set_keeps_the_record() -> None:
 
 def test_overlay_media_empty_list_clears_unset_keeps() -> None:
     ref = MediaRef(key="k", mime="image/png", size=1)
-    stored = CallRecord(id="c1", name="t", media=[ref])
+    stored = CallRecord(id="c1", name="t", status="running", media=[ref])
     assert overlay_external(stored, CallUpdate(media=[])).media == []
     assert overlay_external(stored, CallUpdate(status="succeeded")).media == [ref]
 
@@ -356,3 +359,153 @@ def test_overlay_then_an_older_runtime_snapshot_changes_nothing() -> None:
     assert merge_call(settled, replace(stored, status="running")) == settled
     later = merge_call(settled, replace(stored, rev=5, status="running", result=None))
     assert (later.rev, later.status, later.result) == (5, "succeeded", "done")
+
+
+# -- host answers are final ------------------------------------------------------------------
+# The first decision, input response or outcome written for a call wins; the same one again
+# changes nothing; a different one raises ConflictError. A store applies the rule inside its
+# write transaction, so of two racing hosts exactly one wins.
+
+edited = st.none() | st.dictionaries(texts, st.integers() | texts, max_size=2).map(json.dumps)
+given_decisions = st.builds(
+    CallDecision,
+    approve=st.booleans(),
+    reason=opt_texts,
+    arguments=edited,
+    original_arguments=st.none() | texts,
+    decided_by=opt_texts,
+    decided_at=times,
+)
+answers = payloads.filter(lambda v: v is not None)
+OUTCOMES = sorted(SETTLED_STATUSES - {"needs_review"}) + [HOST_STATUS]
+outcomes = st.fixed_dictionaries(
+    {"status": st.sampled_from(OUTCOMES)},
+    optional={"result": opt_texts, "error": opt_texts, "completed_at": times},
+)
+HOST_OWNED = [
+    ("running", ""),
+    ("running", "detached"),
+    ("needs_review", ""),
+    ("waiting", "await"),
+    ("waiting", "detached"),
+    ("awaiting_decision", "submitted"),
+]
+
+
+def same_decision(a: CallDecision, b: CallDecision) -> bool:
+    def args(text: str | None) -> Any:
+        return None if text is None else json.loads(text)
+
+    return (a.approve, a.reason, args(a.arguments)) == (b.approve, b.reason, args(b.arguments))
+
+
+def host_owns(call: CallRecord) -> bool:
+    return (call.status, call.handover) in HOST_OWNED or call.status in ("running", "needs_review")
+
+
+def outcome_of(call: CallRecord, write: dict[str, Any]) -> tuple[Any, ...]:
+    return (write["status"], write.get("result", call.result), write.get("error", call.error))
+
+
+@given(records, given_decisions, given_decisions)
+def test_the_first_decision_wins(
+    stored: CallRecord, first: CallDecision, second: CallDecision
+) -> None:
+    stored = replace(stored, status="awaiting_decision", decision=None)
+    decided = overlay_external(stored, CallUpdate(decision=first))
+    assert decided == replace(stored, decision=first)
+    if same_decision(first, second):
+        assert overlay_external(decided, CallUpdate(decision=second)) == decided  # kept as is
+    else:
+        with pytest.raises(ConflictError, match="final"):
+            overlay_external(decided, CallUpdate(decision=second))
+
+
+@given(records, given_decisions)
+def test_a_decision_on_a_call_not_waiting_for_one_is_refused(
+    stored: CallRecord, decision: CallDecision
+) -> None:
+    assume(stored.status != "awaiting_decision")
+    with pytest.raises(NotPendingError, match="not waiting for a decision"):
+        overlay_external(replace(stored, decision=None), CallUpdate(decision=decision))
+
+
+@given(records, answers, answers)
+def test_the_first_answer_wins(stored: CallRecord, first: Any, second: Any) -> None:
+    request = InputRequest(wait_id="w1", prompt="?")
+    stored = replace(stored, status="awaiting_input", input_request=request)
+    answered = overlay_external(stored, CallUpdate(input_response=first, wait_id="w1"))
+    assert answered == replace(stored, input_request=replace(request, response=first))
+    if first == second:
+        assert overlay_external(answered, CallUpdate(input_response=second)) == answered
+    else:
+        with pytest.raises(ConflictError, match="already answered"):
+            overlay_external(answered, CallUpdate(input_response=second, wait_id="w1"))
+
+
+@given(records, answers, st.sampled_from(["w1", "w2", None]))
+def test_an_answer_is_taken_only_by_its_open_wait(
+    stored: CallRecord, answer: Any, wait_id: str | None
+) -> None:
+    request = stored.input_request
+    update = CallUpdate(input_response=answer, wait_id=wait_id)
+    if request is None or (wait_id is not None and request.wait_id != wait_id):
+        with pytest.raises(NotPendingError, match="not open"):
+            overlay_external(stored, update)
+    elif request.response is not None:
+        if request.response == answer:
+            assert overlay_external(stored, update) == stored
+        else:
+            with pytest.raises(ConflictError):
+                overlay_external(stored, update)
+    elif stored.status != "awaiting_input":
+        with pytest.raises(NotPendingError, match="not open"):
+            overlay_external(stored, update)
+    else:
+        out = overlay_external(stored, update)
+        assert out == replace(stored, input_request=replace(request, response=answer))
+
+
+@given(records, st.sampled_from(HOST_OWNED), outcomes, outcomes)
+def test_the_first_outcome_the_host_records_wins(
+    stored: CallRecord,
+    owned: tuple[str, str],
+    first: dict[str, Any],
+    second: dict[str, Any],
+) -> None:
+    stored = replace(stored, status=owned[0], handover=owned[1])
+    settled = overlay_external(stored, CallUpdate(**first))
+    assert settled == replace(stored, **first)
+    if outcome_of(settled, second) == outcome_of(settled, first):
+        assert overlay_external(settled, CallUpdate(**second)) == settled  # time kept too
+    else:
+        with pytest.raises(ConflictError, match="final"):
+            overlay_external(settled, CallUpdate(**second))
+
+
+@given(records, outcomes)
+def test_an_outcome_for_a_call_the_host_does_not_own_is_refused(
+    stored: CallRecord, outcome: dict[str, Any]
+) -> None:
+    assume(not host_owns(stored))
+    if not stored.settled:
+        with pytest.raises(NotPendingError, match="no outcome"):
+            overlay_external(stored, CallUpdate(**outcome))
+    elif outcome_of(stored, outcome) == (stored.status, stored.result, stored.error):
+        assert overlay_external(stored, CallUpdate(**outcome)) == stored
+    else:
+        with pytest.raises(ConflictError, match="final"):
+            overlay_external(stored, CallUpdate(**outcome))
+
+
+@given(records, given_decisions, given_decisions)
+def test_of_two_racing_decisions_exactly_one_is_stored(
+    stored: CallRecord, a: CallDecision, b: CallDecision
+) -> None:
+    assume(not same_decision(a, b))
+    stored = replace(stored, status="awaiting_decision", decision=None)
+    for first, second in ((a, b), (b, a)):
+        record = overlay_external(stored, CallUpdate(decision=first))
+        with pytest.raises(ConflictError):
+            overlay_external(record, CallUpdate(decision=second))
+        assert record.decision == first

@@ -82,11 +82,12 @@ async def test_settle_rejects_bad_input_and_changes_nothing() -> None:
         await runtime.settle("p", "nope", result="a")
     with pytest.raises(sr.RunNotFoundError):
         await runtime.settle("other", "m1.c1", result="a")
-    with pytest.raises(sr.NotPendingError, match="no outcome"):
-        await runtime.settle("p", "m1.c2", result="a")  # a succeeded call
+    with pytest.raises(sr.ConflictError, match="final"):
+        await runtime.settle("p", "m1.c2", result="a")  # a call the runtime settled
     await runtime.settle("p", "m1.c1", result="ok")
-    with pytest.raises(sr.NotPendingError, match="no outcome"):
-        await runtime.settle("p", "m1.c1", result="again")  # a duplicate, late answer
+    await runtime.settle("p", "m1.c1", result="ok")  # the same again: no change
+    with pytest.raises(sr.ConflictError, match="final"):
+        await runtime.settle("p", "m1.c1", result="again")  # a different, late answer
     snap = await store.load("p")
     assert snap is not None
     assert {c.id: c.result for c in snap.calls} == {"m1.c1": "ok", "m1.c2": "noted"}

@@ -220,12 +220,11 @@ async def test_update_call_overlays_a_host_write(store: MemoryStore) -> None:
     )
     ref = MediaRef(key="k", mime="image/png", size=2)
     decision = CallDecision(approve=True, decided_by="ops")
+    await store.update_call(RUN, "c1", CallUpdate(input_response=1, wait_id="w1"))
+    await store.update_call(RUN, "c1", CallUpdate(status="awaiting_decision"))
+    await store.update_call(RUN, "c1", CallUpdate(decision=decision, status="running"))
     out = await store.update_call(
-        RUN,
-        "c1",
-        CallUpdate(
-            status="succeeded", result="r", media=[ref], decision=decision, input_response=1
-        ),
+        RUN, "c1", CallUpdate(status="succeeded", result="r", media=[ref])
     )
     assert (out.rev, out.status, out.result, out.media, out.decision) == (
         4,

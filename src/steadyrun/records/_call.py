@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from steadyrun._errors import ConflictError, NotPendingError
 from steadyrun.chat import MediaRef
 
 __all__ = [
@@ -53,7 +55,9 @@ class CallDecision:
     Attributes:
         approve: Whether the call may run.
         reason: Why (shown to the model on rejection).
-        arguments: Edited arguments (JSON text) to run the call with instead.
+        arguments: Edited arguments (JSON text) the call runs with instead of the model's.
+        original_arguments: The model's own arguments (JSON text) when ``arguments`` edits
+            them, so the decision shows both (``None`` in decisions stored before it existed).
         decided_by: Who decided, for the record.
         decided_at: When.
     """
@@ -61,6 +65,7 @@ class CallDecision:
     approve: bool
     reason: str | None = None
     arguments: str | None = None
+    original_arguments: str | None = None
     decided_by: str | None = None
     decided_at: datetime | None = None
 
@@ -163,7 +168,8 @@ _UNSET: Any = object()
 class CallUpdate:
     """A write the host makes outside the runtime; fields left unset are not changed.
 
-    ``media=[]`` clears the media; leaving ``media`` unset keeps it.
+    ``media=[]`` clears the media; leaving ``media`` unset keeps it. ``input_response`` answers
+    the wait ``wait_id``: given, the answer is refused unless that wait is the call's current one.
     """
 
     status: CallStatus | None = None
@@ -175,6 +181,7 @@ class CallUpdate:
     payload: Any = _UNSET
     decision: CallDecision | None = None
     input_response: Any = _UNSET
+    wait_id: str | None = None
 
 
 def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
@@ -246,25 +253,125 @@ def overlay_external(stored: CallRecord, update: CallUpdate) -> CallRecord:
     """``stored`` with a host write applied; ``rev`` and every other field are kept.
 
     The host is authoritative for status, result, error, media, completion time, handover,
-    payload, decision and input response.
+    payload, decision and input response, but its answers are final: the first decision, input
+    response or outcome (a settled status) written for a call wins. A store applies this inside
+    its write transaction, so of two hosts answering at once exactly one wins:
+
+    - A decision is taken while the call is ``awaiting_decision`` and has none. The same
+      decision again (approval, reason and arguments) changes nothing; a different one raises
+      ``ConflictError``.
+    - An input response is taken by the call's open wait (``wait_id``, when given, must name
+      it) while the call is ``awaiting_input``. The same answer again changes nothing; a
+      different one raises ``ConflictError``.
+    - An outcome is taken while the host owns the call's outcome: handed over (an awaited or
+      detached call, a submission), needing review, or still running (the outside system may
+      answer before the runtime recorded the handover). Once settled, the same outcome again
+      (status, result, error) changes nothing; a different one raises ``ConflictError``.
+
+    A repeated answer leaves the stored one whole (who decided, when the call completed).
+
+    Raises:
+        ConflictError: A different answer of the same kind was recorded first.
+        NotPendingError: The call is not waiting for this kind of answer (nothing to answer).
     """
     out = replace(stored)
-    if update.status is not None:
-        out.status = update.status
-    if update.result is not _UNSET:
-        out.result = update.result
-    if update.error is not _UNSET:
-        out.error = update.error
+    if update.decision is not None and not _repeats_decision(stored, update.decision):
+        out.decision = update.decision
+    if update.input_response is not _UNSET and not _repeats_answer(stored, update):
+        assert out.input_request is not None  # checked by _repeats_answer
+        out.input_request = replace(out.input_request, response=update.input_response)
+    settles = update.status is not None and is_settled(update.status)
+    if not (settles and _repeats_outcome(stored, update)):
+        if update.status is not None:
+            out.status = update.status
+        if update.result is not _UNSET:
+            out.result = update.result
+        if update.error is not _UNSET:
+            out.error = update.error
+        if update.completed_at is not _UNSET:
+            out.completed_at = update.completed_at
     if update.media is not None:
         out.media = list(update.media)
-    if update.completed_at is not _UNSET:
-        out.completed_at = update.completed_at
     if update.handover is not None:
         out.handover = update.handover
     if update.payload is not _UNSET:
         out.payload = update.payload
-    if update.decision is not None:
-        out.decision = update.decision
-    if update.input_response is not _UNSET and out.input_request is not None:
-        out.input_request = replace(out.input_request, response=update.input_response)
     return out
+
+
+def _repeats_decision(stored: CallRecord, decision: CallDecision) -> bool:
+    """Whether ``decision`` repeats the stored one; raises when it may not be taken."""
+    first = stored.decision
+    if first is not None:
+        if (first.approve, first.reason, _json(first.arguments)) == (
+            decision.approve,
+            decision.reason,
+            _json(decision.arguments),
+        ):
+            return True
+        verdict = "approved" if first.approve else "rejected"
+        raise ConflictError(f"call {stored.id!r} was already {verdict}; decisions are final")
+    if stored.status != "awaiting_decision":
+        raise NotPendingError(
+            f"call {stored.id!r} is {stored.status!r}, not waiting for a decision"
+        )
+    return False
+
+
+def _repeats_answer(stored: CallRecord, update: CallUpdate) -> bool:
+    """Whether the update's input response repeats the stored one; raises when not taken."""
+    request = stored.input_request
+    wait = update.wait_id if update.wait_id is not None else "the wait"
+    if request is None or (update.wait_id is not None and request.wait_id != update.wait_id):
+        raise NotPendingError(
+            f"{wait!r} of call {stored.id!r} is not open (the call is {stored.status!r}); "
+            "a late or duplicate answer changes nothing"
+        )
+    if request.response is not None:
+        if request.response == update.input_response:
+            return True
+        raise ConflictError(
+            f"wait {request.wait_id!r} of call {stored.id!r} was already answered; "
+            "answers are final"
+        )
+    if stored.status != "awaiting_input":
+        raise NotPendingError(
+            f"wait {request.wait_id!r} of call {stored.id!r} is not open (the call is "
+            f"{stored.status!r}); a late or duplicate answer changes nothing"
+        )
+    return False
+
+
+def _repeats_outcome(stored: CallRecord, update: CallUpdate) -> bool:
+    """Whether a settling update repeats the stored outcome; raises when it may not be taken."""
+    owned = (
+        stored.status in ("running", "needs_review")
+        or (stored.status == "waiting" and stored.handover in ("await", "detached"))
+        or (stored.status == "awaiting_decision" and stored.handover == "submitted")
+    )
+    if owned:
+        return False
+    if stored.settled:
+        result = stored.result if update.result is _UNSET else update.result
+        error = stored.error if update.error is _UNSET else update.error
+        if (update.status, result, error) == (stored.status, stored.result, stored.error):
+            return True
+        raise ConflictError(
+            f"call {stored.id!r} is already settled ({stored.status!r}); its outcome is final"
+        )
+    handed = f" (handover {stored.handover!r})" if stored.handover else ""
+    raise NotPendingError(
+        f"call {stored.id!r} is {stored.status!r}{handed}: there is no outcome of it for the "
+        "host to record"
+    )
+
+
+def _json(text: str | None) -> Any:
+    # Edited arguments compare as JSON values: the same object written with other spacing or
+    # key order is the same decision.
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

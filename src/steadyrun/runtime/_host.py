@@ -1,9 +1,12 @@
 """What the host (a person's UI, another system) writes to runs that wait for it.
 
-Every write is checked before anything is stored: an unknown id, a call that is not waiting
-for this kind of answer, a conflicting second answer, or an answer that fails its schema raises
-a typed ``UsageError`` and changes nothing. Writes are keyed by call id or wait id, never by
-position, and are carried out by the next ``resume`` (even when no process ran meanwhile).
+Host writes are final and decided in the store: whether a call waits for this kind of answer,
+and whether an answer was recorded first, is settled inside the store's write transaction
+(``overlay_external``), so of two hosts answering at once exactly one wins and the other gets
+``ConflictError``; the same answer again is accepted and changes nothing. An unknown id or an
+answer that fails its schema raises a typed ``UsageError`` before anything is written. Writes
+are keyed by call id or wait id, never by position, and are carried out by the next ``resume``
+(even when no process ran meanwhile).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import jsonschema
 
 from steadyrun._errors import (
-    ConflictError,
     InvalidResponseError,
     NotPendingError,
     RunNotFoundError,
@@ -28,7 +30,7 @@ from steadyrun.records import CallDecision, CallRecord, CallUpdate
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.stores import Store
-from steadyrun.tools import ToolArgumentsError
+from steadyrun.tools import ToolArgumentsError, validate_strictly
 
 if TYPE_CHECKING:
     from steadyrun.background import TaskManager
@@ -161,30 +163,21 @@ class HostOperations:
         needing review (the host checked what happened), and calls still running whose
         outside system answered before the runtime recorded the handover (the host's write
         wins). Give exactly one of ``result`` (it succeeded) or ``error`` (it failed; the model
-        sees the text).
+        sees the text). The first outcome recorded is final: the same one again is accepted
+        and changes nothing, a different one raises ``ConflictError``; a call the host does
+        not own raises ``NotPendingError``.
         """
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
-        call = await self._call(run_id, call_id)
-        owned = (
-            (call.status == "waiting" and call.handover in ("await", "detached"))
-            or (call.status == "awaiting_decision" and call.handover == "submitted")
-            or call.status == "needs_review"
-            # The outside system may answer before the runtime recorded the handover.
-            or call.status == "running"
-        )
-        if not owned:
-            raise NotPendingError(
-                f"call {call_id!r} of run {run_id!r} is {call.status!r}"
-                f"{' (handover ' + repr(call.handover) + ')' if call.handover else ''}: "
-                "there is no outcome of it for the host to record"
-            )
+        await self._call(run_id, call_id)  # an unknown run or call: a typed error
         update = CallUpdate(
             status="succeeded" if error is None else "failed",
             result=result,
             error=error,
             completed_at=self._clock(),
         )
+        # Whether the host may record it, and whether another outcome came first, is decided
+        # inside the store's write (overlay_external): a check here would race.
         return await self.store.update_call(run_id, call_id, update)
 
     async def decide(
@@ -200,9 +193,11 @@ class HostOperations:
         """Record a final decision on a call waiting for one; then ``resume``.
 
         An approved call runs on resume (with ``arguments`` instead of the model's, if given:
-        they are validated against the tool's schema now, and the model is told they were
-        edited); a rejected one never runs and the model sees ``reason``. The same decision
-        again is accepted (idempotent); a different one raises ``ConflictError``.
+        they are validated strictly against the schema of the tool of the run's own agent now,
+        the decision keeps the model's arguments beside them, and the model is told they were
+        edited); a rejected one never runs and the model sees ``reason``. The first decision
+        recorded is final: the same one again is accepted (idempotent), a different one raises
+        ``ConflictError``, also when two hosts decide at once.
         """
         call = await self._call(run_id, call_id)
         if arguments is not None and not approve:
@@ -210,30 +205,18 @@ class HostOperations:
         args_text = None
         if arguments is not None:
             args_text = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            args_text = self._checked_arguments(run_id, call, args_text)
-        if call.decision is not None:
-            same = (call.decision.approve, call.decision.reason, call.decision.arguments) == (
-                approve,
-                reason,
-                args_text,
-            )
-            if same:
-                return call
-            raise ConflictError(
-                f"call {call_id!r} of run {run_id!r} was already "
-                f"{'approved' if call.decision.approve else 'rejected'}; decisions are final"
-            )
-        if call.status != "awaiting_decision":
-            raise NotPendingError(
-                f"call {call_id!r} of run {run_id!r} is {call.status!r}, not waiting for a decision"
-            )
+            args_text = await self._checked_arguments(run_id, call, args_text)
         decision = CallDecision(
             approve=approve,
             reason=reason,
             arguments=args_text,
+            # Only an awaiting call takes a decision, and its arguments are still the model's.
+            original_arguments=call.arguments if args_text is not None else None,
             decided_by=decided_by,
             decided_at=self._clock(),
         )
+        # Decided inside the store's write: a decision recorded first (by another host, even
+        # one process away) wins, and this one raises ConflictError or, the same, changes nothing.
         return await self.store.update_call(run_id, call_id, CallUpdate(decision=decision))
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
@@ -258,15 +241,11 @@ class HostOperations:
         except UnknownCallError:
             raise UnknownCallError(f"run {run_id!r} has no wait {wait_id!r}") from None
         request = call.input_request
-        if request is None or request.wait_id != wait_id or call.status != "awaiting_input":
+        if request is None or request.wait_id != wait_id:
             raise NotPendingError(
                 f"wait {wait_id!r} of run {run_id!r} is not open (call {call.id!r} is "
                 f"{call.status!r}); a late or duplicate answer changes nothing"
             )
-        if request.response is not None:
-            if request.response == response:
-                return call
-            raise ConflictError(f"wait {wait_id!r} of run {run_id!r} was already answered")
         if request.response_schema is not None:
             try:
                 jsonschema.validate(response, request.response_schema)
@@ -279,18 +258,22 @@ class HostOperations:
                 raise InvalidResponseError(
                     f"the schema of {wait_id!r} is not a valid JSON schema: {exc.message}"
                 ) from None
-        return await self.store.update_call(run_id, call.id, CallUpdate(input_response=response))
+        # Whether the wait is still open and unanswered is decided inside the store's write.
+        update = CallUpdate(input_response=response, wait_id=wait_id)
+        return await self.store.update_call(run_id, call.id, update)
 
-    def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:
-        agent = next((a for a in self._agents.values() if a.toolset.get(call.name)), None)
-        tool = agent.toolset.get(call.name) if agent else None
+    async def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:
+        # The tool of the run's own agent: another agent may have a tool of the same name.
+        snap = await self.store.load(run_id)
+        agent = self._agents.get(snap.run.agent) if snap is not None else None
+        tool = agent.toolset.get(call.name) if agent is not None else None
         if tool is None:
             raise UsageError(
                 f"cannot check edited arguments of {call.name!r}: this runtime does not know "
-                "the run's agent (pass Runtime(store, agents=[...]))"
+                "the run's agent or its tool (pass Runtime(store, agents=[...]))"
             )
         try:
-            tool.validate(arguments)
+            validate_strictly(tool, arguments)
         except ToolArgumentsError as exc:
             raise InvalidResponseError(
                 f"edited arguments of call {call.id!r} ({call.name}) are invalid: {exc}"

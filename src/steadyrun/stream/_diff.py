@@ -10,6 +10,7 @@ from steadyrun._errors import RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.runtime._extset import EXT_STATE
 from steadyrun.runtime._host import pending_items as host_pending
+from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS
 from steadyrun.stores import Store
 from steadyrun.stream._model import (
     BlockAdded,
@@ -56,11 +57,20 @@ def display_call(record: CallRecord) -> DisplayCall:
     decision = None
     if record.decision is not None:
         d = record.decision
+        original = None
+        if d.arguments is not None:
+            # Decisions stored before they kept the model's arguments: those are in a note once
+            # the call ran with the edit, and still the record's own before.
+            original = d.original_arguments or record.notes.get(
+                ORIGINAL_ARGUMENTS, record.arguments
+            )
         decision = DisplayDecision(
             approve=d.approve,
             reason=d.reason,
             decided_by=d.decided_by,
             edited=d.arguments is not None,
+            arguments=d.arguments,
+            original_arguments=original,
         )
     return DisplayCall(
         id=record.id,

@@ -81,12 +81,16 @@ class DisplayDecision:
         reason: Why.
         decided_by: Who decided.
         edited: Whether the arguments were edited.
+        arguments: The edited arguments (JSON text) the call runs with, when edited.
+        original_arguments: The model's own arguments (JSON text), when edited.
     """
 
     approve: bool
     reason: str | None = None
     decided_by: str | None = None
     edited: bool = False
+    arguments: str | None = None
+    original_arguments: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -178,8 +178,17 @@ function blockView(b, call) {
       h("span", { class: `badge ${call.status}` }, call.status.replace(/_/g, " ")),
       call.decision ? h("span", { class: "muted" },
         call.decision.approve ? (call.decision.edited ? "approved with edits" : "approved") : "rejected") : null),
-    h("pre", {}, pretty(call.arguments)),
+    call.decision && call.decision.edited ? editedView(call.decision) : h("pre", {}, pretty(call.arguments)),
     out ? h("pre", { class: call.error ? "error" : "" }, out) : null);
+}
+
+// A reviewer's edit: the model's arguments beside the ones the call runs with.
+function editedView(d) {
+  return h("div", { class: "edited" },
+    h("div", { class: "original" }, h("div", { class: "muted" }, "model's arguments"),
+      h("pre", {}, pretty(d.original_arguments || ""))),
+    h("div", { class: "ran" }, h("div", { class: "muted" }, "edited: the call runs with"),
+      h("pre", {}, pretty(d.arguments || ""))));
 }
 
 function pretty(text) {

@@ -267,16 +267,17 @@ async def save_call_unknown_run_is_store_error(store: Store) -> None:
 async def update_call_overlays_host_write(store: Store) -> None:
     """``update_call`` applies ``overlay_external``, keeps rev and the rest, returns the record."""
     request = InputRequest(wait_id="w1", prompt="?")
-    stored = call(
+    submitted = call(
         rev=4,
-        status="awaiting_input",
+        status="awaiting_decision",
+        handover="submitted",
         arguments='{"a": 1}',
         started_at=at(1),
         replayable=True,
-        input_request=request,
         notes={"k": "v"},
     )
-    await store.save_step(RUN, step(calls=[stored]))
+    asking = call("c2", rev=2, status="awaiting_input", input_request=request)
+    await store.save_step(RUN, step(calls=[submitted, asking]))
     decision = CallDecision(approve=True, decided_by="ops")
     out = await store.update_call(
         RUN,
@@ -290,11 +291,10 @@ async def update_call_overlays_host_write(store: Store) -> None:
             handover="detached",
             payload={"receipt": "x"},
             decision=decision,
-            input_response={"answer": 1},
         ),
     )
     expected = replace(
-        stored,
+        submitted,
         status="succeeded",
         result="r",
         media=[_REF],
@@ -302,7 +302,6 @@ async def update_call_overlays_host_write(store: Store) -> None:
         handover="detached",
         payload={"receipt": "x"},
         decision=decision,
-        input_request=replace(request, response={"answer": 1}),
     )
     expect_equal(out, expected, "record returned by update_call")
     expect_equal(await _only_call(store), expected, "record loaded after update_call")
@@ -310,6 +309,12 @@ async def update_call_overlays_host_write(store: Store) -> None:
     expected = replace(expected, result=None, media=[])
     expect_equal(cleared, expected, "record after an update that clears result and media")
     expect_equal(await _only_call(store), expected, "record loaded after that update")
+    answered = await store.update_call(
+        RUN, "c2", CallUpdate(input_response={"answer": 1}, wait_id="w1")
+    )
+    asked = replace(asking, input_request=replace(request, response={"answer": 1}))
+    expect_equal(answered, asked, "record returned for an answer")
+    expect_equal(await _only_call(store, "c2"), asked, "record loaded after the answer")
 
 
 @CHECKS.rule("update_call_unknown_is_key_error")

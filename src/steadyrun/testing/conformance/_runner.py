@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from steadyrun._errors import UsageError
 from steadyrun.stores import Store
-from steadyrun.testing.conformance import _calls, _feed, _index, _journal
+from steadyrun.testing.conformance import _answers, _calls, _feed, _index, _journal
 from steadyrun.testing.conformance._registry import PORTS, Check
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
         check.name: check
-        for module in (_journal, _calls, _feed, _index)
+        for module in (_journal, _calls, _answers, _feed, _index)
         for check in module.CHECKS.checks
     }
 )

@@ -13,7 +13,8 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     ├── StoreError                 a store failed to read or write; the last saved step is intact
     │   └── FormatVersionError     stored data has a format version this release does not know
     ├── ModelError                 a model client failed (providers add status and body)
-    │   └── ScriptExhaustedError   a ScriptedModel was asked for more responses than scripted
+    │   ├── ScriptExhaustedError   a ScriptedModel was asked for more responses than scripted
+    │   └── LocalBuildError        the installed llama.cpp cannot compute on this machine
     └── RunFailure                 why a run ended ``failed``; stored with the run
         ├── ModelCallFailed        the model call raised
         ├── InvalidModelOutput     the model answered in a way the loop cannot admit
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidResponseError",
     "IterationLimitExceeded",
     "LimitExceeded",
+    "LocalBuildError",
     "ModelCallFailed",
     "ModelError",
     "NotPendingError",
@@ -134,6 +136,27 @@ class ModelError(SteadyrunError):
 
 class ScriptExhaustedError(ModelError):
     """A scripted model was asked for a response after its script ran out."""
+
+
+class LocalBuildError(ModelError):
+    """The installed llama.cpp (``llama-cpp-python``) crashed or failed a tiny computation.
+
+    ``LocalModel`` checks this in a subprocess before loading a model; the message names the
+    cause (a signal such as SIGILL, or an exit status, and the end of the child's stderr) and
+    the command that rebuilds llama.cpp portably.
+
+    Attributes:
+        returncode: The check's exit status; negative: killed by that signal (``-4``: SIGILL).
+        stderr: What the check printed to stderr.
+    """
+
+    def __init__(self, message: str, returncode: int, stderr: str = "") -> None:
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[type[LocalBuildError], tuple[str, int, str]]:
+        return (type(self), (str(self), self.returncode, self.stderr))
 
 
 class RunFailure(SteadyrunError):

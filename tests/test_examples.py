@@ -21,3 +21,34 @@ def test_the_approval_flow_example_runs() -> None:
     assert "waiting: decision on refund" in out.stdout
     assert "refunded $25.00 on A-1001" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("run: completed")
+
+
+# Blocks llama_cpp the way a missing install does: in CI the local extra IS installed in this
+# venv, so the example is run with the import made to fail.
+WITHOUT_LLAMA_CPP = """
+import runpy, sys
+
+class NoLlamaCpp:
+    def find_spec(self, name, path=None, target=None):
+        if name == "llama_cpp" or name.startswith("llama_cpp."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoLlamaCpp())
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_the_local_agent_example_without_the_extra_says_how_to_install_it() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LLAMA_CPP, str(EXAMPLES / "local_agent.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "needs the local extra" in out.stderr
+    assert "scripts/install-local .venv/bin/python" in out.stderr
+    assert "pip install 'steadyrun[local]'" in out.stderr

@@ -308,6 +308,41 @@ async def test_a_newer_database_is_refused(pg_dsn: str) -> None:
             assert exc.value.found == SCHEMA_VERSION + 1
 
 
+async def test_a_version_2_feed_is_migrated_to_dedup_on_the_id_revision_pair(
+    pg_dsn: str,
+) -> None:
+    from steadyrun._codec import encode
+    from steadyrun.stores._postgres_schema import MIGRATIONS, VERSION_TABLE
+    from steadyrun.stores._sqlite import _statements
+
+    old = [
+        FeedMessage(seq=1, id="a@b", revision="1", content="first"),
+        FeedMessage(seq=2, id="u1", content="second"),
+    ]
+    s = '"v2"'
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        # A database as version 2 wrote it: feed keys were "id@revision".
+        await conn.execute(f"CREATE SCHEMA {s}")
+        await conn.execute(VERSION_TABLE.format(s=s))
+        for number, script in enumerate(MIGRATIONS[:2], 1):
+            for statement in _statements(script.format(s=s)):
+                await conn.execute(statement)
+            await conn.execute(f"INSERT INTO {s}.steadyrun_schema VALUES (%s, 0)", (number,))
+        for m in old:
+            await conn.execute(
+                f"INSERT INTO {s}.feed (run_id, seq, key, message) VALUES ('r', %s, %s, %s)",
+                (m.seq, f"{m.id}@{m.revision}", encode(m)),
+            )
+    async with PostgresStore(pg_dsn, schema="v2") as store:
+        again = [await store.append("r", replace(m, seq=0, content="x")) for m in old]
+        assert again == old  # the migrated rows still deduplicate
+        other = await store.append("r", FeedMessage(id="a", revision="b@1", content="third"))
+        assert other.seq == 3  # its old text key was "a@b@1" too
+        claimed = (await store.claim("r", 3)).messages
+        assert [m.content for m in claimed] == ["first", "second", "third"]
+    assert await versions(pg_dsn, "v2") == list(range(1, SCHEMA_VERSION + 1))
+
+
 async def test_schemas_keep_stores_apart(pg_dsn: str) -> None:
     async with PostgresStore(pg_dsn) as one, PostgresStore(pg_dsn, schema="other") as two:
         await one.save_step("r", step("r"))
@@ -407,7 +442,8 @@ async def test_wait_pending_polls_when_a_notification_is_lost(pg_dsn: str) -> No
         # Input written behind the store's back: no notification is sent.
         async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
             await conn.execute(
-                "INSERT INTO steadyrun.feed SELECT run_id, 2, 'm2@1', message FROM steadyrun.feed"
+                "INSERT INTO steadyrun.feed (run_id, seq, message_id, revision, message)"
+                " SELECT run_id, 2, 'm2', '1', message FROM steadyrun.feed"
             )
         started = time.monotonic()
         assert await asyncio.wait_for(waiting, 5) == 2

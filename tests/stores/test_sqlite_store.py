@@ -120,3 +120,42 @@ async def test_listing_queries_use_an_index(tmp_path: Path, where: str, index: s
     detail = " ".join(str(row[-1]) for row in plan)
     assert index in detail, detail
     assert "TEMP B-TREE" not in detail, detail  # no sort of the whole table
+
+
+async def test_a_version_2_feed_is_migrated_to_dedup_on_the_id_revision_pair(
+    tmp_path: Path,
+) -> None:
+    from steadyrun._codec import encode
+    from steadyrun.stores import FeedMessage
+    from steadyrun.stores._sqlite import _statements
+    from steadyrun.stores._sqlite_schema import MIGRATIONS
+
+    db = tmp_path / "runs.db"
+    old = [
+        FeedMessage(seq=1, id="a@b", revision="1", content="first"),
+        FeedMessage(seq=2, id="u1", content="second"),
+    ]
+    with sqlite3.connect(db) as conn:  # a file as version 2 wrote it: keys were "id@revision"
+        for script in MIGRATIONS[:2]:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute("PRAGMA user_version = 2")
+        conn.executemany(
+            "INSERT INTO feed (run_id, seq, key, message) VALUES ('r', ?, ?, ?)",
+            [(m.seq, f"{m.id}@{m.revision}", encode(m)) for m in old],
+        )
+    async with sr.SqliteStore(db) as store:
+        again = [
+            await store.append("r", FeedMessage(id=m.id, revision=m.revision, content="x"))
+            for m in old
+        ]
+        assert again == old  # the migrated rows still deduplicate
+        other = await store.append("r", FeedMessage(id="a", revision="b@1", content="third"))
+        assert other.seq == 3  # its old text key was "a@b@1" too
+        assert [m.content for m in (await store.claim("r", 3)).messages] == [
+            "first",
+            "second",
+            "third",
+        ]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

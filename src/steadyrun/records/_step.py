@@ -70,7 +70,8 @@ class Checkpoint:
         batch: Record ids of the open batch, in call order.
         next_position: Position of the next block.
         context_length: Messages in the context log; a check on resume.
-        seen_inputs: ``id@revision`` keys of input messages already in the context, recent ones.
+        seen_inputs: ``FeedMessage.key`` of input messages already in the context (the
+            ``(id, revision)`` pair as one text), recent ones.
         extra: State of extensions and later features, by name.
     """
 

@@ -46,7 +46,7 @@ class _Run:
 @dataclass(slots=True)
 class _Feed:
     messages: list[bytes] = field(default_factory=list)
-    keys: dict[str, int] = field(default_factory=dict)
+    keys: dict[tuple[str, str], int] = field(default_factory=dict)  # (id, revision) -> seq
     consumed: int = 0
 
 
@@ -156,7 +156,8 @@ class MemoryStore:
     async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
         """Append input; a message whose id and revision are already there is returned as is."""
         feed = self._feeds.setdefault(run_id, _Feed())
-        seq = feed.keys.get(message.key)
+        pair = (message.id, message.revision)  # compared as a pair: no joined text
+        seq = feed.keys.get(pair)
         if seq is not None:
             return decode(feed.messages[seq - 1], FeedMessage)
         stored = FeedMessage(
@@ -170,7 +171,7 @@ class MemoryStore:
         )
         data = encode(stored)
         feed.messages.append(data)
-        feed.keys[message.key] = stored.seq
+        feed.keys[pair] = stored.seq
         self.bytes_written += len(data)
         for waiter in self._waiters.get(run_id, ()):
             waiter.set()

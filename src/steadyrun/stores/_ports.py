@@ -22,8 +22,8 @@ class FeedMessage:
 
     Attributes:
         seq: Position in the feed, assigned by the store on append (0 before).
-        id: The host's message id. A message with the same ``id`` and ``revision`` as one
-            already in the feed is not appended again.
+        id: The host's message id. A message with the same ``id`` and ``revision`` (compared
+            as a pair) as one already in the feed is not appended again.
         revision: Revision of the message; a new revision is a new input.
         role: ``user`` for conversation input, ``system`` for notices from the host.
         content: The text.
@@ -41,8 +41,15 @@ class FeedMessage:
 
     @property
     def key(self) -> str:
-        """The deduplication key, ``id@revision``."""
-        return f"{self.id}@{self.revision}"
+        r"""The message's ``(id, revision)`` pair as one text, for runs to remember it by.
+
+        ``id@revision`` with ``\`` and ``@`` in the id escaped by a backslash, so no two pairs
+        share a key (``("a@b", "1")`` and ``("a", "b@1")`` would otherwise); for ids without
+        either it is the plain ``id@revision`` of checkpoints written before. Stores
+        deduplicate on the pair itself.
+        """
+        escaped = self.id.replace("\\", "\\\\").replace("@", "\\@")
+        return f"{escaped}@{self.revision}"
 
 
 @dataclass(kw_only=True, slots=True)

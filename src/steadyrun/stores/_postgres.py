@@ -364,10 +364,12 @@ class PostgresStore:
                 (f"{self.schema}/{run_id}",),
             )
             # A statement after the lock: its snapshot sees every append committed before.
+            pair = (message.id, message.revision)  # compared as a pair: no joined text
             cur = await conn.execute(
-                f"SELECT (SELECT message FROM {s}.feed WHERE run_id = %s AND key = %s),"
-                f" (SELECT COALESCE(MAX(seq), 0) + 1 FROM {s}.feed WHERE run_id = %s)",
-                (run_id, message.key, run_id),
+                f"SELECT (SELECT message FROM {s}.feed WHERE run_id = %s AND message_id = %s"
+                f" AND revision = %s), (SELECT COALESCE(MAX(seq), 0) + 1 FROM {s}.feed"
+                " WHERE run_id = %s)",
+                (run_id, *pair, run_id),
             )
             found, seq = await _one(cur)
             if found is not None:
@@ -375,8 +377,9 @@ class PostgresStore:
             stored = replace(message, seq=seq, media=list(message.media))
             data = encode(stored)
             await cur.execute(
-                f"INSERT INTO {s}.feed (run_id, seq, key, message) VALUES (%s, %s, %s, %s)",
-                (run_id, seq, message.key, data),
+                f"INSERT INTO {s}.feed (run_id, seq, message_id, revision, message)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (run_id, seq, *pair, data),
             )
             payload = run_id if len(run_id.encode()) < _NOTIFY_MAX else ""
             await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))

@@ -14,6 +14,9 @@ Versions:
     1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
     2: work (wake-ups and leases of runs for workers) and work_log (who wrote each fenced
        step); see ``steadyrun.stores._leases``.
+    3: feed deduplicated on the pair (message_id, revision) instead of the text key
+       ``id@revision``, which let ``("a", "b@1")`` pass for ``("a@b", "1")``; the pair is read
+       from each stored message.
 """
 
 from __future__ import annotations
@@ -117,6 +120,16 @@ MIGRATIONS: tuple[str, ...] = (
         token   BIGINT NOT NULL
     );
     CREATE INDEX work_log_by_root ON {s}.work_log (root, row_id);
+    """,
+    # 3
+    """
+    ALTER TABLE {s}.feed ADD COLUMN message_id TEXT, ADD COLUMN revision TEXT;
+    UPDATE {s}.feed SET
+        message_id = convert_from(message, 'UTF8')::json -> 'data' ->> 'id',
+        revision = convert_from(message, 'UTF8')::json -> 'data' ->> 'revision';
+    ALTER TABLE {s}.feed ALTER COLUMN message_id SET NOT NULL,
+        ALTER COLUMN revision SET NOT NULL, DROP COLUMN key;
+    CREATE UNIQUE INDEX feed_by_message ON {s}.feed (run_id, message_id, revision);
     """,
 )
 

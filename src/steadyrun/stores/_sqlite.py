@@ -298,8 +298,10 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> FeedMessage:
             conn.execute("BEGIN IMMEDIATE")
+            pair = (message.id, message.revision)  # compared as a pair: no joined text
             row = conn.execute(
-                "SELECT message FROM feed WHERE run_id = ? AND key = ?", (run_id, message.key)
+                "SELECT message FROM feed WHERE run_id = ? AND message_id = ? AND revision = ?",
+                (run_id, *pair),
             ).fetchone()
             if row is not None:
                 conn.execute("COMMIT")
@@ -318,8 +320,9 @@ class SqliteStore:
             )
             data = encode(stored)
             conn.execute(
-                "INSERT INTO feed (run_id, seq, key, message) VALUES (?, ?, ?, ?)",
-                (run_id, seq, message.key, data),
+                "INSERT INTO feed (run_id, seq, message_id, revision, message)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (run_id, seq, *pair, data),
             )
             conn.execute("COMMIT")
             self.bytes_written += len(data)

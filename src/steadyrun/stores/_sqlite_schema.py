@@ -8,6 +8,9 @@ Versions:
     1: runs, context log, calls, blocks, feed and feed state; indexes for listing runs.
     2: work (claims of runs: owner, fencing token, expiry; wake-ups for workers) and work_log
        (who wrote each fenced step); see ``steadyrun.stores._leases``.
+    3: feed deduplicated on the pair (message_id, revision) instead of the text key
+       ``id@revision``, which let ``("a", "b@1")`` pass for ``("a@b", "1")``. The table is
+       rebuilt (DROP COLUMN needs SQLite 3.35) with the pair read from each stored message.
 """
 
 from __future__ import annotations
@@ -93,6 +96,24 @@ MIGRATIONS: tuple[str, ...] = (
         token   INTEGER NOT NULL
     );
     CREATE INDEX work_log_by_root ON work_log (root, row_id);
+    """,
+    # 3
+    """
+    CREATE TABLE feed_v3 (
+        run_id      TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        message_id  TEXT NOT NULL,
+        revision    TEXT NOT NULL,
+        message     BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO feed_v3 (run_id, seq, message_id, revision, message)
+        SELECT run_id, seq, json_extract(CAST(message AS TEXT), '$.data.id'),
+            json_extract(CAST(message AS TEXT), '$.data.revision'), message
+        FROM feed;
+    DROP TABLE feed;
+    ALTER TABLE feed_v3 RENAME TO feed;
+    CREATE UNIQUE INDEX feed_by_message ON feed (run_id, message_id, revision);
     """,
 )
 

@@ -92,6 +92,23 @@ async def new_revision_is_new_input(store: Store) -> None:
     )
 
 
+@CHECKS.rule("dedup_keys_on_the_id_revision_pair")
+async def dedup_keys_on_the_id_revision_pair(store: Store) -> None:
+    """Deduplication compares id and revision as a pair: no joined text of them may collide."""
+    pairs = [("a@b", "1"), ("a", "b@1"), ("a", "b@"), ("a@", "b"), ("", "a@b@1"), ("a@b@1", "")]
+    stored = [await store.append(RUN, msg(i, r, content=f"{i}|{r}")) for i, r in pairs]
+    expect_equal([m.seq for m in stored], [1, 2, 3, 4, 5, 6], "seq of pairs whose text collides")
+    for (mid, rev), first in zip(pairs, stored, strict=True):
+        again = await store.append(RUN, msg(mid, rev, content="again"))
+        expect_equal(again, first, f"append of ({mid!r}, {rev!r}) again")
+    claim = await store.claim(RUN, len(pairs))
+    expect_equal(
+        [(m.id, m.revision, m.content) for m in claim.messages],
+        [(i, r, f"{i}|{r}") for i, r in pairs],
+        "claimed messages",
+    )
+
+
 @CHECKS.rule("concurrent_appends_number_once")
 async def concurrent_appends_number_once(store: Store) -> None:
     """Concurrent appends get distinct seqs 1..n; concurrent duplicates share one message."""

@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from steadyrun._codec import from_plain, to_plain
-from steadyrun._errors import StoreError
+from steadyrun._errors import ConflictError, NotPendingError, StoreError
 from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
 from steadyrun.control import (
     AwaitExternal,
@@ -174,7 +174,12 @@ class Activities:
                 await store.save_call(run_id, from_plain(op.data, CallRecord))
             elif op.op == "update_call":
                 assert op.call_id is not None
-                await store.update_call(run_id, op.call_id, update_from_plain(op.data))
+                try:
+                    await store.update_call(run_id, op.call_id, update_from_plain(op.data))
+                except (ConflictError, NotPendingError):
+                    # Host answers are final in the store: a retry replays answers whose record
+                    # has moved on since (the workflow decided them; the store has them).
+                    continue
             elif op.op == "append":
                 await store.append(run_id, from_plain(op.data, FeedMessage))
             elif op.op == "consume":

@@ -11,7 +11,7 @@ import pytest
 
 from steadyrun._codec import encode
 from steadyrun._errors import StoreError, UsageError
-from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, Step
+from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, Step, overlay_external
 from steadyrun.stores import Claim, MemoryStore, Store
 from steadyrun.testing.conformance import (
     CHECKS,
@@ -60,6 +60,26 @@ class OverwritingStore(MemoryStore):
         if stored is None:
             raise StoreError(f"unknown run {run_id!r}")
         stored.calls[call.id] = encode(call)
+
+
+class CheckThenWriteStore(MemoryStore):
+    """update_call reads, yields, then writes what it read with the host's write applied."""
+
+    async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        stored = await self.load_call(run_id, call_id)
+        if stored is None:
+            raise KeyError(call_id)
+        await asyncio.sleep(0)  # another host's write lands here, unseen
+        merged = overlay_external(stored, update)
+        self._runs[run_id].calls[call_id] = encode(merged)
+        return merged
+
+
+async def test_report_names_the_answer_races_a_check_then_write_store_loses() -> None:
+    report = await check_store(factory_from(CheckThenWriteStore))
+    races = {f"journal.racing_{kind}_one_wins" for kind in ("decisions", "answers", "outcomes")}
+    assert set(report.failed) == races
+    assert "ConflictError" in report.failed["journal.racing_decisions_one_wins"]
 
 
 class ConsumingClaimStore(MemoryStore):

@@ -112,8 +112,11 @@ class Journal(Protocol):
     ``merge_call``, then blocks, the context change, checkpoint and run row). ``save_call``
     merges one call snapshot with ``merge_call`` and may run concurrently with other writes; a
     step carrying an older snapshot of a call must not undo a newer ``save_call``.
-    ``update_call`` applies a host write with ``overlay_external`` semantics and returns the
-    result. ``load`` returns everything needed to resume or report a run, or ``None``.
+    ``update_call`` applies ``overlay_external`` to the stored record inside one write
+    transaction (the record read and written under the same lock) and returns the result, so
+    host answers are final: of two racing hosts one wins and the other gets the
+    ``ConflictError`` (or ``NotPendingError``) ``overlay_external`` raises, and nothing changes
+    for it. ``load`` returns everything needed to resume or report a run, or ``None``.
     """
 
     async def save_step(self, run_id: str, step: Step) -> None:
@@ -125,7 +128,10 @@ class Journal(Protocol):
         ...
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
-        """Apply a host write to a call; raises ``KeyError`` for an unknown call."""
+        """Apply a host write to a call; raises ``KeyError`` for an unknown call.
+
+        ``ConflictError`` and ``NotPendingError`` from ``overlay_external`` pass through.
+        """
         ...
 
     async def load(self, run_id: str) -> RunSnapshot | None:

@@ -169,7 +169,7 @@ def build_agent(runtime: sr.Runtime, effects: Path, switch: KillSwitch) -> sr.Ag
         effect(ctx, order)
         return f"notified {order}"
 
-    @sr.tool(concurrency_key="")
+    @sr.tool(side_effects=False, concurrency_key="")
     async def lookup(order: str, ctx: sr.ToolContext, check: str = "") -> str:
         """Read an order (no side effects).
 

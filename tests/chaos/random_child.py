@@ -209,7 +209,7 @@ def build_agent(
         record_effect(effects, ctx.tool_name, call_id, phase)
         switch.hit("tool")
 
-    @sr.tool(concurrency_key="")
+    @sr.tool(side_effects=False, concurrency_key="")
     async def lookup(order: str, ctx: sr.ToolContext, check: str = "") -> str:
         """Read an order (no side effects).
 

@@ -65,7 +65,7 @@ async def test_a_plan_update_survives_a_crash_before_the_next_checkpoint() -> No
     store = sr.MemoryStore()
     crash = asyncio.Event()
 
-    @sr.tool
+    @sr.tool(side_effects=False)
     async def slow_lookup() -> str:
         """Hangs until the process dies."""
         crash.set()

@@ -476,7 +476,7 @@ class Reporter:
             """
             return await self._body("send_report", "sent")
 
-        @sr.tool
+        @sr.tool(side_effects=False)
         async def slow_check() -> str:
             """Check the report arrived."""
             return await self._body("slow_check", "arrived")
@@ -549,7 +549,7 @@ async def test_an_interrupted_unforked_load_runs_again(tmp_path: Path) -> None:
 def test_resume_or_review_is_a_rule_of_the_child_calls() -> None:
     record = CallRecord(id="m1.c1", name="load_skill", status="running", rev=1)
     done = CallRecord(id="m1.c1", name="send", status="succeeded", side_effects=True)
-    reading = CallRecord(id="m2.c1", name="read", status="running")
+    reading = CallRecord(id="m2.c1", name="read", status="running", side_effects=False)
     replaying = CallRecord(
         id="m2.c2", name="put", status="running", side_effects=True, replayable=True
     )

@@ -243,7 +243,7 @@ async def test_a_crash_mid_sub_agent_resumes_the_child_without_repeating_it(
         ledger.append(f"charge {order_id}")
         return "charged"
 
-    @sr.tool
+    @sr.tool(side_effects=False)
     async def lookup(order_id: str) -> str:
         """Read only; hangs the first time.
 

@@ -29,7 +29,7 @@ def agent(model: ScriptedModel, **kw: object) -> sr.Agent:
         await asyncio.Event().wait()
         return "never"
 
-    @sr.tool
+    @sr.tool(side_effects=False)
     async def lookup(order_id: str) -> str:
         """A read that gets cancelled by its own client library."""
         raise asyncio.CancelledError

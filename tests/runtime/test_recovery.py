@@ -34,7 +34,7 @@ def build(crash: asyncio.Event | None, ledger: list[str], model: ScriptedModel) 
             await hang()
         return "sent"
 
-    @sr.tool(concurrency_key="")
+    @sr.tool(side_effects=False, concurrency_key="")
     async def lookup(order_id: str) -> str:
         """Read only."""
         ledger.append(f"lookup {order_id}")
@@ -148,39 +148,114 @@ async def test_resume_after_all_calls_settled_but_before_the_step() -> None:
     assert second.requests[0].messages[-1].parts[0].content == "refunded C"  # type: ignore[union-attr]
 
 
+async def test_a_tool_that_declares_no_traits_is_needs_review_after_a_crash() -> None:
+    # Safe by default: an undeclared tool may have changed the world (a send_email, say), so
+    # the model must not be told to call it again; only side_effects=False earns that.
+    store = sr.MemoryStore()
+    started, peeked = asyncio.Event(), asyncio.Event()
+    sent: list[str] = []
+
+    @sr.tool(concurrency_key="")  # concurrency is not a side-effect trait
+    async def send_email(to: str) -> str:
+        """Send an email (traits not declared)."""
+        sent.append(to)
+        await peeked.wait()  # both calls are mid-body at the crash
+        started.set()
+        await hang()
+        return "sent"
+
+    @sr.tool(side_effects=False, concurrency_key="")
+    async def peek(to: str) -> str:
+        """Read only, declared so."""
+        peeked.set()
+        await hang()
+        return "ok"
+
+    def agent(model: ScriptedModel) -> sr.Agent:
+        return sr.Agent(name="mail", model=model, tools=[send_email, peek])
+
+    batch = tool_calls(("peek", {"to": "a@x"}), ("send_email", {"to": "a@x"}))
+    await crash_when(
+        sr.Runtime(store).run(agent(ScriptedModel([batch])), run_id="m", input="x"), started
+    )
+    second = ScriptedModel([text("Checked.")])
+    resumed = await sr.Runtime(store).resume("m", agent=agent(second))
+    by_name = {c.name: c for c in resumed.calls}
+    assert by_name["send_email"].status == "needs_review"
+    assert "may or may not have taken effect" in (by_name["send_email"].result or "")
+    assert "call it again" not in (by_name["send_email"].result or "").lower()
+    assert by_name["peek"].status == "interrupted"
+    assert "call it again" in (by_name["peek"].result or "").lower()
+    assert sent == ["a@x"]
+
+
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
+
+_UNDECLARED = "undeclared"
 
 
 @given(
     status=st.sampled_from(sorted(ACTIVE_STATUSES | SETTLED_STATUSES | {"expired"})),
-    replayable=st.booleans(),
-    side_effects=st.booleans(),
+    replayable=st.sampled_from([True, False, _UNDECLARED]),
+    side_effects=st.sampled_from([True, False, _UNDECLARED]),
     handover=st.sampled_from(["", "await", "detached", "submitted"]),
     rev=st.integers(min_value=0, max_value=10**6),
 )
 def test_recovery_settlement_rules(
-    status: str, replayable: bool, side_effects: bool, handover: str, rev: int
+    status: str, replayable: object, side_effects: object, handover: str, rev: int
 ) -> None:
-    call = CallRecord(
-        id="c",
-        name="t",
-        status=status,
-        replayable=replayable,
-        side_effects=side_effects,
-        handover=handover,
-        rev=rev,  # type: ignore[arg-type]
-    )
+    # A trait left out of the record (as of the tool) takes its default: the rule must then
+    # treat the call as possibly having taken effect.
+    traits = {
+        k: v
+        for k, v in (("replayable", replayable), ("side_effects", side_effects))
+        if v != _UNDECLARED
+    }
+    call = CallRecord(id="c", name="t", status=status, handover=handover, rev=rev, **traits)  # type: ignore[arg-type]
     out = settle_interrupted(call, NOW, Texts())
     if status != "running" or handover:
         assert out == call  # only started calls the runtime owns are settled
         return
     assert out.rev == rev + 1
     assert out.settled and out.completed_at == NOW and out.result
-    if side_effects and not replayable:
-        assert out.status == "needs_review"
-    else:
+    if replayable is True or side_effects is False:
         assert out.status == "interrupted"
+        assert out.result != Texts().needs_review.format(name="t", call_id="c")
+    else:
+        assert out.status == "needs_review"
+        assert out.result == Texts().needs_review.format(name="t", call_id="c")
     assert interrupted_outcome(call, Texts())[0] == out.status
+
+
+@given(
+    replayable=st.sampled_from([True, False, _UNDECLARED]),
+    side_effects=st.sampled_from([True, False, _UNDECLARED]),
+)
+def test_tool_declarations_map_to_recovery_outcomes(
+    replayable: object, side_effects: object
+) -> None:
+    # From the declaration a tool author writes to the outcome recovery gives its started call.
+    traits = {
+        k: v
+        for k, v in (("replayable", replayable), ("side_effects", side_effects))
+        if v != _UNDECLARED
+    }
+
+    async def act(x: int) -> int:
+        """Act."""
+        return x
+
+    declared = sr.tool(**traits)(act)  # type: ignore[arg-type]
+    call = CallRecord(
+        id="c",
+        name="act",
+        status="running",
+        replayable=declared.replayable,
+        side_effects=declared.side_effects,
+    )
+    status, _ = interrupted_outcome(call, Texts())
+    safe_to_repeat = replayable is True or side_effects is False
+    assert status == ("interrupted" if safe_to_repeat else "needs_review")
 
 
 async def test_observers_see_the_calls_recovery_settles() -> None:

@@ -25,7 +25,7 @@ def loop_model(n: int) -> FunctionModel:
 
 
 def echo_agent(model: FunctionModel, crash_at: int | None, crashed: asyncio.Event) -> sr.Agent:
-    @sr.tool(concurrency_key="")
+    @sr.tool(side_effects=False, concurrency_key="")
     async def echo(text: str) -> str:
         """Echo the text."""
         if crash_at is not None and int(text[:6]) == crash_at:

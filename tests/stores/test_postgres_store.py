@@ -71,7 +71,7 @@ def build(crash: asyncio.Event | None, ledger: list[str], model: ScriptedModel) 
             await hang()
         return f"refunded {order_id}"
 
-    @sr.tool(concurrency_key="")
+    @sr.tool(side_effects=False, concurrency_key="")
     async def lookup(order_id: str) -> str:
         """Read only."""
         ledger.append(f"lookup {order_id}")

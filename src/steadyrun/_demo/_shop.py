@@ -152,7 +152,7 @@ def make_tools(shop: Shop, crash: Callable[[], Awaitable[None]] | None = None) -
     result can be recorded: the demo's worker signals its parent there and waits to be killed.
     """
 
-    @tool(replayable=True, concurrency_key="")
+    @tool(replayable=True, side_effects=False, concurrency_key="")
     async def lookup_order(order_id: str) -> dict[str, Any]:
         """Look an order up: its status, charges and refunds.
 

@@ -170,7 +170,7 @@ class Planning(Extension):
         """``create_task``, ``update_task``, ``get_task``, ``list_tasks`` (main agent only)."""
         ext = self
 
-        @tool(main_only=True, retain="keep")
+        @tool(main_only=True, side_effects=False, retain="keep")
         async def create_task(title: str, ctx: ToolContext) -> str:
             """Add a task to the plan.
 
@@ -181,7 +181,7 @@ class Planning(Extension):
             item = await ext.of(ctx).create(title)
             return ctx.texts.plan_created.format(task_id=item.id, title=item.title)
 
-        @tool(main_only=True, retain="keep")
+        @tool(main_only=True, side_effects=False, retain="keep")
         async def update_task(
             task_id: str,
             ctx: ToolContext,
@@ -203,7 +203,7 @@ class Planning(Extension):
                 task_id=item.id, status=item.status, title=item.title
             )
 
-        @tool(main_only=True, replayable=True)
+        @tool(main_only=True, replayable=True, side_effects=False)
         async def get_task(task_id: str, ctx: ToolContext) -> str:
             """Show one task of the plan.
 
@@ -215,7 +215,7 @@ class Planning(Extension):
             notes = "\n" + ctx.texts.plan_task_notes.format(notes=item.notes) if item.notes else ""
             return f"{item.id} [{item.status}] {item.title}{notes}"
 
-        @tool(main_only=True, replayable=True)
+        @tool(main_only=True, replayable=True, side_effects=False)
         async def list_tasks(ctx: ToolContext) -> str:
             """Show the whole plan.
 

@@ -124,7 +124,8 @@ class CallRecord:
         started_at: When the tool body started.
         completed_at: When the call settled.
         replayable: The model may call again when the outcome is unknown.
-        side_effects: The call changes state outside the run.
+        side_effects: The call may change state outside the run (the default: only a tool
+            declared without side effects records ``False``).
         handover: Who advances the call other than the runtime.
         payload: Opaque data given when handed over or submitted.
         completion: The structured value of a completion tool.
@@ -147,7 +148,7 @@ class CallRecord:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     replayable: bool = False
-    side_effects: bool = False
+    side_effects: bool = True
     handover: Handover = ""
     payload: Any = None
     completion: CallCompletion | None = None

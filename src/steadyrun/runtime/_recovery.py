@@ -30,9 +30,10 @@ def needs_recovery(call: CallRecord) -> bool:
 def interrupted_outcome(call: CallRecord, texts: Texts) -> tuple[str, str]:
     """The status and model-visible result of an interrupted call, by its traits.
 
-    Replayable calls, and calls without side effects, are ``interrupted``: the model may call
-    again. A call with side effects that is not replayable is ``needs_review``: its outcome is
-    unknown and must be checked before anything repeats it.
+    Replayable calls, and calls declared without side effects, are ``interrupted``: the model
+    may call again. Any other call is ``needs_review``: its outcome is unknown and must be
+    checked before anything repeats it. ``side_effects`` is true unless the tool declared it
+    false, so a tool that declares no traits is reviewed (safe by default).
     """
     fmt = {"name": call.name, "call_id": call.provider_call_id or call.id}
     if call.replayable:

@@ -51,7 +51,9 @@ class Tool:
         parameters: JSON schema of the arguments object.
         function: The decorated function (sync or async).
         replayable: Whether a call may simply run again when a resume finds it unfinished.
-        side_effects: Whether the tool changes the world outside the run.
+        side_effects: Whether the tool may change the world outside the run. True unless
+            declared ``False``: a call cut off by a crash is then ``needs_review``, since an
+            undeclared tool may have taken effect.
         concurrency_key: When calls may overlap; see ``schedule``.
         direct_result: Whether the result ends the turn as the answer, without another model call.
         retain: How the runtime keeps the tool's results when it trims history.
@@ -70,7 +72,7 @@ class Tool:
     parameters: dict[str, Any]
     function: Callable[..., Any]
     replayable: bool = False
-    side_effects: bool = False
+    side_effects: bool = True
     concurrency_key: ConcurrencyKey = None
     direct_result: bool = False
     retain: Retain = "default"
@@ -198,7 +200,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     replayable: bool = False,
-    side_effects: bool = False,
+    side_effects: bool = True,
     concurrency_key: ConcurrencyKey = None,
     direct_result: bool = False,
     retain: Retain = "default",
@@ -217,7 +219,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     replayable: bool = False,
-    side_effects: bool = False,
+    side_effects: bool = True,
     concurrency_key: ConcurrencyKey = None,
     direct_result: bool = False,
     retain: Retain = "default",
@@ -238,7 +240,9 @@ def tool(
         name: The tool name; defaults to the function's name.
         description: What the tool does; defaults to the docstring text before its sections.
         replayable: Whether a call may simply run again when a resume finds it unfinished.
-        side_effects: Whether the tool changes the world outside the run.
+        side_effects: Whether the tool may change the world outside the run. Left out, it is
+            assumed to (safe by default): only ``side_effects=False`` lets a call cut off by a
+            crash be called again without review.
         concurrency_key: ``None`` (each call runs alone), a constant key (``""`` for freely
             concurrent), or a function of the validated arguments returning such a key.
         direct_result: Whether the result ends the turn as the answer.

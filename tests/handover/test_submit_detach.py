@@ -79,6 +79,32 @@ async def test_the_host_refuses_a_submission_and_the_model_sees_why(store: Store
     assert part.is_error and "budget is spent" in part.content  # type: ignore[union-attr]
 
 
+async def test_a_plain_function_works_as_the_handover_hook(store: Store) -> None:
+    # Hooks may be sync or async, as observers may: a sync hook is called, not awaited.
+    ran: list[str] = []
+    seen: list[str] = []
+
+    def budget(run_id: str, call: CallRecord) -> None:
+        seen.append(call.id)
+        if call.arguments == '{"item": "yacht"}':
+            raise CallRejected("the purchasing budget is spent")
+
+    model = ScriptedModel(
+        [
+            tool_calls(("purchase", {"item": "laptop"})),
+            tool_calls(("purchase", {"item": "yacht"})),
+            text("One submitted, one refused."),
+        ]
+    )
+    runtime = sr.Runtime(store, on_handover=budget)
+    result = await runtime.run(agent(model, ran), run_id="r", input="x")
+    assert result.status == "completed" and ran == []
+    assert seen == ["m1.c1", "m2.c1"]
+    assert result.call("m1.c1").handover == "submitted"
+    assert result.call("m2.c1").status == "rejected"
+    assert "budget is spent" in (result.call("m2.c1").result or "")
+
+
 class RefusingJournal:
     """A journal that creates submissions in the same write, and refuses some (no saving)."""
 

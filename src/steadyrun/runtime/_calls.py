@@ -8,6 +8,7 @@ raised into the record's next state. Every change is saved before anything depen
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -40,9 +41,9 @@ from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet
 
 __all__ = ["CallRunner", "HandoverHook", "Runnable"]
 
-HandoverHook = Callable[[str, CallRecord], Awaitable[None]]
+HandoverHook = Callable[[str, CallRecord], Awaitable[None] | None]
 """Called with (run id, record) before a submission or a pending confirmation is saved; raise
-``CallRejected`` to refuse it."""
+``CallRejected`` to refuse it. A plain function or a coroutine function."""
 
 CONFIRM_PROMPT = "steadyrun.confirm_prompt"
 USAGE_NOTE = "steadyrun.usage"
@@ -146,7 +147,10 @@ class CallRunner:
         held = replace(record, rev=record.rev + 1, **changes)
         try:
             if self.on_handover is not None:
-                await self.on_handover(self.state.run_id, replace(held))
+                # Sync or async, as observers may be: only an awaitable is awaited.
+                outcome = self.on_handover(self.state.run_id, replace(held))
+                if inspect.isawaitable(outcome):
+                    await outcome
             await self.save(held)
         except CallRejected as refusal:
             await self.save(

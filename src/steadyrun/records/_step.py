@@ -70,8 +70,12 @@ class Checkpoint:
         batch: Record ids of the open batch, in call order.
         next_position: Position of the next block.
         context_length: Messages in the context log; a check on resume.
-        seen_inputs: ``FeedMessage.key`` of input messages already in the context (the
-            ``(id, revision)`` pair as one text), recent ones.
+        seen_inputs: ``FeedMessage.key`` of the input messages taken since the current (or
+            last) turn began (the ``(id, revision)`` pair as one text). Input at or below
+            ``claimed_through`` is never taken again, so the keys of earlier turns are dropped
+            when a turn begins: the list does not grow with the conversation. (Checkpoints
+            written before kept every key; they read the same, and are trimmed at their next
+            turn.)
         extra: State of extensions and later features, by name.
     """
 

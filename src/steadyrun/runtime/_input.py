@@ -46,7 +46,14 @@ async def fresh_input(store: Store, state: RunState) -> Fresh:
     if not through:
         return Fresh(0, [])
     claim = await store.claim(state.run_id, through)
-    fresh = [m for m in claim.messages if m.seq > cp.claimed_through and m.key not in state.seen]
+    # Below the claimed position nothing is taken again; above it, a key is taken once even
+    # if a store hands the message back twice (in this claim, or since the turn began).
+    seen = set(state.seen)
+    fresh = []
+    for m in claim.messages:
+        if m.seq > cp.claimed_through and m.key not in seen:
+            seen.add(m.key)
+            fresh.append(m)
     if not fresh:  # only duplicates: nothing to take, but the boundary moves past them
         cp.claimed_through = max(cp.claimed_through, claim.end_seq)
     return Fresh(claim.end_seq, fresh)
@@ -59,6 +66,9 @@ def take_input(state: RunState, fresh: Fresh, *, new_turn: bool, max_turns: int 
         if max_turns is not None and cp.turn >= max_turns:
             raise TurnLimit(cp.turn)  # before anything changes: the input stays unclaimed
         cp.turn += 1
+        # The earlier turns' input lies at or below the claimed position, which guards it:
+        # the keys need not be carried into every checkpoint of a long conversation.
+        state.forget_seen()
     cp.claimed_through = max(cp.claimed_through, fresh.end_seq)
     cp.iteration = 0
     cp.phase = "model"

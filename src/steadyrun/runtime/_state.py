@@ -101,6 +101,11 @@ class RunState:
         self.seen.add(key)
         self.cp.seen_inputs.append(key)
 
+    def forget_seen(self) -> None:
+        """Drop the remembered keys (a new turn: the claimed position guards older input)."""
+        self.seen.clear()
+        self.cp.seen_inputs = []
+
     def take_step(self, now: datetime) -> Step:
         """The step holding every change since the last one; the trackers start over."""
         self.run.updated_at = now

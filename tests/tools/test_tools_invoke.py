@@ -189,7 +189,7 @@ def test_render_each_kind() -> None:
     assert f.render([Reply(text="a", score=1)]) == '[{"text": "a", "score": 1.0}]'
 
 
-def test_render_falls_back_for_odd_values() -> None:
+def test_render_converts_what_has_a_json_form_and_refuses_the_rest() -> None:
     @tool
     def f() -> None:
         pass
@@ -198,11 +198,17 @@ def test_render_falls_back_for_odd_values() -> None:
         def __str__(self) -> str:
             return "opaque!"
 
-    assert f.render(Opaque()) == '"opaque!"'
     assert f.render({(1, 2): "tuple key"}) == '{"1,2": "tuple key"}'
+    assert f.render({"s": {3}, "t": (1, 2), "b": b"ab"}) == '{"s": [3], "t": [1, 2], "b": "ab"}'
+    # No JSON form: refused, never shown as its str() (which the model could not use).
+    with pytest.raises(UsageError, match="type Opaque has no JSON form"):
+        f.render(Opaque())
+    with pytest.raises(UsageError, match="no JSON form"):
+        f.render({"nested": Opaque()})
     cyclic: list[Any] = []
     cyclic.append(cyclic)
-    assert f.render(cyclic) == "[[...]]"
+    with pytest.raises(UsageError, match="no JSON form"):
+        f.render(cyclic)
 
 
 def test_tool_is_frozen_and_replace_revalidates() -> None:

@@ -20,6 +20,8 @@ from steadyrun.chat import (
 from steadyrun.records import Block, CallRecord
 from steadyrun.runtime._calls import USAGE_NOTE
 from steadyrun.runtime._results import call_id
+from steadyrun.runtime._scrub import scrub as _clean
+from steadyrun.runtime._scrub import storable as _valid
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ToolSet
@@ -107,18 +109,6 @@ def tools_usage(records: Sequence[CallRecord]) -> Usage:
         if note:
             total = total + from_plain(json.loads(note), Usage)
     return total
-
-
-def _valid(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _clean(text: str) -> str:
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def scrub_response(response: ModelResponse) -> tuple[ModelResponse, set[int]]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from steadyrun._codec import to_plain
-from steadyrun._errors import StoreError
+from steadyrun._codec import encode, to_plain
+from steadyrun._errors import StoreError, UsageError
 from steadyrun.control import (
     AwaitExternal,
     CallRejected,
@@ -34,6 +34,7 @@ from steadyrun.runtime._extension import ToolCall
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
+from steadyrun.runtime._scrub import scrub_record
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Journal
@@ -258,8 +259,13 @@ class CallRunner:
             text = tool.render(value)
             completion = None
             if tool.completion:
-                to_plain(value, Any)
+                _check_storable(value)
                 completion = CallCompletion(value=value, fixed=False)
+        except UsageError:
+            # No JSON form: the body ran, so say that, and what it returned.
+            kind = type(value).__name__
+            error = self.texts.result_not_json.format(name=record.name, kind=kind)
+            return self._failed(record, error, prefixed=False)
         except Exception as exc:
             return self._failed(record, self.texts.result_unstorable.format(error=_describe(exc)))
         if completion is not None:
@@ -284,7 +290,7 @@ class CallRunner:
             if not tool.completion:
                 return self._failed(record, self.texts.complete_outside_completion)
             try:
-                to_plain(signal.value, Any)
+                _check_storable(signal.value)
                 text = tool.render(signal.value)
             except Exception as exc:
                 return self._failed(
@@ -303,7 +309,11 @@ class CallRunner:
             )
         if not self.can_suspend and isinstance(signal, AwaitExternal | InputRequired):
             return self._failed(record, self.texts.cannot_suspend.format(name=name), prefixed=False)
-        problem = _unstorable(getattr(signal, "payload", None), getattr(signal, "state", None))
+        problem = _unstorable(
+            getattr(signal, "payload", None),
+            getattr(signal, "state", None),
+            getattr(signal, "response_schema", None),
+        )
         if problem:
             return self._failed(record, self.texts.handover_unstorable.format(error=problem))
         if isinstance(signal, AwaitExternal):
@@ -388,15 +398,29 @@ class CallRunner:
         )
 
     async def save(self, record: CallRecord) -> None:
-        """Write a record snapshot and keep it as the run's current one."""
+        """Write a record snapshot and keep it as the run's current one.
+
+        Text a tool handed back that no store can encode is scrubbed first, as model output
+        is: a tool's odd bytes must not fail the run's save (and every resume's after it).
+        """
+        record = scrub_record(record)
         await self.journal.save_call(self.state.run_id, record)
         self.state.put_call(record, saved=True)
+
+
+def _check_storable(value: Any) -> None:
+    """Raise ``StoreError`` when ``value`` has no stored form (a lone surrogate included).
+
+    Encoded, not only converted: the conversion lets lone surrogates through, the store would
+    not.
+    """
+    encode(value, Any)
 
 
 def _unstorable(*values: Any) -> str | None:
     for value in values:
         try:
-            to_plain(value, Any)
+            _check_storable(value)
         except StoreError as exc:
             return str(exc)
     return None

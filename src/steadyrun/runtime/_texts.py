@@ -50,6 +50,8 @@ class Texts:
         tool_error: A tool (or its policy or scheduling) raised.
         bad_policy_outcome: ``{error}`` of ``tool_error``: a policy returned something else.
         result_unstorable: ``{error}`` of ``tool_error``: the result is not storable.
+        result_not_json: A tool ran and returned a value with no JSON form (``{kind}`` is its
+            type).
         complete_outside_completion: ``{error}`` of ``tool_error``: misuse of ``complete()``.
         completion_unstorable: ``{error}`` of ``tool_error``: the completion is not storable.
         handover_unstorable: ``{error}`` of ``tool_error``: a payload or state is not storable.
@@ -182,6 +184,9 @@ class Texts:
     tool_error: str = "{name} failed: {error}"
     bad_policy_outcome: str = "its policy returned {kind}, not Submit, Confirm or None"
     result_unstorable: str = "its result cannot be stored: {error}"
+    result_not_json: str = (
+        "{name} ran, but its result cannot be shown: it returned a {kind}, which has no JSON form."
+    )
     complete_outside_completion: str = "complete() may only be used by completion tools"
     completion_unstorable: str = "its completion cannot be stored: {error}"
     handover_unstorable: str = "what it handed over cannot be stored: {error}"

@@ -42,6 +42,7 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "tool_error": "{name} 执行失败：{error}",
         "bad_policy_outcome": "它的策略返回了 {kind}，而不是 Submit、Confirm 或 None",
         "result_unstorable": "它的结果无法保存：{error}",
+        "result_not_json": "{name} 已运行，但其结果无法显示：它返回了 {kind}，该值没有 JSON 形式。",
         "complete_outside_completion": "只有完成工具才能使用 complete()",
         "completion_unstorable": "它的完成值无法保存：{error}",
         "handover_unstorable": "它移交的内容无法保存：{error}",

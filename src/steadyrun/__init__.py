@@ -8,6 +8,7 @@ waits for the outside world, and resumes from its last checkpoint without repeat
 from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import (
+    CallNotFoundError,
     ConflictError,
     ContentFiltered,
     CorrectionsExhausted,
@@ -60,6 +61,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Accept",
     "Agent",
+    "CallNotFoundError",
     "CallRecord",
     "ConflictError",
     "ContentFiltered",

@@ -6,15 +6,36 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     ├── UsageError                 the library was called the wrong way; fix the calling code
     │   ├── ToolDefinitionError    a @tool signature or trait is invalid (all problems at once)
     │   ├── RunNotFoundError       no run is stored under that id
+    │   ├── RunCancelledError      the run was cancelled: it is never resumed
     │   ├── UnknownCallError       no call (or wait) with that id in the run
+    │   │   └── CallNotFoundError  a store has no such call to update (also a ``KeyError``)
     │   ├── NotPendingError        the call is not waiting for that (late or duplicate answer)
     │   ├── ConflictError          a different decision or answer was already given
     │   └── InvalidResponseError   an answer or edited arguments fail their schema
     ├── StoreError                 a store failed to read or write; the last saved step is intact
-    │   └── FormatVersionError     stored data has a format version this release does not know
+    │   ├── FormatVersionError     stored data has a format version this release does not know
+    │   └── LeaseLostError         the claim is another's now: write refused (``steadyrun.stores``)
     ├── ModelError                 a model client failed (providers add status and body)
     │   ├── ScriptExhaustedError   a ScriptedModel was asked for more responses than scripted
-    │   └── LocalBuildError        the installed llama.cpp cannot compute on this machine
+    │   ├── LocalBuildError        the installed llama.cpp cannot compute on this machine
+    │   ├── StructuredOutputError  generate_object got no valid value within its attempts
+    │   └── ProviderError          a provider answered with an error (``steadyrun.models``)
+    │       ├── AuthenticationFailed   the API key is missing, wrong or lacks permission
+    │       ├── BadRequest             the request was refused as malformed
+    │       │   └── ContextOverflow    the request does not fit the context window
+    │       ├── RateLimited            too many requests (retried)
+    │       ├── Overloaded             the provider is overloaded (retried)
+    │       ├── ServerError            the provider failed (retried)
+    │       ├── ProviderTimeout        no answer in time (retried)
+    │       ├── ProviderConnectionError  the connection failed (retried)
+    │       └── MalformedResponse      the response does not have its documented shape
+    ├── ToolArgumentsError         a tool call's arguments are invalid (``steadyrun.tools``)
+    ├── SubAgentFailed             a sub-agent's run failed (``steadyrun.extensions``)
+    ├── McpError                   an MCP server failed (``steadyrun.extensions.mcp``)
+    │   └── McpToolError           an MCP tool reported an error
+    ├── NotSupportedError          not available in this release (``steadyrun.service``)
+    ├── SequenceGapError           a delta does not follow its snapshot (``steadyrun.stream``)
+    ├── DevServerError             the Temporal dev server failed (``steadyrun.temporal``)
     └── RunFailure                 why a run ended ``failed``; stored with the run
         ├── ModelCallFailed        the model call raised
         ├── InvalidModelOutput     the model answered in a way the loop cannot admit
@@ -24,13 +45,20 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
         │   └── TurnLimitExceeded
         └── CorrectionsExhausted   the model used up its corrections
 
-Control-flow signals raised by tools (``steadyrun.control``) are not errors and do not derive
-from this tree.
+An error whose line names a ``steadyrun.…`` package is imported from there, and so are its
+subclasses; the others from ``steadyrun``.
+
+Signals are not errors and do not derive from this tree: the control flow tools raise
+(``steadyrun.control``: ``ControlSignal`` and its ``AwaitExternal``, ``Detach``,
+``InputRequired``, ``Complete``), ``HostFailure`` (a tool cannot tell whether its effect
+happened) and ``CallRejected`` (a host refuses a handover), all caught by the runtime; and
+``CheckSkipped``, which a conformance check raises for the test runner.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "CallNotFoundError",
     "ConflictError",
     "ContentFiltered",
     "CorrectionsExhausted",
@@ -93,6 +121,29 @@ class RunCancelledError(UsageError):
 
 class UnknownCallError(UsageError):
     """The run has no call (or no wait) with the given id."""
+
+
+class CallNotFoundError(UnknownCallError, KeyError):
+    """A store has no call with that id in that run (or no such run) to update.
+
+    Also a ``KeyError``, as stores raised before it existed, so ``except KeyError`` still
+    catches it.
+
+    Attributes:
+        run_id: The run.
+        call_id: The call.
+    """
+
+    def __init__(self, run_id: str, call_id: str) -> None:
+        self.run_id = run_id
+        self.call_id = call_id
+        super().__init__(f"no call {call_id!r} in run {run_id!r}")
+
+    # KeyError would show the message quoted, as a repr.
+    __str__ = Exception.__str__
+
+    def __reduce__(self) -> tuple[type[CallNotFoundError], tuple[str, str]]:
+        return (type(self), (self.run_id, self.call_id))
 
 
 class NotPendingError(UsageError):

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from steadyrun._codec import encode
-from steadyrun._errors import StoreError, UsageError
+from steadyrun._errors import CallNotFoundError, StoreError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, Step, overlay_external
 from steadyrun.stores import Claim, MemoryStore, Store
 from steadyrun.testing.conformance import (
@@ -68,7 +68,7 @@ class CheckThenWriteStore(MemoryStore):
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         stored = await self.load_call(run_id, call_id)
         if stored is None:
-            raise KeyError(call_id)
+            raise CallNotFoundError(run_id, call_id)
         await asyncio.sleep(0)  # another host's write lands here, unseen
         merged = overlay_external(stored, update)
         self._runs[run_id].calls[call_id] = encode(merged)

@@ -13,6 +13,7 @@ def test_public_names_are_pinned() -> None:
         [
             "Accept",
             "Agent",
+            "CallNotFoundError",
             "CallRecord",
             "ConflictError",
             "ContentFiltered",

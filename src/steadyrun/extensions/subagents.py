@@ -21,6 +21,7 @@ from steadyrun._errors import (
     InvalidModelOutput,
     IterationLimitExceeded,
     ModelCallFailed,
+    SteadyrunError,
     UsageError,
 )
 from steadyrun.chat import ModelResponse, ToolDefinition
@@ -77,7 +78,7 @@ class Delegate:
             raise UsageError(f"Delegate {self.name!r} needs a description for the model")
 
 
-class SubAgentFailed(Exception):
+class SubAgentFailed(SteadyrunError):
     """A sub-agent's run failed; the delegation call fails with this message."""
 
 

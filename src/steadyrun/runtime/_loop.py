@@ -20,6 +20,7 @@ from steadyrun._errors import (
     IterationLimitExceeded,
     ModelCallFailed,
     RunFailure,
+    StoreError,
     failure_from_record,
 )
 from steadyrun.chat import (
@@ -165,7 +166,7 @@ class Execution:
         except TurnLimit as exc:
             return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
         if not claimed:
-            raise AssertionError("a new run starts with input in its feed")
+            raise StoreError(f"run {self.state.run_id!r}: the store's feed lost the run's input")
         await self._save()
         return await self._loop()
 
@@ -175,7 +176,7 @@ class Execution:
         if self.ext is not None and not self.subagent:
             await self.ext.notify("on_restore", state.run_id)
         if len(state.context) != cp.context_length:
-            raise RuntimeError(
+            raise StoreError(
                 f"run {state.run_id!r}: context log has {len(state.context)} messages, "
                 f"checkpoint expects {cp.context_length}; the store lost part of the log"
             )

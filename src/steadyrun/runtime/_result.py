@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from steadyrun._errors import RunFailure
+from steadyrun._errors import CallNotFoundError, RunFailure
 from steadyrun.chat import Message, Usage
 from steadyrun.records import Block, CallRecord
 
@@ -52,11 +52,11 @@ class RunResult:
         return self.extensions.get("planning")
 
     def call(self, call_id: str) -> CallRecord:
-        """The record with this id; ``KeyError`` when there is none."""
+        """The record with this id; ``CallNotFoundError`` (a ``KeyError``) when there is none."""
         for record in self.calls:
             if record.id == call_id:
                 return record
-        raise KeyError(call_id)
+        raise CallNotFoundError(self.run_id, call_id)
 
     def raise_for_status(self) -> RunResult:
         """Raise the run's failure if it failed; return ``self`` otherwise."""

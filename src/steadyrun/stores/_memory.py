@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from steadyrun._codec import decode, encode
-from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
     CHECKPOINT_FORMAT,
@@ -122,7 +122,7 @@ class MemoryStore:
         """Apply a host write with ``overlay_external``."""
         stored = self._runs.get(run_id)
         if stored is None or call_id not in stored.calls:
-            raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+            raise CallNotFoundError(run_id, call_id)
         merged = overlay_external(decode(stored.calls[call_id], CallRecord), update)
         stored.calls[call_id] = encode(merged)
         return merged

@@ -128,7 +128,7 @@ class Journal(Protocol):
         ...
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
-        """Apply a host write to a call; raises ``KeyError`` for an unknown call.
+        """Apply a host write to a call; raises ``CallNotFoundError`` for an unknown call.
 
         ``ConflictError`` and ``NotPendingError`` from ``overlay_external`` pass through.
         """

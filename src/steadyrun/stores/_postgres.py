@@ -27,7 +27,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from steadyrun._codec import decode, encode
-from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
 from steadyrun.chat import Message
 from steadyrun.records import (
     CHECKPOINT_FORMAT,
@@ -303,7 +303,7 @@ class PostgresStore:
             )
             row = await cur.fetchone()
             if row is None:
-                raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+                raise CallNotFoundError(run_id, call_id)
             merged = overlay_external(decode(row[0], CallRecord), update)
             await cur.execute(
                 f"UPDATE {s}.calls SET status = %s, record = %s WHERE run_id = %s AND call_id = %s",

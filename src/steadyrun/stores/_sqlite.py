@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from steadyrun._codec import decode, encode
-from steadyrun._errors import FormatVersionError, StoreError, UsageError
+from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
 from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.chat import Message
 from steadyrun.records import (
@@ -234,7 +234,7 @@ class SqliteStore:
                 "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
             ).fetchone()
             if row is None:
-                raise KeyError(f"no call {call_id!r} in run {run_id!r}")
+                raise CallNotFoundError(run_id, call_id)
             merged = overlay_external(decode(row[0], CallRecord), update)
             conn.execute(
                 "UPDATE calls SET status = ?, record = ? WHERE run_id = ? AND call_id = ?",

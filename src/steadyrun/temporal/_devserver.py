@@ -24,13 +24,18 @@ from types import TracebackType
 from temporalio.api.workflowservice.v1 import GetSystemInfoRequest
 from temporalio.client import Client
 
+from steadyrun._errors import SteadyrunError
+
 __all__ = ["DevServer", "DevServerError", "find_temporal_binary"]
 
 _ENV_BINARY = "STEADYRUN_TEMPORAL_BIN"
 
 
-class DevServerError(RuntimeError):
-    """The dev server could not be found or started."""
+class DevServerError(SteadyrunError, RuntimeError):
+    """The dev server could not be found or started.
+
+    Also a ``RuntimeError``, as it was before it joined ``SteadyrunError``'s tree.
+    """
 
 
 def find_temporal_binary() -> Path | None:

@@ -18,6 +18,7 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
+    from steadyrun._errors import CallNotFoundError
     from steadyrun.records import (
         ACTIVE_STATUSES,
         CallRecord,
@@ -200,7 +201,7 @@ class DryStore(WorkflowStore):
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         stored = await self.inner.load_call(run_id, call_id)
         if stored is None:
-            raise KeyError(call_id)
+            raise CallNotFoundError(run_id, call_id)
         return overlay_external(stored, update)
 
     async def list_runs(self, **kwargs: Any) -> list[RunSummary]:

@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterable
 from dataclasses import replace
 
-from steadyrun._errors import StoreError
+from steadyrun._errors import CallNotFoundError, StoreError
 from steadyrun.chat import MediaRef
 from steadyrun.records import (
     CallCompletion,
@@ -317,13 +317,13 @@ async def update_call_overlays_host_write(store: Store) -> None:
     expect_equal(await _only_call(store, "c2"), asked, "record loaded after the answer")
 
 
-@CHECKS.rule("update_call_unknown_is_key_error")
-async def update_call_unknown_is_key_error(store: Store) -> None:
-    """``update_call`` of an unknown run, or of an unknown call of a run, raises KeyError."""
-    with expect_raises(KeyError, "update_call on an unknown run"):
+@CHECKS.rule("update_call_unknown_is_call_not_found")
+async def update_call_unknown_is_call_not_found(store: Store) -> None:
+    """``update_call`` of an unknown run or call raises ``CallNotFoundError`` (a ``KeyError``)."""
+    with expect_raises(CallNotFoundError, "update_call on an unknown run"):
         await store.update_call("never-saved", "c1", CallUpdate(status="succeeded"))
     await store.save_step(RUN, step(calls=[call()]))
-    with expect_raises(KeyError, "update_call of an unknown call"):
+    with expect_raises(CallNotFoundError, "update_call of an unknown call"):
         await store.update_call(RUN, "c9", CallUpdate(status="succeeded"))
     expect_equal((await load(store)).calls, [call()], "calls after those updates")
 

@@ -15,8 +15,8 @@ from steadyrun.context import (
     result_key,
 )
 from steadyrun.records import CallRecord
-from steadyrun.runtime._texts import Texts
-from steadyrun.tools import ToolSet
+from steadyrun.runtime._texts import Texts, default_texts
+from steadyrun.tools import DEFAULT_MAX_RESULT_CHARS, ToolSet
 
 __all__ = [
     "call_id",
@@ -55,23 +55,38 @@ def tool_message(
     policy: ContextPolicy | None,
     texts: Texts | None = None,
 ) -> Message:
-    """The results of a batch in call order, large ones offloaded, tagged with record ids."""
+    """The results of a batch in call order, large ones offloaded, tagged with record ids.
+
+    A result over its tool's ``max_result_chars`` (``DEFAULT_MAX_RESULT_CHARS`` for a call of
+    an unknown tool) never goes to the model whole: it is offloaded where it can be (a context
+    policy, a tool not ``intact``), and truncated with a note otherwise.
+    """
     parts: list[Part] = []
     offloaded: list[str] = []
     for i, record in enumerate(records):
         part = result_part(record)
         tool = tools.get(record.name)
         intact = tool is not None and tool.retain == "intact"
+        bound = tool.max_result_chars if tool is not None else DEFAULT_MAX_RESULT_CHARS
+        over = bound is not None and len(part.content) > bound
         large = policy is not None and len(part.content.encode()) > policy.offload_bytes()
-        if policy is not None and large and not intact:
-            content = offload_text(
-                part.content, record.id, policy.preview_chars, record.name, texts
-            )
+        if policy is not None and (large or over) and not intact:
+            preview = policy.preview_chars if bound is None else min(bound, policy.preview_chars)
+            content = offload_text(part.content, record.id, preview, record.name, texts)
             part = replace(part, content=content)
             offloaded.append(result_key(part, i))
+        elif over and bound is not None:
+            part = replace(part, content=_truncated(part.content, bound, record.name, texts))
         parts.append(part)
     message = Message(role="tool", parts=parts, meta={CALLS_META: ",".join(r.id for r in records)})
     return mark(message, OFFLOADED_META, offloaded)
+
+
+def _truncated(content: str, bound: int, name: str, texts: Texts | None) -> str:
+    """The first ``bound`` characters of a result, and a note saying the rest is left out."""
+    texts = texts or default_texts()
+    note = texts.result_truncated.format(name=name, size=str(len(content)), shown=str(bound))
+    return f"{content[:bound]}\n{note}"
 
 
 def completion_of(records: list[CallRecord]) -> tuple[Any, bool] | None:

@@ -67,6 +67,8 @@ class Texts:
         completion_not_alone: A completion tool was called together with other calls.
         completion_rejected: The agent's completion validator rejected a completion.
         offload_note: After the preview of a result too large for the context.
+        result_truncated: After the part shown of a result over its tool's size bound
+            (``max_result_chars``), where it cannot be offloaded.
         cleared_note: In place of an old result cleared to save context.
         cleared_note_plain: In place of a cleared result without a reference.
         read_unknown_ref: The read tool was given a reference it does not know.
@@ -219,6 +221,10 @@ class Texts:
     offload_note: str = (
         "[Result of {name} is {size} characters; the first {shown} are shown. Read more with "
         'read_offloaded_result(ref="{ref}", offset={shown}).]'
+    )
+    result_truncated: str = (
+        "[Result of {name} is {size} characters; only the first {shown} are shown, and the rest "
+        "cannot be read here.]"
     )
     cleared_note: str = (
         "[Result cleared to save context ({size} chars); read it again with "

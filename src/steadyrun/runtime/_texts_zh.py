@@ -72,6 +72,9 @@ CHINESE: Mapping[str, str] = MappingProxyType(
             "[{name} 的结果共 {size} 个字符，此处只显示前 {shown} 个。"
             '可用 read_offloaded_result(ref="{ref}", offset={shown}) 读取更多内容。]'
         ),
+        "result_truncated": (
+            "[{name} 的结果有 {size} 个字符，只显示了前 {shown} 个，其余部分在此无法读取。]"
+        ),
         "cleared_note": (
             "[为节省上下文，此结果已被清除（{size} 个字符）；"
             '可用 read_offloaded_result(ref="{ref}") 重新读取。]'

@@ -16,10 +16,18 @@ from steadyrun.tools._arguments import ToolArgumentsError
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import MAX_TOOL_NAME_LENGTH, safe_tool_name, validate_tool_name
 from steadyrun.tools._schema_tool import schema_tool, validate_strictly
-from steadyrun.tools._tool import ConcurrencyKey, Policy, Retain, Tool, tool
+from steadyrun.tools._tool import (
+    DEFAULT_MAX_RESULT_CHARS,
+    ConcurrencyKey,
+    Policy,
+    Retain,
+    Tool,
+    tool,
+)
 from steadyrun.tools._toolset import ToolSet
 
 __all__ = [
+    "DEFAULT_MAX_RESULT_CHARS",
     "MAX_TOOL_NAME_LENGTH",
     "ConcurrencyKey",
     "Policy",

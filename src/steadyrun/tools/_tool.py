@@ -16,7 +16,11 @@ from steadyrun.tools._names import validate_tool_name
 from steadyrun.tools._render import render_result
 from steadyrun.tools._signature import Binding, analyse_function
 
-__all__ = ["ConcurrencyKey", "Policy", "Retain", "Tool", "tool"]
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "ConcurrencyKey", "Policy", "Retain", "Tool", "tool"]
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""Most characters of a tool's result the model sees by default (about 25,000 tokens by the
+estimate of 4 bytes a token): larger results are offloaded or truncated with a note."""
 
 Retain: TypeAlias = Literal["default", "keep", "intact"]
 """How the runtime treats a tool's results when it trims history."""
@@ -65,6 +69,10 @@ class Tool:
             or waits for a person's confirmation.
         timeout: Seconds a call may run; past it the call is settled as interrupted (or
             needs review, when it has side effects).
+        max_result_chars: Most characters of a result the model sees (``None``: no bound).
+            A longer result is offloaded where the agent has a context policy (and the tool
+            is not ``retain="intact"``), and truncated with a note otherwise; the call's
+            record keeps it whole.
     """
 
     name: str
@@ -81,6 +89,7 @@ class Tool:
     completion: bool = False
     policy: Policy | None = None
     timeout: float | None = None
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
     _binding: Binding = field(repr=False)
     _definition: ToolDefinition = field(init=False, repr=False)
 
@@ -93,6 +102,7 @@ class Tool:
             bools={t: getattr(self, t) for t in _BOOL_TRAITS},
             policy=self.policy,
             timeout=self.timeout,
+            max_result_chars=self.max_result_chars,
         )
         if problems:
             raise ToolDefinitionError(str(self.name), problems)
@@ -209,6 +219,7 @@ def tool(
     completion: bool = False,
     policy: Policy | None = None,
     timeout: float | None = None,
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -228,6 +239,7 @@ def tool(
     completion: bool = False,
     policy: Policy | None = None,
     timeout: float | None = None,
+    max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function into a tool; use as ``@tool`` or ``@tool(...)``.
 
@@ -253,6 +265,9 @@ def tool(
         policy: A function of the call (``CallView``) deciding before it runs: ``None`` to run
             it, ``Submit(...)`` to hand it to the host, ``Confirm(...)`` to wait for approval.
         timeout: Seconds a call may run before it is settled as interrupted.
+        max_result_chars: Most characters of a result the model sees (default
+            ``DEFAULT_MAX_RESULT_CHARS``; ``None``: no bound): a longer one is offloaded (with
+            a context policy) or truncated with a note.
 
     Returns:
         The ``Tool``, or a decorator producing it when called with arguments only.
@@ -271,6 +286,7 @@ def tool(
         "completion": completion,
         "policy": policy,
         "timeout": timeout,
+        "max_result_chars": max_result_chars,
     }
 
     def decorate(fn: Callable[..., Any]) -> Tool:
@@ -296,6 +312,7 @@ def _make_tool(
         bools={t: traits[t] for t in _BOOL_TRAITS},
         policy=traits["policy"],
         timeout=traits["timeout"],
+        max_result_chars=traits["max_result_chars"],
     )
     problems += analysis.problems
     if problems or analysis.binding is None:
@@ -318,8 +335,18 @@ def _trait_problems(
     bools: dict[str, object],
     policy: object = None,
     timeout: object = None,
+    max_result_chars: object = None,
 ) -> list[str]:
     problems: list[str] = []
+    if max_result_chars is not None and (
+        isinstance(max_result_chars, bool)
+        or not isinstance(max_result_chars, int)
+        or max_result_chars < 1
+    ):
+        problems.append(
+            f"max_result_chars must be a positive number of characters or None, "
+            f"got {max_result_chars!r}"
+        )
     if policy is not None and not callable(policy):
         problems.append(f"policy must be a function of the call, got {type(policy).__name__}")
     if timeout is not None and (

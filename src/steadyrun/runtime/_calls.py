@@ -77,6 +77,7 @@ class CallRunner:
     validate_completion: Callable[[Any], str | None] | None = None
     read_result: Callable[[str], str | None] | None = None
     extensions: ExtensionSet | None = None
+    host_failure_details: bool = True
 
     # -- before the body -------------------------------------------------------------------
 
@@ -203,8 +204,7 @@ class CallRunner:
         except ControlSignal as signal:
             settled = self._signalled(started, item.tool, signal)
         except HostFailure as exc:
-            why = self.texts.tool_host_failure.format(name=item.tool.name, error=str(exc))
-            settled = self._unknown(started, why)
+            settled = self._host_failed(started, exc)
         except TimeoutError:
             why = self.texts.tool_timed_out.format(
                 name=item.tool.name, timeout=str(item.tool.timeout)
@@ -357,6 +357,20 @@ class CallRunner:
             return None
         error = self.texts.completion_rejected.format(feedback=feedback)
         return self._failed(record, error, prefixed=False)
+
+    def _host_failed(self, record: CallRecord, exc: HostFailure) -> CallRecord:
+        """A call whose host failed: its outcome is unknown; the record keeps the message.
+
+        The model is told the message too, unless the host keeps it to itself
+        (``Runtime(host_failure_details=False)``): it may name internal systems.
+        """
+        message = str(exc) or type(exc).__name__
+        name = record.name
+        if self.host_failure_details:
+            why = self.texts.tool_host_failure.format(name=name, error=message)
+        else:
+            why = self.texts.tool_host_failure_hidden.format(name=name)
+        return replace(self._unknown(record, why), error=message)
 
     def _unknown(self, record: CallRecord, why: str) -> CallRecord:
         """A call whose outcome is unknown: settled by its traits, as after a crash."""

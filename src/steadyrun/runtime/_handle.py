@@ -56,6 +56,7 @@ class RunHandle:
         extensions: ExtensionSet,
         save_call: Callable[[CallRecord], Awaitable[None]],
         media: MediaPreparer | None = None,
+        host_failure_details: bool = True,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
@@ -67,6 +68,7 @@ class RunHandle:
         self._extensions = extensions
         self._save_call = save_call
         self._media = media
+        self._host_failure_details = host_failure_details  # the host's choice holds in sub-agents
 
     @property
     def texts(self) -> Texts:
@@ -111,6 +113,7 @@ class RunHandle:
             subagent=True,
             media=self._media.options if self._media is not None else None,
             media_preparer=self._media,
+            host_failure_details=self._host_failure_details,
         )
         return await (execution.start() if snap is None else execution.resume())
 

@@ -92,6 +92,7 @@ class Execution:
         subagent: bool = False,
         media: MediaOptions | None = None,
         media_preparer: MediaPreparer | None = None,
+        host_failure_details: bool = True,
     ) -> None:
         self.state = state
         self.agent = agent
@@ -123,6 +124,7 @@ class Execution:
             validate_completion=agent.completion_validator,
             read_result=self.read_result,
             extensions=self.ext,
+            host_failure_details=host_failure_details,
         )
         if self.ext is not None and not subagent:
             handle = RunHandle(
@@ -136,6 +138,7 @@ class Execution:
                 extensions=self.ext,
                 save_call=self.calls.save,
                 media=self.media,
+                host_failure_details=host_failure_details,
             )
             for ext in self.ext.instances:
                 ext.attach(handle)

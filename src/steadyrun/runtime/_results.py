@@ -39,7 +39,9 @@ def result_part(record: CallRecord) -> ToolResultPart:
     ok = record.status == "succeeded" or (
         not record.settled and record.handover in ("detached", "submitted")
     )
-    content = record.result if ok or record.error is None else record.error
+    # An unknown outcome's result is what the model is told; its error is the host's detail.
+    unknown = record.status in ("interrupted", "needs_review") and record.result is not None
+    content = record.result if ok or unknown or record.error is None else record.error
     return ToolResultPart(
         call_id=record.provider_call_id,
         name=record.name,

@@ -41,6 +41,9 @@ class Runtime(HostOperations):
             it (the call is recorded ``rejected`` and the model sees the reason).
         media: How media are read (the host's storage) and how much a model call carries;
             see ``steadyrun.media.MediaOptions`` and docs/media.md.
+        host_failure_details: Whether the model reads the message of a ``HostFailure`` a
+            tool raised (it may name internal systems); the call's record keeps it as its
+            ``error`` either way.
 
     Example:
         ``result = await Runtime(MemoryStore()).run(agent, run_id="t-1", input="Hi")``
@@ -57,6 +60,7 @@ class Runtime(HostOperations):
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
         on_handover: HandoverHook | None = None,
         media: MediaOptions | None = None,
+        host_failure_details: bool = True,
     ) -> None:
         self.store = store
         self._agents: dict[str, Agent] = {}
@@ -70,6 +74,7 @@ class Runtime(HostOperations):
         self._on_handover = on_handover
         self.media = media
         self._media = MediaPreparer(media or MediaOptions(), self.texts)
+        self.host_failure_details = host_failure_details
 
     def _register(self, agent: Agent) -> None:
         known = self._agents.get(agent.name)
@@ -187,6 +192,7 @@ class Runtime(HostOperations):
             on_handover=self._on_handover,
             media=self.media,
             media_preparer=self._media,
+            host_failure_details=self.host_failure_details,
         )
 
     def _driving(self, run_id: str) -> _Driving:

@@ -40,6 +40,8 @@ class Texts:
         needs_review: A call with side effects a crash interrupted (outcome unknown).
         interrupted_detail: One of the three above, with why the call's outcome is unknown.
         tool_host_failure: Why: the host failed while the tool ran.
+        tool_host_failure_hidden: Why, when the runtime keeps the failure's message from the
+            model (``Runtime(host_failure_details=False)``).
         tool_timed_out: Why: the tool ran past its timeout (``{timeout}`` in seconds).
         tool_cancelled: Why: the tool's task was cancelled.
         unknown_tool: The model called a tool that does not exist.
@@ -175,6 +177,7 @@ class Texts:
     )
     interrupted_detail: str = "{outcome} ({why})"
     tool_host_failure: str = "{name} could not finish: {error}"
+    tool_host_failure_hidden: str = "{name} could not finish because something it depends on failed"
     tool_timed_out: str = "{name} did not finish within {timeout} s"
     tool_cancelled: str = "{name} was cancelled"
 

@@ -32,6 +32,7 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         ),
         "interrupted_detail": "{outcome}（{why}）",
         "tool_host_failure": "{name} 未能完成：{error}",
+        "tool_host_failure_hidden": "{name} 因其依赖的服务出错而未能完成",
         "tool_timed_out": "{name} 未在 {timeout} 秒内完成",
         "tool_cancelled": "{name} 已被取消",
         # -- errors the model can fix ------------------------------------------------------

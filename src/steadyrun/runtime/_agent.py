@@ -93,6 +93,12 @@ class Agent:
         completion_fallback: Gives a fixed completion when corrections or iterations run out.
         strict_settlement: When true, a call needing review holds the run (suspended) until
             the host settles it with ``Runtime.settle``.
+        correct_length_cut: When true, a text answer cut by the output length limit (finish
+            reason ``length``) is not delivered: the model sees it with a note and answers
+            again, spending a correction (``Limits.corrections``; when none is left, the
+            ``completion_fallback`` or ``CorrectionsExhausted``). When false it is delivered
+            as it is, and ``RunResult.finish_reason`` is ``length``. Tool calls cut by the
+            limit are always corrected.
         can_suspend: Whether tools may suspend runs of this agent (``await_external``,
             ``require_input``); when false such calls fail with a reason the model sees.
         context: Keeps every run inside the model's window (offloading large results,
@@ -114,6 +120,7 @@ class Agent:
     completion_validator: CompletionValidator | None = None
     completion_fallback: CompletionFallback | None = None
     strict_settlement: bool = False
+    correct_length_cut: bool = False
     can_suspend: bool = True
     context: ContextPolicy | None = None
     context_reducer: ContextReducer | None = None

@@ -27,9 +27,7 @@ from steadyrun.chat import (
     Message,
     ModelRequest,
     ModelResponse,
-    Part,
     TextPart,
-    ToolCallPart,
 )
 from steadyrun.context import (
     ContextEvent,
@@ -53,6 +51,7 @@ from steadyrun.runtime._input import (
     take_input,
     turn_limit_failure,
 )
+from steadyrun.runtime._lengthcut import FINISH_REASON, correct_length_cut, finish_reason
 from steadyrun.runtime._observers import ObserverSet, observed
 from steadyrun.runtime._recovery import (
     apply_answers,
@@ -278,13 +277,14 @@ class Execution:
             await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
         # The runtime counts requests itself: a provider's usage may leave them out.
         state.run.usage = state.run.usage + replace(response.usage, requests=1)
+        cp.extra[FINISH_REASON] = response.finish_reason
         calls = response.message.tool_calls
         finish = response.finish_reason
         if calls and finish == "tool_calls":
             await self._open_batch(model_call_id, response)
             await self._save()
             return None
-        if calls and finish == "length":
+        if finish == "length" and (calls or self.agent.correct_length_cut):
             return await self._correct_length(model_call_id, response)
         if calls:
             return await self._fail(
@@ -413,23 +413,19 @@ class Execution:
     async def _correct_length(
         self, model_call_id: str, response: ModelResponse
     ) -> RunResult | None:
-        state = self.state
-        if state.cp.corrections >= self.limits.corrections:
-            return await self._fail(
-                CorrectionsExhausted(
-                    f"model call {model_call_id} was cut by the length limit inside tool calls "
-                    f"and the run has used its {self.limits.corrections} correction(s); raise "
-                    "ModelSettings.max_tokens or Limits.corrections"
-                )
+        n = self.limits.corrections
+        if correct_length_cut(self.state, model_call_id, response, corrections=n, texts=self.texts):
+            await self._save()
+            return None
+        what = f"model call {model_call_id} was cut by the length limit"
+        if not response.message.tool_calls:  # a cut answer: as a guard's rejection would be
+            return await self._out_of_corrections("corrections_exhausted", what)
+        return await self._fail(
+            CorrectionsExhausted(
+                f"{what} inside tool calls and the run has used its {n} correction(s); raise "
+                "ModelSettings.max_tokens or Limits.corrections"
             )
-        state.cp.corrections += 1
-        # The cut tool calls never enter the history: nothing would answer them.
-        kept: list[Part] = [p for p in response.message.parts if not isinstance(p, ToolCallPart)]
-        if kept:
-            self._record_message(model_call_id, replace(response.message, parts=kept))
-        state.append(Message(role="user", parts=[TextPart(text=self.texts.length_cut)]))
-        await self._save()
-        return None
+        )
 
     # -- batches ---------------------------------------------------------------------------
 
@@ -590,6 +586,7 @@ class Execution:
             text=run.text if run.status == "completed" else None,
             completion=run.completion,
             completion_reason=run.completion_reason,
+            finish_reason=finish_reason(self.state.cp),
             usage=run.usage,
             calls=list(self.state.calls.values()),
             blocks=list(self.state.blocks),

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from steadyrun._errors import CallNotFoundError, RunFailure
-from steadyrun.chat import Message, Usage
+from steadyrun.chat import FinishReason, Message, Usage
 from steadyrun.records import Block, CallRecord
 
 __all__ = ["RunResult"]
@@ -24,6 +24,10 @@ class RunResult:
         completion: The structured value of a run completed by a completion tool (or a
             guard's ``Finish``, or a fallback).
         completion_reason: Why a fallback completion was used, when one was.
+        finish_reason: How the run's last model response finished (``stop``, ``tool_calls``,
+            ``length``, ``content_filter``, ``error``; ``None`` before the first): ``length``
+            on a completed run means its text was cut by the output length limit (see
+            ``Agent(correct_length_cut=True)``).
         usage: Token usage of the whole run.
         calls: Every call record of the run.
         blocks: The run's process, in model order.
@@ -38,6 +42,7 @@ class RunResult:
     text: str | None = None
     completion: Any = None
     completion_reason: str | None = None
+    finish_reason: FinishReason | None = None
     usage: Usage = field(default_factory=Usage)
     calls: list[CallRecord] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)

@@ -59,6 +59,8 @@ class Texts:
         handover_unstorable: ``{error}`` of ``tool_error``: a payload or state is not storable.
         unsupported_signal: ``{error}`` of ``tool_error``: an unknown control signal.
         length_cut: The model's tool calls were cut by the output length limit.
+        length_cut_text: The model's answer was cut by the output length limit
+            (``Agent(correct_length_cut=True)``).
         cannot_suspend: A tool needs to wait, where runs cannot wait (sub-agents).
         cannot_detach: A tool detaches, where runs cannot wait (sub-agents).
         refused: The host refused a call as it was handed over.
@@ -200,6 +202,10 @@ class Texts:
         "Your last response was cut off by the output length limit before its tool calls were "
         "complete, so none of them ran. Make the calls again with shorter arguments, or fewer "
         "calls at once."
+    )
+    length_cut_text: str = (
+        "Your last answer was cut off by the output length limit, so it was not delivered. "
+        "Answer again, completely and more briefly."
     )
     cannot_suspend: str = (
         "{name} needs to wait for a person or system, which is not possible here; do without it "

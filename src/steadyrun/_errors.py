@@ -12,6 +12,7 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     │   ├── NotPendingError        the call is not waiting for that (late or duplicate answer)
     │   ├── ConflictError          a different decision or answer was already given
     │   └── InvalidResponseError   an answer or edited arguments fail their schema
+    ├── RunBusyError               another executor holds the run's claim (owner, expiry)
     ├── StoreError                 a store failed to read or write; the last saved step is intact
     │   ├── FormatVersionError     stored data has a format version this release does not know
     │   └── LeaseLostError         the claim is another's now: write refused (``steadyrun.stores``)
@@ -57,6 +58,8 @@ happened) and ``CallRejected`` (a host refuses a handover), all caught by the ru
 
 from __future__ import annotations
 
+from datetime import datetime
+
 __all__ = [
     "CallNotFoundError",
     "ConflictError",
@@ -71,6 +74,7 @@ __all__ = [
     "ModelCallFailed",
     "ModelError",
     "NotPendingError",
+    "RunBusyError",
     "RunCancelledError",
     "RunFailure",
     "RunNotFoundError",
@@ -162,6 +166,33 @@ class InvalidResponseError(UsageError):
 
     Nothing was stored; the message says what is wrong.
     """
+
+
+class RunBusyError(SteadyrunError):
+    """Another executor holds the run's claim: it executes the run now.
+
+    One run is executed by at most one executor at a time, whatever the process or path. Wait
+    for the holder (``Runtime.resume(run_id, wait=...)``), or give the run input with
+    ``send`` (the holder takes it at its next safe point).
+
+    Attributes:
+        run_id: The run.
+        owner: The executor holding the claim.
+        expires_at: When the claim lapses unless its holder renews it (UTC), if known.
+    """
+
+    def __init__(self, run_id: str, owner: str, expires_at: datetime | None) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.expires_at = expires_at
+        until = f" until {expires_at.isoformat()} unless renewed" if expires_at else ""
+        super().__init__(
+            f"run {run_id!r} is executing in {owner!r} (its claim holds{until}); wait for it "
+            "with resume(run_id, wait=...) or give it input with send()"
+        )
+
+    def __reduce__(self) -> tuple[type[RunBusyError], tuple[str, str, datetime | None]]:
+        return (type(self), (self.run_id, self.owner, self.expires_at))
 
 
 class StoreError(SteadyrunError):

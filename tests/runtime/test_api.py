@@ -39,6 +39,7 @@ def test_public_names_are_pinned() -> None:
             "ModelResponse",
             "Observer",
             "PendingItem",
+            "RunBusyError",
             "RunCancelledError",
             "RunFailure",
             "RunNotFoundError",

@@ -111,7 +111,8 @@ async def test_crash_after_the_model_response_saved_runs_the_queued_batch() -> N
             return getattr(store, name)
 
     wrapper = SaveThenDie()
-    for name in ("save_call", "update_call", "load", "append", "pending", "claim", "consume"):
+    names = ("save_call", "update_call", "load", "append", "pending", "claim", "consume", "leases")
+    for name in names:
         setattr(wrapper, name, getattr(store, name))
     model = ScriptedModel([tool_calls(("refund", {"order_id": "B"}))])
     await crash_when(

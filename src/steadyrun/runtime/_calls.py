@@ -38,6 +38,7 @@ from steadyrun.runtime._scrub import scrub_record
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Journal
+from steadyrun.stores._leases import ensure_held
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet
 
 __all__ = ["CallRunner", "HandoverHook", "Runnable"]
@@ -174,7 +175,9 @@ class CallRunner:
             item.record, rev=item.record.rev + 1, status="running", started_at=self.clock()
         )
         # The start is durable before the body runs: a crash from here on is recovered as
-        # interrupted or needs_review, never by running the body again.
+        # interrupted or needs_review, never by running the body again. The write is fenced,
+        # so no body starts once the run's claim is lost.
+        ensure_held()
         await self.save(started)
         await self.observers.emit("on_tool_start", self.state.run_id, replace(started))
         request = started.input_request

@@ -69,6 +69,7 @@ from steadyrun.runtime._results import (
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Store
+from steadyrun.stores._leases import ensure_held
 
 __all__ = ["Execution"]
 
@@ -258,6 +259,7 @@ class Execution:
         cp.extra.pop(_CORRECTION, None)
         request = build(state.context)
         await self.observers.emit("on_model_request", state.run_id, model_call_id, request)
+        ensure_held()  # an executor that lost its claim makes no model call
         try:
             supply = None
             if self._media_watch.needs(state.context, state.generation, request):

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from steadyrun._errors import RunCancelledError, RunNotFoundError, UsageError
 from steadyrun.chat import MediaPart, Message
 from steadyrun.media import MediaOptions, MediaPreparer
+from steadyrun.records import RunSnapshot
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import HandoverHook
+from steadyrun.runtime._claims import Claims, owner_id
 from steadyrun.runtime._host import HostOperations, PendingItem
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet
@@ -24,6 +27,11 @@ __all__ = ["PendingItem", "RunCancelledError", "Runtime"]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def default_owner() -> str:
+    """An executor id unique on this machine: host, process id and a random suffix."""
+    return owner_id(uuid.uuid4().hex[:6])
 
 
 class Runtime(HostOperations):
@@ -44,6 +52,14 @@ class Runtime(HostOperations):
         host_failure_details: Whether the model reads the message of a ``HostFailure`` a
             tool raised (it may name internal systems); the call's record keeps it as its
             ``error`` either way.
+        owner: This runtime's id as the executor of runs (in claims and ``RunBusyError``);
+            host, process id and a random suffix by default.
+        claim_ttl: Seconds a claim on a run lasts unless renewed (it is renewed every third
+            of it while the run executes); a run whose executor died is taken over by a
+            worker this long after.
+
+    Runs are executed under a claim in the store: one executor per run at a time, across
+    runtimes, processes and workers (see docs/stores.md).
 
     Example:
         ``result = await Runtime(MemoryStore()).run(agent, run_id="t-1", input="Hi")``
@@ -61,8 +77,12 @@ class Runtime(HostOperations):
         on_handover: HandoverHook | None = None,
         media: MediaOptions | None = None,
         host_failure_details: bool = True,
+        owner: str | None = None,
+        claim_ttl: float = 30.0,
     ) -> None:
         self.store = store
+        self.owner = owner or default_owner()
+        self.claims = Claims(store.leases, self.owner, claim_ttl)
         self._agents: dict[str, Agent] = {}
         for agent in agents:
             self._register(agent)
@@ -92,11 +112,15 @@ class Runtime(HostOperations):
         run_id: str,
         input: str | Message | None = None,
         input_id: str | None = None,
+        wait: float = 0.0,
     ) -> RunResult:
         """Run ``agent`` until the run completes, suspends or fails.
 
         A new run needs ``input``. For a run that exists, ``input`` (if any) is sent to it and
-        the run is resumed, so ``run`` also continues a conversation.
+        the run is resumed, so ``run`` also continues a conversation. Retrying the same call
+        after a crash is safe: while the run's current turn is unfinished (running,
+        suspended, or cut off by the crash), the same input again resumes it instead of
+        being added a second time; once the run is idle, input starts a new turn.
 
         Args:
             agent: The agent to run.
@@ -104,47 +128,66 @@ class Runtime(HostOperations):
             input: The user's message.
             input_id: Id of that message for deduplication; a retry with the same id does not
                 add it twice. Defaults to ``"<run_id>:input"`` for a new run.
+            wait: Seconds to wait for the run's claim when another executor holds it.
+
+        Raises:
+            RunBusyError: Another executor holds the run's claim (after ``wait``).
         """
         self._register(agent)
-        snap = await self.store.load(run_id)
-        if snap is not None:
-            if snap.run.agent != agent.name:
-                raise UsageError(
-                    f"run {run_id!r} belongs to agent {snap.run.agent!r}, not {agent.name!r}"
-                )
-            if input is not None:
-                await self.send(run_id, input, id=input_id)
-            return await self.resume(run_id, agent=agent)
-        if input is None:
-            raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
-        message_id = input.id if isinstance(input, Message) else None
-        await self.send(run_id, input, id=input_id or message_id or f"{run_id}:input")
-        state = RunState.new(run_id, agent.name, self._clock())
-        async with self._driving(run_id):
+        async with self._executing(run_id, wait):
+            snap = await self.store.load(run_id)
+            if snap is not None:
+                if snap.run.agent != agent.name:
+                    raise UsageError(
+                        f"run {run_id!r} belongs to agent {snap.run.agent!r}, not {agent.name!r}"
+                    )
+                if input is not None and not _is_retry(snap, input, input_id):
+                    await self.send(run_id, input, id=input_id)
+                return await self._resume_held(run_id, agent)
+            if input is None:
+                raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
+            message_id = input.id if isinstance(input, Message) else None
+            await self.send(run_id, input, id=input_id or message_id or f"{run_id}:input")
+            state = RunState.new(run_id, agent.name, self._clock())
             return await self._execution(state, agent).start()
 
-    async def resume(self, run_id: str, *, agent: Agent | None = None) -> RunResult:
+    async def resume(
+        self, run_id: str, *, agent: Agent | None = None, wait: float = 0.0
+    ) -> RunResult:
         """Continue a suspended, failed or crashed run from its last checkpoint.
 
         Started calls that never settled are settled by their traits first (``interrupted`` or
         ``needs_review``); nothing with side effects runs twice. A completed run with no new
         input returns its stored result.
+
+        Args:
+            run_id: The run.
+            agent: Its agent, when this runtime was not given it.
+            wait: Seconds to wait for the run's claim when another executor holds it.
+
+        Raises:
+            RunBusyError: Another executor holds the run's claim (after ``wait``).
+            RunNotFoundError: No such run.
+            RunCancelledError: The run was cancelled.
         """
+        if agent is not None:
+            self._register(agent)
+        async with self._executing(run_id, wait):
+            return await self._resume_held(run_id, agent)
+
+    async def _resume_held(self, run_id: str, agent: Agent | None) -> RunResult:
         snap = await self.store.load(run_id)
         if snap is None:
             raise RunNotFoundError(run_id)
         if snap.run.status == "cancelled":
             raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
-        if agent is not None:
-            self._register(agent)
         found = self._agents.get(snap.run.agent)
         if found is None:
             raise UsageError(
                 f"run {run_id!r} belongs to agent {snap.run.agent!r}, which this runtime does not "
                 "know: pass agent=... or Runtime(store, agents=[...])"
             )
-        async with self._driving(run_id):
-            return await self._execution(RunState.restore(snap), found).resume()
+        return await self._execution(RunState.restore(snap), found).resume()
 
     async def send(
         self,
@@ -195,8 +238,29 @@ class Runtime(HostOperations):
             host_failure_details=self.host_failure_details,
         )
 
-    def _driving(self, run_id: str) -> _Driving:
-        return _Driving(self._active, run_id)
+    @asynccontextmanager
+    async def _executing(self, run_id: str, wait: float) -> AsyncIterator[None]:
+        """One execution of ``run_id``: not twice in this runtime, and under its claim."""
+        async with _Driving(self._active, run_id), self.claims.executing(run_id, wait=wait):
+            yield
+
+
+def _is_retry(snap: RunSnapshot, input: str | Message, input_id: str | None) -> bool:
+    """Whether ``input`` repeats what started the run's unfinished turn (a retried start).
+
+    A run is mid-turn while it is running (or was cut off running) or suspended; a retry of
+    ``run(...)`` after a crash then resumes that turn. An idle run (completed, failed) takes
+    the same text again as a new turn: a conversation may say "yes" twice.
+    """
+    if input_id is not None:
+        return False  # the feed deduplicates by id itself
+    if snap.run.status not in ("running", "suspended"):
+        return False
+    text = input.text if isinstance(input, Message) else input
+    for message in reversed(snap.context):
+        if message.role == "user":
+            return message.text == text
+    return False
 
 
 class _Driving:

@@ -17,22 +17,20 @@ What has not stopped after ``grace`` seconds is cancelled as a crash would stop 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
-import os
 import signal
-import socket
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from steadyrun._errors import RunCancelledError, SteadyrunError, UsageError
+from steadyrun._errors import RunCancelledError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
 from steadyrun.runtime import RunResult, Runtime
+from steadyrun.runtime._claims import Claims
+from steadyrun.runtime._runtime import default_owner
 from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
-from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence, fenced
+from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence
 
 __all__ = ["AGENT_META", "Worker", "WorkerStats", "drive_run"]
 
@@ -68,7 +66,7 @@ class Worker:
 
     Args:
         runtime: A runtime with the agents (and observers, texts, media options) to run with.
-        leases: The leases of the runtime's store (``PostgresLeases(store)``).
+        leases: The claims of the runtime's store (``store.leases``, the default).
         owner: This worker's id in leases and the step log; host, pid and a random suffix
             by default.
         concurrency: Runs executed at once at most.
@@ -78,13 +76,13 @@ class Worker:
         handle_signals: Stop gracefully on SIGTERM and SIGINT while ``run`` works.
 
     Example:
-        ``await Worker(Runtime(store, agents=[support]), PostgresLeases(store)).run()``
+        ``await Worker(Runtime(store, agents=[support])).run()``
     """
 
     def __init__(
         self,
         runtime: Runtime,
-        leases: Leases,
+        leases: Leases | None = None,
         *,
         owner: str | None = None,
         concurrency: int = 8,
@@ -99,15 +97,16 @@ class Worker:
                 f"{concurrency}, {ttl}, {poll} and {grace}"
             )
         self.store = runtime.store
-        self.leases = leases
-        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.leases = leases if leases is not None else runtime.store.leases
+        self.owner = owner or default_owner()
         self.concurrency = concurrency
         self.ttl = ttl
         self.poll = poll
         self.grace = grace
         self.handle_signals = handle_signals
         self.stats = WorkerStats()
-        self.runtime = _rebuilt(runtime, _DrainingStore(runtime.store, self))
+        self.runtime = _rebuilt(runtime, _DrainingStore(runtime.store, self), self.owner)
+        self._claims = Claims(self.leases, self.owner, ttl)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = asyncio.Event()
         self._freed = asyncio.Event()
@@ -196,22 +195,30 @@ class Worker:
     async def _execute(self, lease: Lease) -> None:
         run_id = lease.run_id
         me = asyncio.current_task()
-        lost = asyncio.Event()
-        renewer = asyncio.create_task(self._renew(lease, me, lost))
-        handled = True
+        lost = False
+
+        def on_lost() -> None:
+            nonlocal lost
+            lost = True
+            if me is not None:
+                me.cancel()  # a worker stops a run it lost at once; the next owner recovers it
+
         try:
-            with fenced(lease.fence):
-                await drive_run(self.runtime, run_id)
+            async with self._claims.holding(lease, on_lost=on_lost) as keeper:
+                try:
+                    await drive_run(self.runtime, run_id)
+                except _Drained:
+                    keeper.handled = False
+                    self.stats.drained += 1
+                    return
+                except LeaseLostError:
+                    keeper.lost = True
+                    raise
             self.stats.executed += 1
-        except _Drained:
-            handled = False
-            self.stats.drained += 1
         except LeaseLostError:
-            lost.set()
             self.stats.lost += 1
         except asyncio.CancelledError:
-            handled = False
-            if lost.is_set():
+            if lost:
                 self.stats.lost += 1
             elif not self._stopping.is_set():
                 raise
@@ -221,35 +228,8 @@ class Worker:
                 "run %r raised in worker %s; it waits for its next wake-up", run_id, self.owner
             )
         finally:
-            renewer.cancel()
-            await asyncio.gather(renewer, return_exceptions=True)
-            if not lost.is_set():
-                with contextlib.suppress(SteadyrunError):
-                    await self.leases.release(lease, handled=handled)
             self._tasks.pop(run_id, None)
             self._freed.set()
-
-    async def _renew(
-        self, lease: Lease, task: asyncio.Task[None] | None, lost: asyncio.Event
-    ) -> None:
-        every = self.ttl / 3
-        failures = 0
-        while True:
-            await asyncio.sleep(every)
-            try:
-                held = await self.leases.renew(lease, self.ttl)
-                failures = 0
-            except SteadyrunError:
-                failures += 1
-                held = failures < 3  # three failed renewals span the whole ttl
-            if not held:
-                log.warning(
-                    "worker %s lost the lease of run %r; stopping it", self.owner, lease.run_id
-                )
-                lost.set()
-                if task is not None:
-                    task.cancel()
-                return
 
 
 async def drive_run(runtime: Runtime, run_id: str) -> None:
@@ -302,10 +282,11 @@ async def _announce(runtime: Runtime, method: str, *args: Any) -> None:
             log.exception("observer %r failed in %s", observer, method)
 
 
-def _rebuilt(runtime: Runtime, store: Store) -> Runtime:
+def _rebuilt(runtime: Runtime, store: Store, owner: str) -> Runtime:
     """A runtime like ``runtime`` on ``store`` (same agents, observers and options)."""
     return Runtime(
         store,
+        owner=owner,
         agents=list(runtime._agents.values()),
         observers=runtime._observers,
         texts=runtime.texts,
@@ -322,6 +303,7 @@ class _DrainingStore:
     def __init__(self, store: Store, worker: Worker) -> None:
         self._store = store
         self._worker = worker
+        self.leases = store.leases
 
     async def save_step(self, run_id: str, step: Step) -> None:
         await self._store.save_step(run_id, step)

@@ -21,17 +21,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from steadyrun._errors import StoreError
 
 __all__ = [
     "Fence",
+    "Holder",
+    "Keeper",
     "Lease",
     "LeaseLostError",
     "Leases",
     "StepWriter",
     "current_fence",
+    "ensure_held",
     "fenced",
 ]
 
@@ -71,13 +75,69 @@ def current_fence() -> Fence | None:
 
 
 @contextmanager
-def fenced(fence: Fence | None) -> Iterator[None]:
-    """Make the writes of this task (and of tasks it starts) carry ``fence``."""
+def fenced(fence: Fence | None, keeper: Keeper | None = None) -> Iterator[None]:
+    """Make the writes of this task (and of tasks it starts) carry ``fence``.
+
+    ``keeper``, when given, is what ``ensure_held`` asks before a model call or a call starts.
+    """
     token = _FENCE.set(fence)
+    kept = _KEEPER.set(keeper)
     try:
         yield
     finally:
+        _KEEPER.reset(kept)
         _FENCE.reset(token)
+
+
+class Keeper:
+    """What the executor of a run knows of its claim between writes.
+
+    The task renewing the claim marks it ``lost`` when a renewal is refused (or fails for a
+    whole ttl); the loop asks ``ensure_held`` at its safe points, so an executor that lost
+    its run makes no model call and starts no call even before a fenced write would fail.
+
+    Attributes:
+        fence: The claim's fence.
+        lost: Whether the claim is known to be lost.
+        handled: Whether releasing the claim marks its wake-ups handled (the executor sets
+            ``False`` when it stops early and the run should be executed again at once).
+    """
+
+    def __init__(self, fence: Fence) -> None:
+        self.fence = fence
+        self.lost = False
+        self.handled = True
+
+
+_KEEPER: ContextVar[Keeper | None] = ContextVar("steadyrun_keeper", default=None)
+
+
+def ensure_held() -> None:
+    """Raise ``LeaseLostError`` when the current task executes a run whose claim it lost."""
+    keeper = _KEEPER.get()
+    if keeper is not None and keeper.lost:
+        fence = keeper.fence
+        raise LeaseLostError(
+            f"executor {fence.owner!r} lost its claim (token {fence.token}) on run "
+            f"{fence.run_id!r}; it stops here and the next owner recovers the run"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """Who holds a run's claim now (``Leases.holder``).
+
+    Attributes:
+        run_id: The run.
+        owner: The executor holding it.
+        token: Its fencing token.
+        expires_at: When it lapses unless renewed (UTC).
+    """
+
+    run_id: str
+    owner: str
+    token: int
+    expires_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +201,28 @@ class Leases(Protocol):
         """Return when a wake-up may have come (notified), or after ``max_wait`` seconds."""
         ...
 
-    async def acquire(self, run_id: str, owner: str, ttl: float) -> Lease | None:
-        """Take the run's lease for ``ttl`` seconds; ``None`` when another holds it."""
+    async def acquire(
+        self,
+        run_id: str,
+        owner: str,
+        ttl: float,
+        *,
+        wake: bool = False,
+        dead_token: int | None = None,
+    ) -> Lease | None:
+        """Take the run's lease for ``ttl`` seconds; ``None`` when another holds it.
+
+        ``wake=True`` counts a wake-up in the same write (the lease's ``wake`` includes it):
+        an executor that claims a run of its own accord (``Runtime.resume``) leaves it
+        runnable should it die, so a worker takes it over once the lease expires.
+        ``dead_token`` takes the lease from a live holder too when it still holds that token
+        (its process is known to have died), and only then: a race with another taker is
+        decided in the store.
+        """
+        ...
+
+    async def holder(self, run_id: str) -> Holder | None:
+        """Who holds the run's lease now, or ``None`` when nobody does (or it expired)."""
         ...
 
     async def renew(self, lease: Lease, ttl: float) -> bool:

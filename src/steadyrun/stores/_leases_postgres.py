@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from steadyrun._errors import UsageError
-from steadyrun.stores._leases import Lease, LeaseLostError, StepWriter, current_fence
+from steadyrun.stores._leases import Holder, Lease, LeaseLostError, StepWriter, current_fence
 
 if TYPE_CHECKING:
     from steadyrun.stores._postgres import PostgresStore
@@ -125,9 +126,31 @@ class PostgresLeases:
             await asyncio.wait_for(self._event.wait(), min(max_wait, self._poll_max))
         self._event.clear()
 
-    async def acquire(self, run_id: str, owner: str, ttl: float) -> Lease | None:
+    async def acquire(
+        self,
+        run_id: str,
+        owner: str,
+        ttl: float,
+        *,
+        wake: bool = False,
+        dead_token: int | None = None,
+    ) -> Lease | None:
         """Take the lease when nobody holds it (or the holder's expired); else ``None``."""
-        return await self._take(run_id, owner, ttl, force=False)
+        return await self._take(run_id, owner, ttl, force=False, wake=wake, dead=dead_token)
+
+    async def holder(self, run_id: str) -> Holder | None:
+        """Who holds the run's lease now, or ``None``."""
+        async with self.store._connection() as conn:
+            cur = await conn.execute(
+                f"SELECT owner, token, expires_us FROM {self._s}.work WHERE run_id = %s"
+                f" AND owner IS NOT NULL AND expires_us >= {_NOW}",
+                (run_id,),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        expires = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(row[2]))
+        return Holder(run_id=run_id, owner=row[0], token=int(row[1]), expires_at=expires)
 
     async def revoke(self, run_id: str, owner: str, ttl: float) -> Lease:
         """Take the lease whatever holds it; the previous holder's writes fail from now on."""
@@ -180,8 +203,24 @@ class PostgresLeases:
 
     # -- inside ------------------------------------------------------------------------------
 
-    async def _take(self, run_id: str, owner: str, ttl: float, *, force: bool) -> Lease | None:
-        free = "" if force else f" AND (owner IS NULL OR expires_us < {_NOW})"
+    async def _take(
+        self,
+        run_id: str,
+        owner: str,
+        ttl: float,
+        *,
+        force: bool,
+        wake: bool = False,
+        dead: int | None = None,
+    ) -> Lease | None:
+        free = "" if force else f" AND (owner IS NULL OR expires_us < {_NOW} OR token = %s)"
+        # A wake counted with the lease: should this holder die, the run stays runnable.
+        wanted = (
+            f", wanted = wanted + 1, woken_us = CASE WHEN wanted > handled THEN woken_us"
+            f" ELSE {_NOW} END"
+            if wake
+            else ""
+        )
         async with self.store._transaction() as conn:
             cur = await conn.execute(
                 f"INSERT INTO {self._s}.work (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
@@ -189,8 +228,11 @@ class PostgresLeases:
             )
             await cur.execute(
                 f"UPDATE {self._s}.work SET owner = %s, token = token + 1,"
-                f" expires_us = {_NOW} + %s WHERE run_id = %s{free} RETURNING token, wanted",
-                (owner, _micros(ttl), run_id),
+                f" expires_us = {_NOW} + %s{wanted} WHERE run_id = %s{free}"
+                " RETURNING token, wanted",
+                (owner, _micros(ttl), run_id)
+                if force
+                else (owner, _micros(ttl), run_id, -1 if dead is None else dead),
             )
             row = await cur.fetchone()
         if row is None:

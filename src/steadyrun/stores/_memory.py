@@ -29,6 +29,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._leases_memory import MemoryLeases
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
@@ -54,6 +55,7 @@ class MemoryStore:
     """A ``Journal`` and ``Feed`` kept in memory, serialised like a real store.
 
     Attributes:
+        leases: The claims of runs (see ``steadyrun.stores.Leases``).
         bytes_written: Bytes of encoded data written so far (steps, calls, input).
         step_bytes: Bytes written by each ``save_step``, in order.
     """
@@ -62,6 +64,7 @@ class MemoryStore:
         self._runs: dict[str, _Run] = {}
         self._feeds: dict[str, _Feed] = {}
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.leases = MemoryLeases()
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -78,6 +81,7 @@ class MemoryStore:
             enc.size,
         )
         blocks = {block_id: data for block_id, _, data in enc.blocks}
+        self.leases.check(run_id)  # a lost claim: refused before anything changes
         # Merge the call snapshots (after the step's removals) before changing anything, so a
         # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)
@@ -102,11 +106,13 @@ class MemoryStore:
         stored.context = log
         stored.run = run_b
         stored.checkpoint = cp_b
+        self.leases.check(run_id, step.run.steps)  # logs the writer
         self.bytes_written += written
         self.step_bytes.append(written)
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""
+        self.leases.check(run_id)
         stored = self._runs.get(run_id)
         if stored is None:
             raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
@@ -125,6 +131,7 @@ class MemoryStore:
             raise CallNotFoundError(run_id, call_id)
         merged = overlay_external(decode(stored.calls[call_id], CallRecord), update)
         stored.calls[call_id] = encode(merged)
+        self.leases.woken(run_id)
         return merged
 
     async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
@@ -173,6 +180,7 @@ class MemoryStore:
         feed.messages.append(data)
         feed.keys[pair] = stored.seq
         self.bytes_written += len(data)
+        self.leases.woken(run_id)
         for waiter in self._waiters.get(run_id, ()):
             waiter.set()
         return stored

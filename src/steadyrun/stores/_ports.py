@@ -12,6 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from steadyrun.chat import MediaRef
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
+from steadyrun.stores._leases import Leases
 
 __all__ = ["Claim", "Feed", "FeedMessage", "Journal", "RunIndex", "RunSummary", "Store"]
 
@@ -186,7 +187,18 @@ class RunIndex(Protocol):
 
 @runtime_checkable
 class Store(Journal, Feed, RunIndex, Protocol):
-    """A journal, a feed and a run index in one, as every steadyrun store is."""
+    """A journal, a feed, a run index and the runs' claims in one, as every steadyrun store is.
+
+    ``leases`` holds, per run, the claim of the one executor allowed to execute it (owner,
+    fencing token, expiry) and the run's wake-ups; ``save_step`` and ``save_call`` check the
+    current task's fence against it inside their transaction, and ``append``/``update_call``
+    made outside the run's execution count a wake-up (see ``steadyrun.stores.Leases``).
+    """
+
+    @property
+    def leases(self) -> Leases:
+        """The runs' claims and wake-ups kept with this store."""
+        ...
 
     async def close(self) -> None:
         """Release connections and threads; the store is not used after this."""

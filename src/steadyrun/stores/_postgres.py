@@ -43,7 +43,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
-from steadyrun.stores._leases_postgres import fence_check, wake_in
+from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
 from steadyrun.stores._sqlite import _dt, _us
@@ -76,6 +76,7 @@ class PostgresStore:
 
     Attributes:
         schema: The PostgreSQL schema of the tables.
+        leases: The claims of runs in the same database (``PostgresLeases``).
         bytes_written: Bytes of encoded records written (not counting PostgreSQL's overhead).
         step_bytes: Encoded bytes of each ``save_step``, in order.
 
@@ -122,6 +123,7 @@ class PostgresStore:
         self._listen_conn: Connection | None = None
         self._listener: asyncio.Task[None] | None = None
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.leases = PostgresLeases(self)
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -193,6 +195,7 @@ class PostgresStore:
 
     async def close(self) -> None:
         """Stop listening and close the pool's connections."""
+        await self.leases.close()
         if self._listener is not None:
             self._listener.cancel()
             await asyncio.wait([self._listener])

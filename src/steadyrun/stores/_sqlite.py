@@ -34,6 +34,8 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._leases import current_fence
+from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -57,6 +59,7 @@ class SqliteStore:
         busy_timeout: Seconds to wait for another process's write lock before failing.
 
     Attributes:
+        leases: The claims of runs kept in the same file (see ``steadyrun.stores.Leases``).
         bytes_written: Bytes of encoded records written (not counting SQLite's own overhead).
         step_bytes: Encoded bytes of each ``save_step``, in order.
 
@@ -78,6 +81,7 @@ class SqliteStore:
         self._busy_ms = int(busy_timeout * 1000)
         self._db = SqliteThread(self._open, f"SQLite store {self.path}", "steadyrun-sqlite")
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        self.leases = SqliteLeases(self)
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -145,10 +149,12 @@ class SqliteStore:
             enc.size,
         )
         blocks = enc.blocks
+        fence = current_fence()
 
         def write(conn: sqlite3.Connection) -> int:
             calls_written = 0
             conn.execute("BEGIN IMMEDIATE")
+            fence_check(conn, fence, run_id, run.steps)  # a lost claim: refused
             conn.execute(
                 "INSERT INTO runs (run_id, agent, status, created_us, updated_us, steps, record,"
                 " checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
@@ -214,9 +220,11 @@ class SqliteStore:
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""
+        fence = current_fence()
 
         def write(conn: sqlite3.Connection) -> int:
             conn.execute("BEGIN IMMEDIATE")
+            fence_check(conn, fence, run_id)  # a call's start is never written by a lost claim
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
             n = _merge(conn, run_id, call)
@@ -226,9 +234,12 @@ class SqliteStore:
         self.bytes_written += await self._run(write)
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
-        """Apply a host write with ``overlay_external``."""
+        """Apply a host write with ``overlay_external``; it wakes the run."""
+        fence = current_fence()
+        woke = False
 
         def write(conn: sqlite3.Connection) -> CallRecord:
+            nonlocal woke
             conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(
                 "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
@@ -240,10 +251,14 @@ class SqliteStore:
                 "UPDATE calls SET status = ?, record = ? WHERE run_id = ? AND call_id = ?",
                 (merged.status, encode(merged), run_id, call_id),
             )
+            woke = wake_in(conn, fence, _root(run_id))
             conn.execute("COMMIT")
             return merged
 
-        return await self._run(write)
+        merged = await self._run(write)
+        if woke:
+            self.leases.notify()
+        return merged
 
     async def load_call(self, run_id: str, call_id: str) -> CallRecord | None:
         """One call record by its key, or ``None``."""
@@ -294,9 +309,15 @@ class SqliteStore:
     # -- feed ------------------------------------------------------------------------------
 
     async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
-        """Append input; a message whose id and revision are already there is returned as is."""
+        """Append input; a message whose id and revision are already there is returned as is.
+
+        A new message wakes the run (outside the run's own execution).
+        """
+        fence = current_fence()
+        woke = False
 
         def write(conn: sqlite3.Connection) -> FeedMessage:
+            nonlocal woke
             conn.execute("BEGIN IMMEDIATE")
             pair = (message.id, message.revision)  # compared as a pair: no joined text
             row = conn.execute(
@@ -324,6 +345,7 @@ class SqliteStore:
                 " VALUES (?, ?, ?, ?, ?)",
                 (run_id, seq, *pair, data),
             )
+            woke = wake_in(conn, fence, _root(run_id))
             conn.execute("COMMIT")
             self.bytes_written += len(data)
             return stored
@@ -331,6 +353,8 @@ class SqliteStore:
         stored = await self._run(write)
         for waiter in self._waiters.get(run_id, ()):
             waiter.set()
+        if woke:
+            self.leases.notify()
         return stored
 
     async def pending(self, run_id: str, after: int) -> int:
@@ -466,6 +490,11 @@ def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord) -> int:
         (run_id, call.id, merged.rev, merged.status, data),
     )
     return len(data)
+
+
+def _root(run_id: str) -> str:
+    """The top-level run of a sub-agent run (``<run>/<call>``): its executor wakes for both."""
+    return run_id.split("/", 1)[0]
 
 
 def _feed_bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:

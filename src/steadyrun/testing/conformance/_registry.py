@@ -5,16 +5,27 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
-from steadyrun.stores import Feed, Journal, RunIndex, Store
+from steadyrun.stores import Feed, Journal, Leases, RunIndex, Store
 
 __all__ = ["PORTS", "Check", "CheckFn", "CheckList", "Port"]
 
-Port = Literal["journal", "feed", "index"]
-"""The part of a store a check exercises: ``Journal``, ``Feed`` or ``RunIndex``."""
+Port = Literal["journal", "feed", "index", "claims"]
+"""The part of a store a check exercises: ``Journal``, ``Feed``, ``RunIndex`` or its claims."""
 
-PORTS: dict[Port, type] = {"journal": Journal, "feed": Feed, "index": RunIndex}
+
+@runtime_checkable
+class _Claims(Protocol):
+    """A store that keeps the claims of its runs (``store.leases``)."""
+
+    @property
+    def leases(self) -> Leases:
+        """The claims."""
+        ...
+
+
+PORTS: dict[Port, type] = {"journal": Journal, "feed": Feed, "index": RunIndex, "claims": _Claims}
 """The protocol a store must implement for the checks of each port to apply."""
 
 CheckFn = Callable[[Store], Awaitable[None]]

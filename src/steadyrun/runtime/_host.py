@@ -29,6 +29,8 @@ from steadyrun._errors import (
 from steadyrun.records import CallDecision, CallRecord, CallUpdate
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import CONFIRM_PROMPT
+from steadyrun.runtime._settlements import settlement_notice
+from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Store
 from steadyrun.tools import ToolArgumentsError, validate_strictly
 
@@ -116,6 +118,8 @@ class HostOperations:
     store: Store
     _agents: dict[str, Agent]
     _clock: Callable[[], datetime]
+    texts: Texts
+    post_settlements: bool = False
     tasks: TaskManager | None = None
 
     def use_tasks(self, manager: TaskManager) -> None:
@@ -166,6 +170,10 @@ class HostOperations:
         sees the text). The first outcome recorded is final: the same one again is accepted
         and changes nothing, a different one raises ``ConflictError``; a call the host does
         not own raises ``NotPendingError``.
+
+        The model already went on past a detached or submitted call (it has the receipt): it
+        never hears of the outcome, unless the runtime posts it (``Runtime(post_settlements=
+        True)``): then a ``system`` message in the run's feed tells it, at the run's next turn.
         """
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
@@ -178,7 +186,11 @@ class HostOperations:
         )
         # Whether the host may record it, and whether another outcome came first, is decided
         # inside the store's write (overlay_external): a check here would race.
-        return await self.store.update_call(run_id, call_id, update)
+        settled = await self.store.update_call(run_id, call_id, update)
+        notice = settlement_notice(settled, self.texts) if self.post_settlements else None
+        if notice is not None:
+            await self.store.append(run_id, notice)  # the model learns it at the next turn
+        return settled
 
     async def decide(
         self,

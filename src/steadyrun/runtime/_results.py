@@ -23,6 +23,7 @@ __all__ = [
     "completion_of",
     "direct_text",
     "result_part",
+    "truncated",
     "tool_message",
     "uses_correction",
 ]
@@ -78,13 +79,13 @@ def tool_message(
             part = replace(part, content=content)
             offloaded.append(result_key(part, i))
         elif over and bound is not None:
-            part = replace(part, content=_truncated(part.content, bound, record.name, texts))
+            part = replace(part, content=truncated(part.content, bound, record.name, texts))
         parts.append(part)
     message = Message(role="tool", parts=parts, meta={CALLS_META: ",".join(r.id for r in records)})
     return mark(message, OFFLOADED_META, offloaded)
 
 
-def _truncated(content: str, bound: int, name: str, texts: Texts | None) -> str:
+def truncated(content: str, bound: int, name: str, texts: Texts | None) -> str:
     """The first ``bound`` characters of a result, and a note saying the rest is left out."""
     texts = texts or default_texts()
     note = texts.result_truncated.format(name=name, size=str(len(content)), shown=str(bound))

@@ -52,6 +52,9 @@ class Runtime(HostOperations):
         host_failure_details: Whether the model reads the message of a ``HostFailure`` a
             tool raised (it may name internal systems); the call's record keeps it as its
             ``error`` either way.
+        post_settlements: Whether ``settle`` posts the outcome of a detached or submitted
+            call to the run's feed, so the model learns it at the run's next turn (without
+            it the settlement is recorded for the host only).
         owner: This runtime's id as the executor of runs (in claims and ``RunBusyError``);
             host, process id and a random suffix by default.
         claim_ttl: Seconds a claim on a run lasts unless renewed (it is renewed every third
@@ -77,6 +80,7 @@ class Runtime(HostOperations):
         on_handover: HandoverHook | None = None,
         media: MediaOptions | None = None,
         host_failure_details: bool = True,
+        post_settlements: bool = False,
         owner: str | None = None,
         claim_ttl: float = 30.0,
     ) -> None:
@@ -95,6 +99,7 @@ class Runtime(HostOperations):
         self.media = media
         self._media = MediaPreparer(media or MediaOptions(), self.texts)
         self.host_failure_details = host_failure_details
+        self.post_settlements = post_settlements
 
     def _register(self, agent: Agent) -> None:
         known = self._agents.get(agent.name)

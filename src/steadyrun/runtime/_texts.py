@@ -68,6 +68,9 @@ class Texts:
             empty).
         rejected_reason: The reviewer's reason, as appended to ``rejected``.
         edited_arguments: Put before a result when a reviewer edited the arguments.
+        settled_result: Input posted when the host settles a detached or submitted call with a
+            result (``Runtime(post_settlements=True)``).
+        settled_error: ...and when the host settles it with an error.
         completion_not_alone: A completion tool was called together with other calls.
         completion_rejected: The agent's completion validator rejected a completion.
         offload_note: After the preview of a result too large for the context.
@@ -218,6 +221,14 @@ class Texts:
     rejected: str = "The call to {name} was rejected by a reviewer and did not run{reason}."
     rejected_reason: str = ": {reason}"
     edited_arguments: str = "(A reviewer changed the arguments before approving: {arguments}) "
+    settled_result: str = (
+        "The earlier call {call_id} to {name}, which went on outside this conversation, has "
+        "finished. Its result: {result}"
+    )
+    settled_error: str = (
+        "The earlier call {call_id} to {name}, which went on outside this conversation, has "
+        "failed: {error}"
+    )
 
     # -- completions -----------------------------------------------------------------------
     completion_not_alone: str = (

@@ -65,6 +65,10 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "rejected": "对 {name} 的调用被审核者驳回，没有执行{reason}。",
         "rejected_reason": "：{reason}",
         "edited_arguments": "（审核者在批准前修改了参数：{arguments}）",
+        "settled_result": (
+            "之前对 {name} 的调用 {call_id} 在本对话之外继续进行，现已完成。其结果：{result}"
+        ),
+        "settled_error": "之前对 {name} 的调用 {call_id} 在本对话之外继续进行，现已失败：{error}",
         # -- completions -------------------------------------------------------------------
         "completion_not_alone": (
             "{name} 会结束本次运行，必须单独调用，即作为一条回复中唯一的调用；"

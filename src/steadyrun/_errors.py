@@ -44,7 +44,8 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
         ├── LimitExceeded          a Limits bound was reached
         │   ├── IterationLimitExceeded
         │   └── TurnLimitExceeded
-        └── CorrectionsExhausted   the model used up its corrections
+        ├── CorrectionsExhausted   the model used up its corrections
+        └── SubAgentInterrupted    a sub-agent run its parent's recovery ended (unknown effect)
 
 An error whose line names a ``steadyrun.…`` package is imported from there, and so are its
 subclasses; the others from ``steadyrun``.
@@ -81,6 +82,7 @@ __all__ = [
     "ScriptExhaustedError",
     "SteadyrunError",
     "StoreError",
+    "SubAgentInterrupted",
     "ToolDefinitionError",
     "TurnLimitExceeded",
     "UnknownCallError",
@@ -277,6 +279,15 @@ class CorrectionsExhausted(RunFailure):
     """The model needed more corrections than ``Limits.corrections`` allows."""
 
 
+class SubAgentInterrupted(RunFailure):
+    """A sub-agent run that its parent's recovery ended instead of resuming.
+
+    The process died while the sub-agent ran a call with side effects: that call's outcome is
+    unknown, so the delegation needs review, the call is ``needs_review`` here too, and the
+    sub-agent is not continued (its queued calls are ``cancelled``).
+    """
+
+
 _FAILURES: dict[str, type[RunFailure]] = {
     cls.__name__: cls
     for cls in (
@@ -288,6 +299,7 @@ _FAILURES: dict[str, type[RunFailure]] = {
         IterationLimitExceeded,
         TurnLimitExceeded,
         CorrectionsExhausted,
+        SubAgentInterrupted,
     )
 }
 

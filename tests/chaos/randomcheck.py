@@ -240,7 +240,7 @@ def check_subagents(
         copies = {c.id: c for c in calls if c.parent_id == d.id}
         if d.status == "needs_review":
             ck.check(d.id in unknown_child, f"delegation {d.id} needs review, no child was cut off")
-            ck.check(not copies, f"delegation {d.id} needs review but has copied calls")
+            check_ended_child(ck, d.id, child, copies)
             continue
         if not ck.check(child is not None, f"delegation {d.id} ({d.status}) has no child run"):
             continue
@@ -267,6 +267,35 @@ def check_subagents(
             ck.check(c.status != "needs_review", f"sub-call {cid} needs review in a done child")
             if c.status == "interrupted":
                 ck.seen["sub-agent call interrupted, retried"] += 1
+
+
+def check_ended_child(
+    ck: Checker, delegation: str, child: Any, copies: dict[str, CallRecord]
+) -> None:
+    """A delegation needing review: its child run ended, settled, copied under it."""
+    if not ck.check(child is not None, f"delegation {delegation} needs review, has no child"):
+        return
+    run = child.run
+    ck.check(
+        (run.status, run.error_kind) == ("failed", "SubAgentInterrupted"),
+        f"child of {delegation} (needs review) is {run.status} ({run.error_kind})",
+    )
+    for c in child.calls:
+        ck.check(c.status not in ACTIVE_STATUSES, f"{delegation}'s child left {c.id} {c.status}")
+    ck.check(
+        any(c.status == "needs_review" for c in child.calls),
+        f"child of {delegation} (needs review) has no call needing review",
+    )
+    want = {f"{delegation}/{c.id}": c for c in child.calls}
+    ck.check(set(copies) == set(want), f"{delegation} copies {sorted(copies)} != {sorted(want)}")
+    for cid, c in want.items():
+        copy = copies.get(cid)
+        if copy is not None:
+            ck.check(
+                (copy.name, copy.status) == (c.name, c.status),
+                f"copied sub-call {cid} is {copy.status}, the ended child's {c.status}",
+            )
+    ck.seen["delegation needs review, child ended and copied"] += 1
 
 
 def check_background(ck: Checker, final: rk.Observed, lines: list[tuple[str, str, str]]) -> None:

@@ -15,7 +15,7 @@ import steadyrun as sr
 from crashkit import crash_when, hang
 from steadyrun.chat import ModelRequest, ModelResponse, ToolResultPart
 from steadyrun.context import DEFAULT_SUMMARY_INSTRUCTION
-from steadyrun.extensions import SubAgents
+from steadyrun.extensions import SubAgents, child_run_id
 from steadyrun.extensions.skills import Skill, Skills, resume_or_review
 from steadyrun.records import CallRecord
 from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
@@ -532,6 +532,12 @@ async def test_a_crash_during_a_forks_side_effect_needs_review(tmp_path: Path) -
     assert "The skill 'reporter' was interrupted while its sub-agent was running send_report" in (
         load.result or ""
     )
+    # The fork's run is ended, not left running, and its records are under the load call.
+    child = await store.load(child_run_id("r", "m1.c1"))
+    assert child is not None and child.run.status == "failed"
+    assert [(c.name, c.status) for c in child.calls] == [("send_report", "needs_review")]
+    sub = [(c.id, c.status) for c in result.calls if c.parent_id == "m1.c1"]
+    assert sub == [("m1.c1/m1.c1", "needs_review")]
 
 
 async def test_an_interrupted_unforked_load_runs_again(tmp_path: Path) -> None:

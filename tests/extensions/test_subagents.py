@@ -285,37 +285,113 @@ async def test_a_crash_mid_sub_agent_resumes_the_child_without_repeating_it(
     await store.close()
 
 
-async def test_a_crash_during_a_sub_agents_side_effect_makes_the_delegation_need_review() -> None:
-    store = sr.MemoryStore()
-    crash = asyncio.Event()
-    ledger: list[str] = []
+def charging_agent(crash: asyncio.Event, ledger: list[str]) -> sr.Agent:
+    """A delegation whose sub-agent dies inside ``charge``, with ``lookup`` queued behind it."""
 
     @sr.tool(side_effects=True)
     async def charge(order_id: str) -> str:
-        """Charge (side effects); the process dies inside it.
+        """Charge (side effects, runs alone); the process dies inside it.
 
         Args:
             order_id: The order.
         """
-        ledger.append(order_id)
+        ledger.append(f"charge {order_id}")
         crash.set()
         await hang()
         return "charged"
 
+    @sr.tool(side_effects=False, concurrency_key="")
+    async def lookup(order_id: str) -> str:
+        """Read only; queued behind charge at the crash.
+
+        Args:
+            order_id: The order.
+        """
+        ledger.append(f"lookup {order_id}")
+        return "found"
+
     def respond(request: sr.ModelRequest) -> sr.ModelResponse:
         if is_sub(request):
-            return tool_calls(("charge", {"order_id": "A"}))
+            return tool_calls(("charge", {"order_id": "A"}), ("lookup", {"order_id": "A"}))
         if not tool_results(request):
             return tool_calls(("delegate", {"task": "charge A"}))
-        return text("checked")
+        return text(f"main: {tool_results(request)[0]}")
 
-    agent = delegating_agent(FunctionModel(respond), charge)
-    await crash_when(sr.Runtime(store).run(agent, run_id="r", input="go"), crash)
-    result = await sr.Runtime(store, agents=[agent]).resume("r")
-    assert result.status == "completed" and ledger == ["A"]
+    return delegating_agent(FunctionModel(respond), charge, lookup)
+
+
+async def check_closed_child(store: Store, result: sr.RunResult, ledger: list[str]) -> None:
+    """The delegation needs review; the child run is ended and its records are copied."""
+    assert result.status == "completed" and ledger == ["charge A"]  # nothing ran again
     delegation = result.call("m1.c1")
     assert delegation.status == "needs_review"
     assert "charge" in (delegation.result or "")
+    assert result.text == f"main: {delegation.result}"
+    child = await store.load(child_run_id("r", "m1.c1"))
+    assert child is not None
+    assert (child.run.status, child.run.error_kind) == ("failed", "SubAgentInterrupted")
+    assert "charge" in (child.run.error or "") and "m1.c1" in (child.run.error or "")
+    assert child.checkpoint.phase == "done"
+    by_name = {c.name: c for c in child.calls}
+    assert by_name["charge"].status == "needs_review"
+    assert "may or may not have taken effect" in (by_name["charge"].result or "")
+    assert by_name["lookup"].status == "cancelled"  # queued: it will never run
+    # What the child did before the crash is under the delegation call, as for a finished one.
+    copies = {c.name: c for c in result.calls if c.parent_id == "m1.c1"}
+    assert {n: c.status for n, c in copies.items()} == {
+        "charge": "needs_review",
+        "lookup": "cancelled",
+    }
+    assert copies["charge"].id == "m1.c1/m1.c1"
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_crash_during_a_sub_agents_side_effect_makes_the_delegation_need_review(
+    kind: str, tmp_path: Path
+) -> None:
+    store: Store = sr.MemoryStore() if kind == "memory" else sr.SqliteStore(tmp_path / "r.db")
+    crash = asyncio.Event()
+    ledger: list[str] = []
+    agent = charging_agent(crash, ledger)
+    await crash_when(sr.Runtime(store).run(agent, run_id="r", input="go"), crash)
+    child = await store.load(child_run_id("r", "m1.c1"))
+    assert child is not None and child.run.status == "running"
+    result = await sr.Runtime(store, agents=[agent]).resume("r")
+    await check_closed_child(store, result, ledger)
+    # Resuming again changes nothing and runs nothing.
+    again = await sr.Runtime(store, agents=[agent]).resume("r")
+    assert again.calls == result.calls and ledger == ["charge A"]
+    await store.close()
+
+
+class DieBeforeTheReview(sr.MemoryStore):
+    """Dies when recovery records the delegation as needing review (the child already ended)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.crashed = asyncio.Event()
+
+    async def save_call(self, run_id: str, call: sr.CallRecord) -> None:
+        if self.armed and call.id == "m1.c1" and call.status == "needs_review":
+            self.crashed.set()
+            await hang()
+        await super().save_call(run_id, call)
+
+
+async def test_a_crash_after_the_child_was_ended_still_makes_the_delegation_need_review() -> None:
+    store = DieBeforeTheReview()
+    crash = asyncio.Event()
+    ledger: list[str] = []
+    agent = charging_agent(crash, ledger)
+    await crash_when(sr.Runtime(store).run(agent, run_id="r", input="go"), crash)
+    store.armed = True
+    await crash_when(sr.Runtime(store, agents=[agent]).resume("r"), store.crashed)
+    child = await store.load(child_run_id("r", "m1.c1"))
+    assert child is not None and child.run.status == "failed"  # ended before the crash
+    store.armed = False
+    result = await sr.Runtime(store, agents=[agent]).resume("r")
+    await check_closed_child(store, result, ledger)  # not resumed, not failed: reviewed
 
 
 async def test_strict_settlement_holds_a_delegation_that_needs_review() -> None:

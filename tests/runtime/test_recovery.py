@@ -10,8 +10,16 @@ from hypothesis import strategies as st
 
 import steadyrun as sr
 from crashkit import crash_when, hang
-from steadyrun.records import ACTIVE_STATUSES, SETTLED_STATUSES, CallRecord
-from steadyrun.runtime import Texts, interrupted_outcome, settle_interrupted
+from steadyrun.records import (
+    ACTIVE_STATUSES,
+    SETTLED_STATUSES,
+    CallRecord,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+)
+from steadyrun.runtime import Texts, interrupted_outcome, needs_recovery, settle_interrupted
+from steadyrun.runtime._recovery import end_child_run
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
 
@@ -281,3 +289,68 @@ async def test_observers_see_the_calls_recovery_settles() -> None:
         "t", agent=build(None, ledger, ScriptedModel([text("ok")]))
     )
     assert settled == [("m1.c1", "needs_review")]
+
+
+_CALL_STATUSES = sorted(ACTIVE_STATUSES | SETTLED_STATUSES)
+
+
+@given(
+    run_status=st.sampled_from(["running", "failed", "completed", "cancelled"]),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(_CALL_STATUSES),
+            st.booleans(),  # replayable
+            st.booleans(),  # side effects
+            st.integers(min_value=0, max_value=50),  # rev
+        ),
+        max_size=6,
+    ),
+    steps=st.integers(min_value=0, max_value=1000),
+)
+def test_ending_a_child_run_settles_every_open_call_and_the_run(
+    run_status: str, calls: list[tuple[str, bool, bool, int]], steps: int
+) -> None:
+    records = [
+        CallRecord(
+            id=f"m1.c{i}",
+            name=f"t{i}",
+            status=status,  # type: ignore[arg-type]
+            replayable=replayable,
+            side_effects=effects,
+            rev=rev,
+        )
+        for i, (status, replayable, effects, rev) in enumerate(calls)
+    ]
+    child = RunSnapshot(
+        run=RunRecord(run_id="r/m1.c1", agent="sub", status=run_status, steps=steps),  # type: ignore[arg-type]
+        checkpoint=Checkpoint(phase="batch", batch=[c.id for c in records], context_length=3),
+        context=[],
+        calls=records,
+        blocks=[],
+    )
+    step = end_child_run(child, NOW, Texts(), "why")
+    if run_status != "running":
+        assert step is None  # ended already: ending again changes nothing
+        return
+    assert step is not None
+    assert (step.run.status, step.run.error_kind, step.run.error) == (
+        "failed",
+        "SubAgentInterrupted",
+        "why",
+    )
+    assert step.run.steps == steps + 1 and step.run.updated_at == NOW
+    assert (step.checkpoint.phase, step.checkpoint.batch) == ("done", [])
+    assert step.checkpoint.context_length == 3  # the log is what it was
+    written = {c.id: c for c in step.calls}
+    for before in records:
+        after = written.get(before.id)
+        if needs_recovery(before):
+            assert after == settle_interrupted(before, NOW, Texts())
+        elif before.status == "queued":
+            assert after is not None and after.status == "cancelled" and after.rev == before.rev + 1
+            assert after.completed_at == NOW and after.error == "why"
+        else:
+            assert after is None  # settled, or waiting on someone else: not the run's to end
+    # Nothing the run owned is left running or queued.
+    final = [written.get(c.id, c) for c in records]
+    assert not any(c.status in ("running", "queued") and not c.handover for c in final)

@@ -22,6 +22,7 @@ from steadyrun._errors import UsageError
 from steadyrun.extensions._skill_files import Skill, load_skills, read_resource
 from steadyrun.extensions.subagents import (
     SubAgentFailed,
+    recover_child_call,
     resume_child_or_review,
     why_unfinished,
 )
@@ -282,9 +283,12 @@ class Skills(Extension):
         if skill is None or not skill.forked or self.handle is None:
             # Loading instructions changes nothing: it may simply run again.
             return replace(record, rev=record.rev + 1, status="queued", started_at=None)
-        calls = await self.handle.child_snapshot_calls(record.id) or []
         texts = self.texts
-        return resume_or_review(record, calls, texts.skill_what.format(name=skill.name), texts)
+        what = texts.skill_what.format(name=skill.name)
+        # The same rule as a delegation's: a fork that needs review has its run ended.
+        return await recover_child_call(
+            self.handle, record, lambda names: texts.work_interrupted.format(what=what, names=names)
+        )
 
 
 def _listing(skills: Sequence[Skill], texts: Texts) -> str:

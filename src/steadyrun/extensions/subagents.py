@@ -5,7 +5,9 @@ cannot suspend, uses the main agent's tools except ``main_only`` ones (delegatio
 among them) or, for a typed delegate, its own; its call records are copied under the delegation
 call (``parent_id``) and its usage is counted in the run's. After a crash the delegation resumes
 the child from its own checkpoint, unless the child left a side effect whose outcome is unknown:
-then the delegation is ``needs_review`` and nothing repeats it.
+then the delegation is ``needs_review`` and nothing repeats it: the child run is ended (``failed``,
+``SubAgentInterrupted``) with that call ``needs_review``, and its records are copied under the
+delegation call as for a finished delegation.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from steadyrun._errors import (
     IterationLimitExceeded,
     ModelCallFailed,
     SteadyrunError,
+    SubAgentInterrupted,
     UsageError,
 )
 from steadyrun.chat import ModelResponse, ToolDefinition
@@ -31,12 +34,18 @@ from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._completion import Correct, GuardView, Verdict
 from steadyrun.runtime._extension import Extension, ModelCall, ModelNext
 from steadyrun.runtime._handle import RunHandle
-from steadyrun.runtime._recovery import needs_recovery
+from steadyrun.runtime._recovery import needs_recovery, outcome_unknown
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
 
-__all__ = ["Delegate", "SubAgentFailed", "SubAgents", "resume_child_or_review"]
+__all__ = [
+    "Delegate",
+    "SubAgentFailed",
+    "SubAgents",
+    "recover_child_call",
+    "resume_child_or_review",
+]
 
 GENERAL_INSTRUCTIONS = (
     "You are a sub-agent working on one task for another agent. Use your tools as needed, then "
@@ -211,32 +220,72 @@ class SubAgents(Extension):
         """Resume a delegation a crash interrupted, unless its child left an unknown effect."""
         if record.name not in self.tool_names() or self.handle is None:
             return None
-        calls = await self.handle.child_snapshot_calls(record.id) or []
         texts = self.texts
-        return resume_child_or_review(
-            record, calls, lambda names: texts.delegation_interrupted.format(names=names)
+        return await recover_child_call(
+            self.handle, record, lambda names: texts.delegation_interrupted.format(names=names)
         )
 
 
+async def recover_child_call(
+    handle: RunHandle, record: CallRecord, review_text: Callable[..., str]
+) -> CallRecord:
+    """Recover a call that drives a child run (a delegation, a forked skill) a crash cut off.
+
+    ``resume_child_or_review`` decides. When the call needs review, the child run is ended
+    (``RunHandle.end_child``) before the call's record is saved, so a crash in between still
+    finds the child ended, and the call needs review again rather than resuming it.
+
+    Args:
+        handle: The run's handle.
+        record: The interrupted call (status ``running``).
+        review_text: Gives the model-visible result from ``names=`` (the unknown calls).
+
+    Returns:
+        The call's next record: ``queued`` or ``needs_review``.
+    """
+    child = await handle.child_snapshot(record.id)
+    calls = child.calls if child is not None else []
+    ended = child is not None and child.run.error_kind == SubAgentInterrupted.__name__
+    recovered = resume_child_or_review(record, calls, review_text, child_ended=ended)
+    if child is not None and recovered.status == "needs_review":
+        unknown = ", ".join(sorted({c.name for c in _unknown(calls)})) or "a call"
+        reason = (
+            f"the process died while this sub-agent ran {unknown}, whose outcome is unknown; "
+            f"call {record.id!r} of run {handle.run_id!r} needs review and this run is not "
+            "continued"
+        )
+        await handle.end_child(record.id, child, reason)
+    return recovered
+
+
 def resume_child_or_review(
-    record: CallRecord, child_calls: Sequence[CallRecord], review_text: Callable[..., str]
+    record: CallRecord,
+    child_calls: Sequence[CallRecord],
+    review_text: Callable[..., str],
+    *,
+    child_ended: bool = False,
 ) -> CallRecord:
     """What an interrupted call that drives a child run becomes on resume (pure).
 
     The call is queued to run again, which resumes the child from its own checkpoint (nothing
     the child finished runs again), unless the child was inside a call with side effects that
     is not replayable: its outcome is unknown, so the call needs review and nothing repeats it.
+    A child an earlier recovery already ended (``child_ended``) is not resumed either: the
+    calls it settled as ``needs_review`` are the unknown ones.
 
     Args:
         record: The interrupted call (status ``running``).
         child_calls: The call records of its child run (empty when the child never started).
         review_text: Gives the model-visible result from ``names=`` (the unknown calls).
+        child_ended: Whether the child run was ended by a recovery (``SubAgentInterrupted``).
 
     Returns:
         The call's next record: ``queued`` or ``needs_review``, at a higher ``rev``.
     """
-    unknown = [c for c in child_calls if needs_recovery(c) and c.side_effects and not c.replayable]
-    if not unknown:
+    unknown = _unknown(child_calls)
+    if child_ended:
+        unknown = [c for c in child_calls if c.status == "needs_review"] or list(child_calls)
+    if not unknown and not child_ended:
         return replace(record, rev=record.rev + 1, status="queued", started_at=None)
     names = ", ".join(sorted({c.name for c in unknown}))
     return replace(
@@ -246,6 +295,11 @@ def resume_child_or_review(
         result=review_text(names=names),
         completed_at=record.started_at,
     )
+
+
+def _unknown(child_calls: Sequence[CallRecord]) -> list[CallRecord]:
+    """The child's started calls whose outcome a crash left unknown (by recovery's rule)."""
+    return [c for c in child_calls if needs_recovery(c) and outcome_unknown(c)]
 
 
 def why_unfinished(result: RunResult, texts: Texts, limits: Limits) -> str:

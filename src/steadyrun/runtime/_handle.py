@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from steadyrun.media import MediaPreparer
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime._recovery import end_child_run
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.stores import FeedMessage, Store
@@ -81,8 +82,37 @@ class RunHandle:
 
     async def child_snapshot_calls(self, call_id: str) -> list[CallRecord] | None:
         """The call records of the sub-agent run a delegation call drives (``None``: none yet)."""
-        snap = await self.store.load(child_run_id(self.run_id, call_id))
+        snap = await self.child_snapshot(call_id)
         return None if snap is None else snap.calls
+
+    async def child_snapshot(self, call_id: str) -> RunSnapshot | None:
+        """The sub-agent run a delegation call drives, as stored (``None``: none yet)."""
+        return await self.store.load(child_run_id(self.run_id, call_id))
+
+    async def end_child(self, call_id: str, child: RunSnapshot, reason: str) -> list[CallRecord]:
+        """End the sub-agent run of a delegation that will not resume, and copy its records.
+
+        Its started calls are settled as recovery settles any, its queued ones cancelled, the
+        run ``failed`` (``SubAgentInterrupted``); then its records are copied under the
+        delegation call, as for a finished delegation, so the host sees what it did. Ending a
+        run that already ended changes nothing but the copies (done again, they change
+        nothing either).
+
+        Args:
+            call_id: The delegation call.
+            child: Its sub-agent run, as stored.
+            reason: The ended run's error, for the host.
+
+        Returns:
+            The copies, under the delegation call.
+        """
+        step = end_child_run(child, self._clock(), self._texts, reason)
+        calls = child.calls
+        if step is not None:
+            await self.store.save_step(child_run_id(self.run_id, call_id), step)
+            settled = {c.id: c for c in step.calls}
+            calls = [settled.get(c.id, c) for c in calls]
+        return await self.record_subcalls(call_id, calls)
 
     async def run_subagent(self, agent: Agent, *, call_id: str, task: str) -> RunResult:
         """Drive the sub-agent run of delegation ``call_id`` until it ends; start it if new.

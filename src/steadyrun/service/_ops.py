@@ -78,7 +78,9 @@ class Operations:
     Args:
         runtime: The runtime (its agents are known by name), or a store to make one on.
         agents: More agents, found by name.
-        leases: The store's leases; with them a cancel fences out the worker executing the run.
+        leases: The store's claims (``store.leases``, the default): a cancel revokes the
+            run's claim, so whatever executes it (a worker, ``serve``, another process's
+            ``Runtime``) is fenced out.
         owner: The lease owner a cancel writes as.
         clock: The current time (UTC).
 
@@ -101,7 +103,8 @@ class Operations:
         for agent in agents:
             self.runtime._register(agent)
         self.store = self.runtime.store
-        self.leases = leases
+        # A cancel always fences out the run's executor, in this process or another.
+        self.leases: Leases | None = leases if leases is not None else self.store.leases
         self.tasks = tasks
         self.owner = owner
         self._clock = clock

@@ -1,0 +1,54 @@
+"""A cancel from another process fences out the run's executor: it stops at its next write."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from steadyrun.chat import ModelRequest, ModelResponse
+from steadyrun.service._ops import Operations
+from steadyrun.stores import LeaseLostError
+from steadyrun.testing import FunctionModel, text, tool_calls
+
+import steadyrun as sr
+
+
+async def test_a_cancel_through_another_connection_stops_the_executor(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    executing, other = sr.SqliteStore(path), sr.SqliteStore(path)  # two "processes"
+    started, release = asyncio.Event(), asyncio.Event()
+    asked: list[int] = []
+
+    @sr.tool(side_effects=False)
+    async def slow(n: int) -> str:
+        """Work a while.
+
+        Args:
+            n: Which.
+        """
+        started.set()
+        await release.wait()
+        return "ok"
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        asked.append(len(request.messages))
+        return tool_calls(("slow", {"n": 1})) if len(asked) == 1 else text("done")
+
+    agent = sr.Agent(name="a", model=FunctionModel(respond), tools=[slow])
+    try:
+        run = asyncio.create_task(sr.Runtime(executing).run(agent, run_id="t", input="go"))
+        await started.wait()
+        cancelled = await Operations(other).cancel("t")
+        assert cancelled.runs == ["t"]
+        release.set()
+        with pytest.raises(LeaseLostError):
+            await run
+        assert asked == [1]  # no model call after the cancel
+        snap = await other.load("t")
+        assert snap is not None and snap.run.status == "cancelled"
+        with pytest.raises(sr.RunCancelledError):
+            await sr.Runtime(other, agents=[agent]).resume("t")
+    finally:
+        await executing.close()
+        await other.close()

@@ -187,3 +187,13 @@ def test_postgres_store_is_public_but_optional() -> None:
     namespace: dict[str, object] = {}
     exec("from steadyrun import *", namespace)
     assert "Runtime" in namespace
+
+
+def test_postgres_leases_are_exported_beside_the_postgres_store() -> None:
+    # docs/worker.md builds them by name; like PostgresStore, loaded on first use (psycopg).
+    from steadyrun import stores
+    from steadyrun.stores import PostgresLeases
+    from steadyrun.stores._leases_postgres import PostgresLeases as defined
+
+    assert PostgresLeases is defined and PostgresLeases.__doc__
+    assert "PostgresLeases" in dir(stores) and "PostgresLeases" not in stores.__all__

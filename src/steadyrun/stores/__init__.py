@@ -1,9 +1,10 @@
 """Ports (``Journal``, ``Feed``) and the in-memory adapter; durable adapters live beside it.
 
-``PostgresStore`` is imported on first access: it needs the ``postgres`` extra (psycopg), and
-``import steadyrun`` works without it.
+``PostgresStore`` and ``PostgresLeases`` are imported on first access: they need the
+``postgres`` extra (psycopg), and ``import steadyrun`` works without it.
 """
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.stores._leases import Fence, Lease, LeaseLostError, Leases
@@ -20,6 +21,7 @@ from steadyrun.stores._ports import (
 from steadyrun.stores._sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from steadyrun.stores._leases_postgres import PostgresLeases as PostgresLeases
     from steadyrun.stores._postgres import PostgresStore as PostgresStore
 
 __all__ = [
@@ -39,19 +41,26 @@ __all__ = [
 ]
 
 
+_OPTIONAL = {
+    "PostgresStore": "steadyrun.stores._postgres",
+    "PostgresLeases": "steadyrun.stores._leases_postgres",
+}
+
+
 def __getattr__(name: str) -> Any:
-    if name == "PostgresStore":
+    module = _OPTIONAL.get(name)
+    if module is not None:
         try:
-            from steadyrun.stores._postgres import PostgresStore as PostgresStore
+            value = getattr(importlib.import_module(module), name)
         except ImportError as exc:
             raise ImportError(
-                "PostgresStore needs psycopg and psycopg-pool: pip install 'steadyrun[postgres]'"
+                f"{name} needs psycopg and psycopg-pool: pip install 'steadyrun[postgres]'"
             ) from exc
-        globals()[name] = PostgresStore
-        return PostgresStore
+        globals()[name] = value
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     # Listed for discovery, but kept out of __all__: ``import *`` must work without psycopg.
-    return sorted([*__all__, "PostgresStore"])
+    return sorted([*__all__, *_OPTIONAL])

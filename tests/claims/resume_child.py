@@ -12,11 +12,10 @@ import os
 import sys
 import time
 
+import steadyrun as sr
 from steadyrun._cli_target import open_store
 from steadyrun.control import Confirm
 from steadyrun.testing import ScriptedModel, text
-
-import steadyrun as sr
 
 
 def agent(ledger: str) -> sr.Agent:

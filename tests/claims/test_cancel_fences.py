@@ -6,12 +6,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
+import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse
 from steadyrun.service._ops import Operations
 from steadyrun.stores import LeaseLostError
 from steadyrun.testing import FunctionModel, text, tool_calls
-
-import steadyrun as sr
 
 
 async def test_a_cancel_through_another_connection_stops_the_executor(tmp_path: Path) -> None:

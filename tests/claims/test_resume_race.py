@@ -16,11 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pgkit
+import steadyrun as sr
 from steadyrun._cli_target import open_store
 from steadyrun.control import Confirm
 from steadyrun.testing import ScriptedModel, text, tool_calls
-
-import steadyrun as sr
 
 TRIALS = 100
 CHILD = Path(__file__).with_name("resume_child.py")

@@ -6,16 +6,17 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
-from steadyrun.control import Confirm
-from steadyrun.runtime._claims import Claims, owner_died, owner_id
-from steadyrun.stores import LeaseLostError
-from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
 
 import steadyrun as sr
 from steadyrun import RunBusyError
 from steadyrun.chat import ModelRequest, ModelResponse
+from steadyrun.control import Confirm
+from steadyrun.runtime._claims import Claims, owner_died, owner_id
+from steadyrun.stores import LeaseLostError
+from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
 
 
 def _approval_agent(
@@ -38,15 +39,24 @@ def _approval_agent(
     return sr.Agent(name="support", model=ScriptedModel(script), tools=[refund])
 
 
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)  # noqa: ASYNC110 (a condition of a list, not an event)
+    raise AssertionError("the condition never held")
+
+
 async def _suspended(store: sr.MemoryStore, ledger: list[str]) -> str:
-    result = await sr.Runtime(store).run(_approval_agent(ledger, first=True), run_id="t", input="refund A")
+    agent = _approval_agent(ledger, first=True)
+    result = await sr.Runtime(store).run(agent, run_id="t", input="refund A")
     assert result.status == "suspended"
     call_id = result.calls[0].id
     await sr.Runtime(store).decide("t", call_id, approve=True)
     return call_id
 
 
-async def test_a_second_runtime_on_the_same_store_gets_run_busy_while_the_first_executes() -> None:
+async def test_a_second_runtime_gets_run_busy_while_the_first_executes() -> None:
     store = sr.MemoryStore()
     ledger: list[str] = []
     await _suspended(store, ledger)
@@ -54,8 +64,7 @@ async def test_a_second_runtime_on_the_same_store_gets_run_busy_while_the_first_
     first = sr.Runtime(store, agents=[_approval_agent(ledger, gate)], owner="first")
     second = sr.Runtime(store, agents=[_approval_agent(ledger)], owner="second")
     running = asyncio.create_task(first.resume("t"))
-    while not ledger:
-        await asyncio.sleep(0.01)
+    await _until(lambda: bool(ledger))
     with pytest.raises(RunBusyError) as caught:
         await second.resume("t")
     assert caught.value.owner == "first" and caught.value.run_id == "t"
@@ -73,9 +82,7 @@ async def test_two_resumes_at_once_execute_the_approved_body_once() -> None:
         ledger: list[str] = []
         await _suspended(store, ledger)
         runtimes = [sr.Runtime(store, agents=[_approval_agent(ledger)]) for _ in range(2)]
-        results = await asyncio.gather(
-            *(r.resume("t") for r in runtimes), return_exceptions=True
-        )
+        results = await asyncio.gather(*(r.resume("t") for r in runtimes), return_exceptions=True)
         assert ledger == ["A"]
         busy = [r for r in results if isinstance(r, RunBusyError)]
         done = [r for r in results if isinstance(r, sr.RunResult)]
@@ -92,8 +99,7 @@ async def test_resume_waits_for_the_claim_when_asked() -> None:
     first = sr.Runtime(store, agents=[_approval_agent(ledger, gate)])
     second = sr.Runtime(store, agents=[_approval_agent(ledger)])
     running = asyncio.create_task(first.resume("t"))
-    while not ledger:
-        await asyncio.sleep(0.01)
+    await _until(lambda: bool(ledger))
     waiting = asyncio.create_task(second.resume("t", wait=10))
     await asyncio.sleep(0.2)
     assert not waiting.done()
@@ -181,7 +187,7 @@ async def test_retrying_a_start_after_a_crash_adds_the_input_once() -> None:
     assert snap is not None
     from dataclasses import replace
 
-    from steadyrun.records import Checkpoint, Step
+    from steadyrun.records import Step
 
     cut = replace(snap.run, status="running", steps=snap.run.steps + 1)
     await store.save_step("t", Step(run=cut, checkpoint=replace(snap.checkpoint, phase="model")))
@@ -210,8 +216,8 @@ def test_owner_died_only_for_a_dead_process_of_this_host() -> None:
 
 async def test_a_claim_of_a_killed_process_is_taken_at_once() -> None:
     store = sr.MemoryStore()
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await child.wait()
     dead = owner_id("x").replace(f":{os.getpid()}:", f":{child.pid}:")
     assert await store.leases.acquire("t", dead, 60) is not None
     lease = await Claims(store.leases, owner_id("me"), 5).take("t")

@@ -89,7 +89,7 @@ def test_runs_pending_approve_and_cancel(
     assert main(["runs", "show", "nope", *store]) == 1
 
 
-def test_app_option_and_worker_needs_postgres(
+def test_app_option(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "runs.db"
@@ -99,8 +99,6 @@ def test_app_option_and_worker_needs_postgres(
     monkeypatch.delitem(sys.modules, "cliapp", raising=False)
     assert main(["runs", "list", "--app", "cliapp:ops", "--json"]) == 0
     assert [r["run_id"] for r in _json(capsys)] == ["r1"]  # type: ignore[union-attr]
-    assert main(["worker", "--app", "cliapp:ops"]) == 1
-    assert "PostgresStore" in capsys.readouterr().err
     assert main(["runs", "list", "--app", "cliapp:nothing"]) == 1
     assert main(["runs", "list"]) == 1
     assert "--store" in capsys.readouterr().err

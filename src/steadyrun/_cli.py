@@ -105,7 +105,10 @@ def build_app() -> typer.Typer:
                 raise typer.Exit(2)
         raise typer.Exit(run_demo(color=not no_color, db=db, keep=keep, model=model))
 
-    @cli.command(help="Serve the HTTP API and web page of --app (needs the service extra).")
+    @cli.command(
+        help="Serve the HTTP API and web page of --app, executing its runs in an embedded "
+        "worker (needs the service extra)."
+    )
     def serve(
         app: AppOpt = None,
         host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
@@ -114,25 +117,41 @@ def build_app() -> typer.Typer:
             list[str] | None,
             typer.Option(help="accepted bearer token (repeat; default STEADYRUN_API_TOKENS)"),
         ] = None,
+        no_worker: Annotated[
+            bool,
+            typer.Option("--no-worker", help="serve the API only; separate workers execute runs"),
+        ] = False,
+        claim_ttl: Annotated[
+            float | None,
+            typer.Option(help="claim seconds of the embedded worker (a dead serve's runs wait)"),
+        ] = None,
     ) -> None:
         try:
             import uvicorn
 
-            from steadyrun.service import create_app
+            from steadyrun.service import App, create_app
         except ImportError as exc:
             fail(f"serve is not available: {exc} (pip install 'steadyrun[service]')")
         target = _run(load_target(app, None))
-        served = target.app if target.app is not None else target.runtime
-        if not hasattr(served, "publisher"):  # an App serves itself; others get a new App
-            served = target.runtime
-        api = create_app(served, tokens=token or None)
+        # An App serves itself; anything else (Operations, Runtime) gets an App on its runtime.
+        served = target.app if isinstance(target.app, App) else App(target.runtime)
+        if claim_ttl is not None:
+            served.claim_ttl = claim_ttl
+        api = create_app(served, tokens=token or None, worker=not no_worker)
         uvicorn.run(api, host=host, port=port)
 
-    @cli.command(help="Execute runnable runs of --app's store until SIGTERM (PostgreSQL leases).")
+    @cli.command(
+        help="Execute runnable runs of --app's store (SQLite or PostgreSQL) until SIGTERM."
+    )
     def worker(
         app: AppOpt = None,
         concurrency: Annotated[int, typer.Option(help="runs executed at once")] = 8,
-        ttl: Annotated[float, typer.Option(help="lease seconds (a dead worker's runs wait)")] = 30,
+        ttl: Annotated[
+            float,
+            typer.Option(
+                "--claim-ttl", "--ttl", help="claim seconds (a dead worker's runs wait this long)"
+            ),
+        ] = 30,
         grace: Annotated[float, typer.Option(help="seconds to reach a checkpoint on stop")] = 30,
         json_out: JsonOpt = False,
     ) -> None:
@@ -150,17 +169,10 @@ async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js:
 
     target = await load_target(app, None)
     store = target.store
-    try:
-        from steadyrun.stores import PostgresStore
-        from steadyrun.stores._leases_postgres import PostgresLeases
-    except ImportError:
-        fail("worker needs a PostgresStore (pip install 'steadyrun[postgres]')")
-    if not isinstance(store, PostgresStore):
-        fail(f"worker needs a PostgresStore for its leases, not a {type(store).__name__}")
-    leases = PostgresLeases(store)
+    # Every store has its claims (``store.leases``): SQLite (one file shared by processes of
+    # this machine) and PostgreSQL alike.
     w = Worker(
         target.runtime,
-        leases,
         concurrency=concurrency,
         ttl=ttl,
         grace=grace,
@@ -172,7 +184,6 @@ async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js:
     try:
         await w.run()
     finally:
-        await leases.close()
         await store.close()
     stats = {"owner": w.owner, "executed": w.stats.executed, "drained": w.stats.drained}
     if js:

@@ -162,16 +162,8 @@ def runs() -> typer.Typer:
         async def go(t: Target) -> None:
             from steadyrun.service._ops import Operations
 
-            leases = None
-            try:
-                from steadyrun.stores import PostgresStore
-                from steadyrun.stores._leases_postgres import PostgresLeases
-
-                if isinstance(t.store, PostgresStore):
-                    leases = PostgresLeases(t.store)
-            except ImportError:
-                pass
-            done = await Operations(t.runtime, leases=leases).cancel(run_id)
+            # Revoking the claim fences out the executor of the run in any process.
+            done = await Operations(t.runtime, leases=t.store.leases).cancel(run_id)
             if json_out:
                 _print(asdict(done))
             else:

@@ -6,6 +6,7 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -90,7 +91,8 @@ def create_app(
     *,
     tokens: Sequence[str] | None = None,
     max_body_bytes: int = 1_000_000,
-    stream_poll_seconds: float = 2.0,
+    stream_poll_seconds: float = 1.0,
+    worker: bool = True,
 ) -> FastAPI:
     """The HTTP API and web page of a steadyrun ``App`` (or of a bare runtime).
 
@@ -101,11 +103,16 @@ def create_app(
         max_body_bytes: Larger request bodies are refused with 413.
         stream_poll_seconds: How often a followed run that does not execute in this process
             is reloaded from the store (and how often a keep-alive is sent).
+        worker: Whether the app's embedded worker executes runs; ``False`` for an API-only
+            process (``steadyrun serve --no-worker``) next to separate workers. The worker
+            starts with the server (the lifespan) and stops gracefully with it.
 
     Raises:
         UsageError: No token is configured.
     """
     app = app_or_runtime if isinstance(app_or_runtime, App) else App(app_or_runtime)
+    if not worker:
+        app.run_worker = False
     if tokens is None:
         tokens = [t.strip() for t in os.environ.get(TOKENS_ENV, "").split(",") if t.strip()]
     if not tokens or any(not t for t in tokens):
@@ -113,7 +120,17 @@ def create_app(
             f"the API needs at least one non-empty bearer token: pass tokens=[...] or set "
             f"{TOKENS_ENV}"
         )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await app.open()
+        try:
+            yield
+        finally:
+            await app.close()
+
     api = FastAPI(
+        lifespan=lifespan,
         title="steadyrun",
         summary="Durable runs of tool-calling agents: runs, approvals, answers, live display.",
         version="1",
@@ -272,7 +289,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
 
     @api.post("/runs/{run_id}/resume", tags=["runs"], status_code=202)
     async def resume(run_id: str) -> ResumeOut:
-        """Continue a suspended, failed or crashed run in the background."""
+        """Wake a suspended, failed or crashed run up: a worker continues it."""
         return ResumeOut(run_id=run_id, scheduled=await app.resume(run_id))
 
     @api.post("/runs/{run_id}/cancel", tags=["runs"])

@@ -1,4 +1,11 @@
-"""``App``: a runtime, its agents by name, the display publisher, and runs in the background."""
+"""``App``: a runtime, its agents by name, the display publisher, and an embedded worker.
+
+An app executes runs only through its embedded ``Worker``, on the same claims as every other
+executor of the store: a run started, resumed, decided or answered through the app (or through
+the CLI, ``Operations`` or another process) is woken up in the store, and whichever worker
+takes its claim first executes it. A ``serve`` process and separate ``steadyrun worker``
+processes therefore share runs without ever executing one twice.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +13,24 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import (
-    ConflictError,
     RunCancelledError,
     RunNotFoundError,
     SteadyrunError,
     UsageError,
 )
 from steadyrun.records import CallRecord
+from steadyrun.runtime import Agent, Runtime
+from steadyrun.service._worker import Worker
+from steadyrun.stores import FeedMessage, Store
+from steadyrun.stream import Publisher
 
 if TYPE_CHECKING:
     from steadyrun.service._ops import Cancelled
-from steadyrun.runtime import Agent, Runtime
-from steadyrun.stores import FeedMessage, Store
-from steadyrun.stream import Publisher
 
 __all__ = ["App", "NotSupportedError", "Started", "start_fingerprint"]
 
@@ -60,17 +67,28 @@ def start_fingerprint(agent: str, input: str, extra: dict[str, Any] | None = Non
 
 
 class App:
-    """What a service hosts: a runtime, its agents by name, and their display streams.
+    """What a service hosts: a runtime, its agents by name, their display streams, a worker.
 
-    Runs started or resumed through the app execute in background tasks of the current event
-    loop; the publisher shows them as ``running`` meanwhile. Host writes (``decide``,
-    ``answer``, ``settle``) resume a suspended run once nothing blocks it any more.
+    Runs execute only in the app's embedded ``Worker`` (or in any other worker on the same
+    store): ``start`` records a run's first input with its agent's name, ``resume`` and every
+    host write (``decide``, ``answer``, ``settle``, ``send``) wake the run up in the store, and
+    whichever worker takes the run's claim first executes it. The embedded worker starts with
+    ``open()`` (the HTTP API's lifespan calls it; the first operation does when nobody did) and
+    stops gracefully with ``close()``. The publisher hears each execution's start and end.
 
     Args:
         runtime: The runtime, or a store to make one on.
-        agents: The agents, found by name (``Agent.name``).
+        agents: The agents, found by name (``Agent.name``); a runtime's own agents are added.
         publisher: The display publisher; one is made on the runtime's store by default.
-        auto_resume: Whether host writes and input resume runs in the background.
+        auto_resume: Kept for compatibility: host writes wake runs up in the store whatever
+            it says (the store counts every write made outside a run's execution).
+        worker: Whether the app executes runs itself; ``False`` for an API-only process
+            whose runs a separate ``steadyrun worker`` executes.
+        claim_ttl: Seconds the embedded worker's claims last unless renewed; a run of a
+            killed process is taken over by a worker once its claim expired.
+        concurrency: Runs the embedded worker executes at once at most.
+        poll: Longest wait of the embedded worker between looks for runnable runs.
+        owner: The embedded worker's id in claims and the step log (host, pid, random).
 
     Example:
         ``app = App(SqliteStore("runs.db"), agents=[support]); await app.start(...)``
@@ -83,25 +101,36 @@ class App:
         agents: Iterable[Agent] = (),
         publisher: Publisher | None = None,
         auto_resume: bool = True,
+        worker: bool = True,
+        claim_ttl: float = 30.0,
+        concurrency: int = 8,
+        poll: float = 2.0,
+        owner: str | None = None,
     ) -> None:
-        self.agents: dict[str, Agent] = {}
-        for agent in agents:
-            if self.agents.setdefault(agent.name, agent) is not agent:
-                raise UsageError(f"two different agents are named {agent.name!r}")
         if isinstance(runtime, Runtime):
             self.runtime = runtime
         else:
             self.runtime = Runtime(runtime)
+        self.agents: dict[str, Agent] = {}
+        for agent in [*self.runtime._agents.values(), *agents]:
+            if self.agents.setdefault(agent.name, agent) is not agent:
+                raise UsageError(f"two different agents are named {agent.name!r}")
         self.store = self.runtime.store
         # Runtime has no public way to add agents or observers after construction yet.
         for agent in self.agents.values():
-            self.runtime._register(agent)
+            if agent.name not in self.runtime._agents:
+                self.runtime._register(agent)
         self.publisher = publisher or Publisher(self.store, strict_settlement=self._strict)
         if self.publisher not in self.runtime._observers:
             self.runtime._observers.append(self.publisher)
         self.auto_resume = auto_resume
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._again: set[str] = set()
+        self.run_worker = worker
+        self.claim_ttl = claim_ttl
+        self.concurrency = concurrency
+        self.poll = poll
+        self.owner = owner
+        self.worker: Worker | None = None
+        self._working: asyncio.Task[None] | None = None
 
     def agent(self, name: str) -> Agent:
         """The agent registered under ``name``.
@@ -116,57 +145,90 @@ class App:
         return agent
 
     def executing(self, run_id: str) -> bool:
-        """Whether the run executes in a background task of this app now."""
-        return run_id in self._tasks
+        """Whether the run executes in this app's embedded worker now."""
+        return self.worker is not None and run_id in self.worker._tasks
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Start the embedded worker (once; nothing when the app was made with ``worker=False``).
+
+        The worker is made here, not in ``__init__``, so ``claim_ttl`` and the other worker
+        settings may still be changed (``steadyrun serve --claim-ttl``) and the worker's
+        runtime sees every observer registered by then.
+        """
+        if not self.run_worker or self._working is not None:
+            return
+        self.worker = Worker(
+            self.runtime,
+            owner=self.owner,
+            concurrency=self.concurrency,
+            ttl=self.claim_ttl,
+            poll=self.poll,
+        )
+        self._working = asyncio.get_running_loop().create_task(
+            self._supervise(self.worker), name="steadyrun-app-worker"
+        )
+
+    async def close(self, grace: float = 10.0) -> None:
+        """Stop the embedded worker: executing runs get ``grace`` seconds to reach a checkpoint.
+
+        A run stopped at a checkpoint is released for another worker at once; one that did
+        not reach it is cancelled as a crash would stop it, and resuming it later (any worker,
+        once its claim expired) settles what it must.
+        """
+        working, self._working = self._working, None
+        if working is None or self.worker is None:
+            return
+        self.worker.grace = grace
+        self.worker.stop()
+        await asyncio.gather(working, return_exceptions=True)
+
+    async def wait(self, run_id: str) -> None:
+        """Wait until nobody executes the run and it is not runnable (tests use it).
+
+        That is: it does not execute in the embedded worker, no executor holds its claim,
+        and no wake-up of it waits for a worker. With ``worker=False`` and no other worker
+        this waits for ever: bound it (``asyncio.timeout``).
+        """
+        await self._ensure()
+        while True:
+            task = self.worker._tasks.get(run_id) if self.worker is not None else None
+            if task is not None:
+                await asyncio.wait([task])
+            elif await self._busy(run_id):
+                await asyncio.sleep(0.02)
+            else:
+                return
 
     # -- operations --------------------------------------------------------------------------
 
     async def start(
         self, run_id: str, agent: str, input: str, *, fingerprint: str | None = None
     ) -> Started:
-        """Start a run in the background; the same request again returns the same run.
+        """Start a run: record its first input (with its agent's name) for a worker.
 
-        The request's fingerprint (by default of ``agent`` and ``input``) is kept with the
-        run's first input message, so a retry is recognised across processes.
+        The same request again returns the same run. The request's fingerprint (by default
+        of ``agent`` and ``input``) is kept with the run's first input message, so a retry is
+        recognised across processes; the agent's name there lets any worker execute it.
 
         Raises:
             ConflictError: A different request (or a run started otherwise) has this id.
             UsageError: No agent has that name.
         """
+        from steadyrun.service._ops import Operations
+
         found = self.agent(agent)
         fingerprint = fingerprint or start_fingerprint(agent, input)
-        start_id = f"{run_id}:input"
-        snap = await self.store.load(run_id)
-        if snap is not None:
-            first = next((m for m in snap.context if m.id == start_id), None)
-            same = (
-                snap.run.agent == agent
-                and first is not None
-                and (first.meta or {}).get(START_META) == fingerprint
-            )
-            if not same:
-                raise ConflictError(
-                    f"run {run_id!r} exists and was not started by this request; "
-                    "choose another run id"
-                )
-            return Started(run_id=run_id, created=False, status=snap.run.status)
-        stored = await self.store.append(
-            run_id,
-            FeedMessage(id=start_id, content=input, meta={START_META: fingerprint}),
-        )
-        if (stored.meta or {}).get(START_META) != fingerprint:
-            raise ConflictError(f"run {run_id!r} is being started by a different request")
-        if self.executing(run_id):
-            return Started(run_id=run_id, created=False, status="running")
-        await self._launch(
-            run_id,
-            found.name,
-            lambda: self.runtime.run(found, run_id=run_id, input=input, input_id=start_id),
-        )
-        return Started(run_id=run_id, created=True, status="running")
+        started = await Operations(self.runtime)._start(run_id, found.name, input, fingerprint, {})
+        # Known to the display stream before the caller hears it started: a follower that
+        # asks at once finds the run (running) instead of a 404.
+        await self.publisher.expect(run_id, found.name)
+        await self._ensure()
+        return started
 
     async def resume(self, run_id: str) -> bool:
-        """Resume a run in the background; ``False`` when it executes here already.
+        """Wake a run up for a worker; ``False`` when it executes here already (it goes again).
 
         Raises:
             RunNotFoundError: No such run.
@@ -179,16 +241,16 @@ class App:
         if snap.run.status == "cancelled":
             raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
         self.agent(snap.run.agent)
-        if self.executing(run_id):
-            self._again.add(run_id)
-            return False
-        await self._launch(run_id, snap.run.agent, lambda: self.runtime.resume(run_id))
-        return True
+        await self._ensure()
+        here = self.executing(run_id)
+        # A wake-up during an execution makes the run runnable again once it ends.
+        await self.store.leases.wake(run_id)
+        return not here
 
     async def send(
         self, run_id: str, text: str, *, id: str | None = None, revision: str | None = None
     ) -> FeedMessage:
-        """Give a run input; it takes it at its next safe point (resumed if need be).
+        """Give a run input; it takes it at its next safe point (a worker resumes it if need be).
 
         Raises:
             RunNotFoundError: No such run.
@@ -196,8 +258,7 @@ class App:
         if await self.store.load(run_id) is None:
             raise RunNotFoundError(run_id)
         message = await self.runtime.send(run_id, text, id=id, revision=revision)
-        if self.auto_resume:
-            await self.resume(run_id)
+        await self._ensure()  # the append woke the run up in the store
         return message
 
     async def decide(
@@ -210,7 +271,7 @@ class App:
         arguments: dict[str, Any] | None = None,
         decided_by: str | None = None,
     ) -> CallRecord:
-        """``Runtime.decide``, then resume the run when nothing blocks it any more."""
+        """``Runtime.decide``; the write wakes the run up for a worker."""
         record = await self.runtime.decide(
             run_id,
             call_id,
@@ -223,7 +284,7 @@ class App:
         return record
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
-        """``Runtime.answer``, then resume the run when nothing blocks it any more."""
+        """``Runtime.answer``; the write wakes the run up for a worker."""
         record = await self.runtime.answer(run_id, wait_id, response)
         await self._written(run_id)
         return record
@@ -231,7 +292,7 @@ class App:
     async def settle(
         self, run_id: str, call_id: str, *, result: str | None = None, error: str | None = None
     ) -> CallRecord:
-        """``Runtime.settle``, then resume the run when nothing blocks it any more."""
+        """``Runtime.settle``; the write wakes the run up for a worker."""
         record = await self.runtime.settle(run_id, call_id, result=result, error=error)
         await self._written(run_id)
         return record
@@ -239,39 +300,23 @@ class App:
     async def cancel(self, run_id: str) -> Cancelled:
         """Cancel a run: its open calls and sub-agent runs are cancelled and it never resumes.
 
-        A run executing in this app is stopped first, the way a crash would stop it; what it
-        left open is then settled ``cancelled`` (see ``Operations.cancel``).
+        The run's claim is revoked first (see ``Operations.cancel``), which fences out the
+        executor of the run wherever it runs: its next write fails and it stops. An
+        execution in this app's worker is stopped at once, the way a crash would stop it.
         """
         from steadyrun.service._ops import Operations
 
-        task = self._tasks.get(run_id)
+        manager = self.runtime.tasks
+        tasks = manager.store if manager is not None else None
+        ops = Operations(self.runtime, tasks=tasks, leases=self.store.leases)
+        done = await ops.cancel(run_id)
+        task = self.worker._tasks.get(run_id) if self.worker is not None else None
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        manager = self.runtime.tasks
-        tasks = manager.store if manager is not None else None
-        done = await Operations(self.runtime, tasks=tasks).cancel(run_id)
         for run in done.runs:
             await self.publisher.refresh(run)  # followers see it cancelled
         return done
-
-    async def wait(self, run_id: str) -> None:
-        """Wait until the run no longer executes in this app."""
-        while (task := self._tasks.get(run_id)) is not None:
-            await asyncio.wait([task])
-
-    async def close(self, grace: float = 10.0) -> None:
-        """Let background runs finish for up to ``grace`` seconds, then cancel the rest.
-
-        A cancelled run is left as a crash leaves it: resuming it later settles what it must.
-        """
-        tasks = list(self._tasks.values())
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=grace)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*late, return_exceptions=True)
 
     # -- inside ------------------------------------------------------------------------------
 
@@ -279,41 +324,29 @@ class App:
         found = self.agents.get(agent)
         return found.strict_settlement if found is not None else False
 
+    async def _ensure(self) -> None:
+        # Apps used without the HTTP API's lifespan (tests, scripts) start their worker on
+        # first use, so a run never waits for an ``open()`` nobody calls.
+        if self._working is None and self.run_worker:
+            await self.open()
+
     async def _written(self, run_id: str) -> None:
         await self.publisher.refresh(run_id)
-        if not self.auto_resume or self.executing(run_id):
-            return
-        pending = await self.runtime.pending(run_id)
-        if not any(item.blocking for item in pending):
-            snap = await self.store.load(run_id)
-            if snap is not None and snap.run.status == "suspended":
-                await self.resume(run_id)
+        await self._ensure()
 
-    async def _launch(self, run_id: str, agent: str, first: Callable[[], Awaitable[Any]]) -> None:
-        # Known to the display stream before the caller hears it started: a follower that
-        # asks at once finds the run (running) instead of a 404.
-        await self.publisher.run_started(run_id, agent)
-        task = asyncio.get_running_loop().create_task(self._execute(run_id, agent, first))
-        self._tasks[run_id] = task
+    async def _busy(self, run_id: str) -> bool:
+        # Runnable first, holder second: a run goes runnable -> held -> released, so a worker
+        # taking it between the two looks is still seen (the other order could miss it).
+        leases = self.store.leases
+        if run_id in await leases.runnable(limit=10_000):
+            return True
+        return await leases.holder(run_id) is not None
 
-    async def _execute(self, run_id: str, agent: str, first: Callable[[], Awaitable[Any]]) -> None:
-        step = first
-        try:
-            while True:
-                if step is not first:  # _launch announced the first execution
-                    await self.publisher.run_started(run_id, agent)
-                try:
-                    await step()
-                except Exception:
-                    log.exception("run %r stopped with an error; resume it to retry", run_id)
-                finally:
-                    try:
-                        await self.publisher.run_ended(run_id)
-                    except Exception:
-                        log.exception("display stream of run %r could not reload it", run_id)
-                if run_id not in self._again:
-                    return
-                self._again.discard(run_id)
-                step = lambda: self.runtime.resume(run_id)  # noqa: E731
-        finally:
-            self._tasks.pop(run_id, None)
+    async def _supervise(self, worker: Worker) -> None:
+        # A store that fails for a moment must not end the app's execution of runs for good.
+        while not worker.stopping:
+            try:
+                await worker.run()
+            except Exception:
+                log.exception("the embedded worker %s failed; it starts again in 1 s", worker.owner)
+                await asyncio.sleep(1.0)

@@ -3,8 +3,12 @@
 It is an ``Observer`` (register it with the runtime) that keeps, per run, the current display
 snapshot and a bounded buffer of its last deltas. Tool starts and settlements and plan changes
 become deltas at once; everything else (new blocks, usage, the run's status) comes from the
-store: the publisher reloads the run after a model response and when told a run started or
-ended (``run_started`` / ``run_ended``; ``steadyrun.service.App`` does this), and diffs.
+store: the publisher reloads the run after a model response and when an execution starts or
+ends (``on_run_start`` / ``on_run_end``, or ``run_started`` / ``run_ended``), and diffs.
+
+A run that does not execute in this process (another worker's, say) is not watched by any
+callback here: its snapshot is reloaded from the store whenever it is read (``snapshot``) and
+every ``poll_interval`` while followed, so no reader sees it as it was long ago.
 """
 
 from __future__ import annotations
@@ -122,12 +126,20 @@ class Publisher(Observer):
         return channel.snapshot if channel is not None else None
 
     async def snapshot(self, run_id: str) -> DisplaySnapshot:
-        """The current snapshot of a run (loaded from the store when not in memory).
+        """The current snapshot of a run.
+
+        A run executing in this process is as the callbacks left it; any other run is
+        reloaded from the store (another process may have executed it since).
 
         Raises:
             RunNotFoundError: The run is neither in memory nor in the store.
         """
-        return (await self._open(run_id)).snapshot
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return (await self._open(run_id)).snapshot
+        if not channel.active:
+            await self._refresh(channel, run_id)
+        return channel.snapshot
 
     async def follow(
         self, run_id: str, last_event_id: str | None = None, *, poll_interval: float = 2.0
@@ -188,6 +200,24 @@ class Publisher(Observer):
         await self._refresh(channel, run_id)
         return channel.snapshot
 
+    async def expect(self, run_id: str, agent: str) -> None:
+        """A run was started but no worker executed it yet: show it (``running``) meanwhile.
+
+        Without this a follower asking right after the start would get a 404, the store
+        having nothing of the run but its first input.
+        """
+        if run_id in self._channels:
+            return
+        snap = await self.store.load(run_id)
+        if snap is None:
+            first = DisplaySnapshot(run_id=run_id, agent=agent)
+        else:
+            first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
+        self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        self._clock += 1
+        self._channels[run_id].touched = self._clock
+        self._evict()
+
     async def run_started(self, run_id: str, agent: str) -> None:
         """A run begins executing in this process: it shows as ``running`` until it ends."""
         channel = self._channels.get(run_id)
@@ -219,6 +249,20 @@ class Publisher(Observer):
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     # -- Observer ----------------------------------------------------------------------------
+
+    async def on_run_start(self, run_id: str, agent: str) -> None:
+        """An execution of the run starts in this process: ``run_started``."""
+        try:
+            await self.run_started(run_id, agent)
+        except Exception:  # a display must never break a run
+            log.exception("display stream of run %r could not start", run_id)
+
+    async def on_run_end(self, run_id: str, status: str, error: str | None = None) -> None:
+        """The execution ended: ``run_ended`` (the run is reloaded from the store)."""
+        try:
+            await self.run_ended(run_id)
+        except Exception:  # a display must never break a run
+            log.exception("display stream of run %r could not reload it", run_id)
 
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
         """Reload the run soon: its new blocks and usage are saved right after this."""

@@ -1,7 +1,8 @@
 """The service: operations, workers, an ``App`` of agents, its HTTP API and its web page.
 
 ``App``, ``Operations`` and ``Worker`` need nothing beyond steadyrun; they work on every store
-(its claims are ``store.leases``). An ``App`` executes runs only through its embedded worker. ``create_app`` needs the ``service`` extra (FastAPI, uvicorn) and is
+(its claims are ``store.leases``). An ``App`` executes runs only through its embedded worker.
+``create_app`` needs the ``service`` extra (FastAPI, uvicorn) and is
 imported on first use::
 
     from steadyrun.service import App, create_app

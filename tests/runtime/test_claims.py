@@ -222,3 +222,21 @@ async def test_a_claim_of_a_killed_process_is_taken_at_once() -> None:
     assert await store.leases.acquire("t", dead, 60) is not None
     lease = await Claims(store.leases, owner_id("me"), 5).take("t")
     assert lease.token == 2
+
+
+async def test_a_claim_this_process_left_behind_is_taken_at_once() -> None:
+    # An executor of this process stopped without releasing (its store failed, say):
+    # nothing here holds the claim any more, so a new runtime need not wait for the expiry.
+    store = sr.MemoryStore()
+    left = await store.leases.acquire("t", owner_id("gone"), 60)
+    assert left is not None
+    lease = await Claims(store.leases, owner_id("me"), 5).take("t")
+    assert lease.token == left.token + 1
+
+
+async def test_a_claim_held_by_a_live_executor_of_this_process_is_not_taken() -> None:
+    store = sr.MemoryStore()
+    holder = Claims(store.leases, owner_id("live"), 5)
+    async with holder.executing("t"):
+        with pytest.raises(RunBusyError):
+            await Claims(store.leases, owner_id("me"), 5).take("t")

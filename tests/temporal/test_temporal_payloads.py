@@ -43,7 +43,8 @@ def big_text() -> str:
     return "".join(out)[:SIZE]
 
 
-@sr.tool(concurrency_key="")
+# The whole result reaches the model: the point is that it travels by reference, not its size.
+@sr.tool(concurrency_key="", max_result_chars=None)
 def export_logs(day: str) -> str:
     """Export a day's logs.
 

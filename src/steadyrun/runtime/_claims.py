@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from steadyrun._errors import RunBusyError, SteadyrunError, UsageError
-from steadyrun.stores._leases import Keeper, Lease, Leases, current_fence, fenced
+from steadyrun.stores._leases import Holder, Keeper, Lease, Leases, current_fence, fenced
 
 __all__ = ["Claims", "owner_died", "owner_id"]
 
@@ -66,6 +66,22 @@ def owner_died(owner: str) -> bool:
     return state in ("Z", "X")
 
 
+_HELD: set[tuple[str, str, int]] = set()
+"""The claims executors of this process hold now: (owner, run id, token)."""
+
+
+def _stale(holder: Holder) -> bool:
+    """Whether ``holder``'s claim is known to have no live executor behind it.
+
+    Its owner is a process of this host that is gone, or this very process, where no executor
+    holds it any more (one that stopped without releasing it, say on a store failure).
+    """
+    host, _, rest = holder.owner.partition(":")
+    if host == socket.gethostname() and rest.partition(":")[0] == str(os.getpid()):
+        return (holder.owner, holder.run_id, holder.token) not in _HELD
+    return owner_died(holder.owner)
+
+
 class Claims:
     """Takes, holds, renews and releases the claims of one executor.
 
@@ -105,8 +121,8 @@ class Claims:
             holder = await self.leases.holder(run_id)
             if holder is None:
                 continue  # it let go between the two looks
-            if dead != holder.token and owner_died(holder.owner):
-                dead = holder.token  # a killed process on this machine: no need to wait
+            if dead != holder.token and _stale(holder):
+                dead = holder.token  # its holder is gone (a killed process): no need to wait
                 continue
             left = deadline - time.monotonic()
             if left <= 0:
@@ -140,6 +156,8 @@ class Claims:
         ``on_lost`` is called when a renewal finds the claim gone.
         """
         keeper = Keeper(lease.fence)
+        held = (lease.owner, lease.run_id, lease.token)
+        _HELD.add(held)
         renewer = asyncio.create_task(
             self._renew(lease, keeper, on_lost), name=f"steadyrun-claim-{lease.run_id}"
         )
@@ -150,6 +168,7 @@ class Claims:
             keeper.handled = False  # stopped as a crash stops it: let the next owner go on
             raise
         finally:
+            _HELD.discard(held)
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
             if not keeper.lost:

@@ -13,6 +13,7 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     │   ├── ConflictError          a different decision or answer was already given
     │   └── InvalidResponseError   an answer or edited arguments fail their schema
     ├── RunBusyError               another executor holds the run's claim (owner, expiry)
+    │   └── ForeignEngineError     another engine (Temporal) executes the run: reach it there
     ├── StoreError                 a store failed to read or write; the last saved step is intact
     │   ├── FormatVersionError     stored data has a format version this release does not know
     │   └── LeaseLostError         the claim is another's now: write refused (``steadyrun.stores``)
@@ -66,6 +67,7 @@ __all__ = [
     "ConflictError",
     "ContentFiltered",
     "CorrectionsExhausted",
+    "ForeignEngineError",
     "FormatVersionError",
     "InvalidModelOutput",
     "InvalidResponseError",
@@ -195,6 +197,27 @@ class RunBusyError(SteadyrunError):
 
     def __reduce__(self) -> tuple[type[RunBusyError], tuple[str, str, datetime | None]]:
         return (type(self), (self.run_id, self.owner, self.expires_at))
+
+
+class ForeignEngineError(RunBusyError):
+    """The run is executed by another engine (Temporal): this one neither runs nor writes it.
+
+    Its workflow holds the run's claim in the store for good; decisions, answers, results,
+    input and cancels go to the workflow (``steadyrun.temporal.TemporalRuns``), never into
+    the store where nothing would act on them.
+
+    Attributes:
+        engine: The engine executing the run (``temporal``).
+    """
+
+    def __init__(self, run_id: str, owner: str, expires_at: datetime | None = None) -> None:
+        super().__init__(run_id, owner, expires_at)
+        self.engine = owner.split(":")[1] if owner.count(":") >= 2 else owner
+        self.args = (
+            f"run {run_id!r} is executed by the {self.engine} engine ({owner}); this engine "
+            "does not run or write it: reach it through that engine (for Temporal: "
+            "TemporalRuns.decide/answer/settle/send/cancel)",
+        )
 
 
 class StoreError(SteadyrunError):

@@ -23,6 +23,7 @@ def test_public_names_are_pinned() -> None:
             "Guard",
             "GuardView",
             "CorrectionsExhausted",
+            "ForeignEngineError",
             "FormatVersionError",
             "InvalidModelOutput",
             "InvalidResponseError",

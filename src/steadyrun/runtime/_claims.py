@@ -22,10 +22,18 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from steadyrun._errors import RunBusyError, SteadyrunError, UsageError
-from steadyrun.stores._leases import Holder, Keeper, Lease, Leases, current_fence, fenced
+from steadyrun._errors import ForeignEngineError, RunBusyError, SteadyrunError, UsageError
+from steadyrun.stores._leases import (
+    Holder,
+    Keeper,
+    Lease,
+    Leases,
+    current_fence,
+    fenced,
+    foreign_engine,
+)
 
-__all__ = ["Claims", "owner_died", "owner_id"]
+__all__ = ["Claims", "check_writable", "owner_died", "owner_id"]
 
 log = logging.getLogger("steadyrun.claims")
 
@@ -82,6 +90,17 @@ def _stale(holder: Holder) -> bool:
     return owner_died(holder.owner)
 
 
+async def check_writable(leases: Leases, run_id: str) -> None:
+    """Refuse a host write to a run that another engine executes (it would change nothing).
+
+    Raises:
+        ForeignEngineError: The run's claim is held by another engine (Temporal).
+    """
+    holder = await leases.holder(run_id.split("/", 1)[0])
+    if holder is not None and foreign_engine(holder.owner) is not None:
+        raise ForeignEngineError(run_id, holder.owner, holder.expires_at)
+
+
 class Claims:
     """Takes, holds, renews and releases the claims of one executor.
 
@@ -121,6 +140,8 @@ class Claims:
             holder = await self.leases.holder(run_id)
             if holder is None:
                 continue  # it let go between the two looks
+            if foreign_engine(holder.owner) is not None:
+                raise ForeignEngineError(run_id, holder.owner, holder.expires_at)
             if dead != holder.token and _stale(holder):
                 dead = holder.token  # its holder is gone (a killed process): no need to wait
                 continue

@@ -29,6 +29,7 @@ from steadyrun._errors import (
 from steadyrun.records import CallDecision, CallRecord, CallUpdate
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import CONFIRM_PROMPT
+from steadyrun.runtime._claims import check_writable
 from steadyrun.runtime._settlements import settlement_notice
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Store
@@ -175,6 +176,7 @@ class HostOperations:
         never hears of the outcome, unless the runtime posts it (``Runtime(post_settlements=
         True)``): then a ``system`` message in the run's feed tells it, at the run's next turn.
         """
+        await check_writable(self.store.leases, run_id)
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
         await self._call(run_id, call_id)  # an unknown run or call: a typed error
@@ -211,6 +213,7 @@ class HostOperations:
         recorded is final: the same one again is accepted (idempotent), a different one raises
         ``ConflictError``, also when two hosts decide at once.
         """
+        await check_writable(self.store.leases, run_id)
         call = await self._call(run_id, call_id)
         if arguments is not None and not approve:
             raise UsageError("edited arguments come with an approval, not a rejection")
@@ -239,6 +242,7 @@ class HostOperations:
         ``NotPendingError``; the same answer again is accepted, a different one raises
         ``ConflictError``.
         """
+        await check_writable(self.store.leases, run_id)
         if self.tasks is not None:
             for task in await self.tasks.store.list_tasks(run_id):
                 if task.input is not None and task.input.wait_id == wait_id:

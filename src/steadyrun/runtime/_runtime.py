@@ -13,7 +13,7 @@ from steadyrun.media import MediaOptions, MediaPreparer
 from steadyrun.records import RunSnapshot
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import HandoverHook
-from steadyrun.runtime._claims import Claims, owner_id
+from steadyrun.runtime._claims import Claims, check_writable, owner_id
 from steadyrun.runtime._host import HostOperations, PendingItem
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet
@@ -218,6 +218,7 @@ class Runtime(HostOperations):
             content, role, media = message, "user", []
         else:
             raise UsageError(f"send() takes a str or a Message, got {type(message).__name__}")
+        await check_writable(self.store.leases, run_id)  # not into a Temporal run's store
         return await self.store.append(
             run_id,
             FeedMessage(

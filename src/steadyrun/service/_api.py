@@ -20,8 +20,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from steadyrun._codec import to_plain
 from steadyrun._errors import (
     ConflictError,
+    ForeignEngineError,
     InvalidResponseError,
     NotPendingError,
+    RunBusyError,
     RunCancelledError,
     RunNotFoundError,
     StoreError,
@@ -67,6 +69,8 @@ _ERRORS: list[tuple[type[Exception], int, str]] = [
     (NotPendingError, 409, "not_pending"),
     (ConflictError, 409, "conflict"),
     (RunCancelledError, 409, "cancelled"),
+    (ForeignEngineError, 409, "other_engine"),
+    (RunBusyError, 409, "busy"),
     (InvalidResponseError, 422, "invalid"),
     (UsageError, 422, "invalid"),
     (NotSupportedError, 501, "not_supported"),

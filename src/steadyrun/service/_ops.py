@@ -37,6 +37,7 @@ from steadyrun.records import (
 )
 from steadyrun.records._step import ContextChange
 from steadyrun.runtime import Agent, Runtime
+from steadyrun.runtime._claims import check_writable
 from steadyrun.runtime._handle import child_run_id
 from steadyrun.service._app import START_META, Started, start_fingerprint
 from steadyrun.service._worker import AGENT_META, drive_run
@@ -215,6 +216,7 @@ class Operations:
             RunNotFoundError: No such run.
             NotPendingError: The run completed (there is nothing to cancel).
         """
+        await check_writable(self.store.leases, run_id)  # Temporal cancels its own runs
         snap = await self.store.load(run_id)
         if snap is None:
             return await self._cancel_unstarted(run_id, reason)

@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 from steadyrun._errors import StoreError
 
 __all__ = [
+    "ENGINE_PREFIX",
     "Fence",
     "Holder",
     "Keeper",
@@ -37,6 +38,7 @@ __all__ = [
     "current_fence",
     "ensure_held",
     "fenced",
+    "foreign_engine",
 ]
 
 
@@ -121,6 +123,21 @@ def ensure_held() -> None:
             f"executor {fence.owner!r} lost its claim (token {fence.token}) on run "
             f"{fence.run_id!r}; it stops here and the next owner recovers the run"
         )
+
+
+ENGINE_PREFIX = "engine:"
+"""Owners ``engine:<name>:<id>`` are other engines (``engine:temporal:<workflow id>``).
+
+Such an engine holds a run's claim for as long as the run lives; the built-in engine never
+takes it over, waits on it, or writes host answers beside it.
+"""
+
+
+def foreign_engine(owner: str) -> str | None:
+    """The engine named by a claim's owner (``temporal``), or ``None`` for this engine's."""
+    if not owner.startswith(ENGINE_PREFIX):
+        return None
+    return owner[len(ENGINE_PREFIX) :].split(":", 1)[0] or None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,10 @@ from steadyrun.media import MediaOptions, MediaPreparer, supplying
 from steadyrun.models import ModelClient, resolve_model
 from steadyrun.records import CallRecord, Step
 from steadyrun.runtime import Agent
-from steadyrun.stores import FeedMessage
+from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores._leases import fenced
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
+from steadyrun.temporal._claim import engine_claim
 from steadyrun.temporal._payloads import (
     ACTIVITY_MODEL,
     ACTIVITY_RECORD,
@@ -167,6 +169,11 @@ class Activities:
         if store is None:
             return
         run_id = inp.run_id
+        fence = await engine_claim(store, run_id, activity.info().workflow_id or run_id)
+        with fenced(fence):  # its own writes: they wake no built-in worker
+            await self._apply(store, run_id, inp)
+
+    async def _apply(self, store: Store, run_id: str, inp: RecordInput) -> None:
         for op in inp.ops:
             if op.op == "save_step":
                 await store.save_step(run_id, from_plain(op.data, Step))

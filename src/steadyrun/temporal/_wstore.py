@@ -191,6 +191,7 @@ class DryStore(WorkflowStore):
 
     def __init__(self, inner: WorkflowStore) -> None:
         self.inner = inner
+        self.leases = inner.leases  # host operations ask who holds the run (nobody, here)
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         return await self.inner.load(run_id)

@@ -1,4 +1,8 @@
-"""A small parser for Google-style docstrings: the description and the ``Args:`` entries."""
+"""A tool's description and parameter descriptions from its docstring, parsed by griffe.
+
+Google, NumPy and Sphinx styles are accepted; the style is inferred from the docstring
+(Google when nothing else is recognised).
+"""
 
 from __future__ import annotations
 
@@ -6,56 +10,49 @@ import inspect
 import re
 from dataclasses import dataclass, field
 
+from griffe import Docstring as GriffeDocstring
+from griffe import DocstringSectionKind, Parser, infer_docstring_style
+
 __all__ = ["Docstring", "parse_docstring"]
 
-_HEADER = re.compile(r"(?P<name>[A-Za-z][A-Za-z ]*?)\s*:")
-# Only well-known section names end the description, so a line such as "Usage:" inside the
-# prose does not cut it short.
-_SECTIONS = frozenset(
+# Google section names griffe knows. Our parser before griffe also took a header written
+# "Args :" or one with no blank line above it; griffe skips such a header as prose, so these
+# headers are normalised first and existing tools keep their parameter descriptions.
+_GOOGLE_SECTIONS = frozenset(
     {
         "args",
         "arguments",
         "attributes",
-        "example",
+        "classes",
         "examples",
-        "except",
         "exceptions",
+        "functions",
         "keyword args",
         "keyword arguments",
         "methods",
-        "note",
-        "notes",
+        "modules",
+        "other args",
+        "other arguments",
+        "other params",
         "other parameters",
         "parameters",
         "params",
         "raises",
-        "references",
-        "return",
+        "receives",
         "returns",
-        "see also",
-        "todo",
-        "warning",
-        "warnings",
+        "type aliases",
+        "type args",
+        "type arguments",
+        "type params",
+        "type parameters",
         "warns",
-        "yield",
+        "warnings",
         "yields",
     }
 )
-_ARG_SECTIONS = frozenset(
-    {
-        "args",
-        "arguments",
-        "keyword args",
-        "keyword arguments",
-        "other parameters",
-        "parameters",
-        "params",
-    }
-)
-# ``name: text`` or ``name (type): text``; the lazy type match lets types contain parentheses.
-_ENTRY = re.compile(
-    r"(?P<name>\*{0,2}[A-Za-z_][A-Za-z0-9_]*)\s*(?:\((?P<type>.*?)\))?\s*:(?P<text>.*)"
-)
+_HEADER = re.compile(r"(?P<name>[A-Za-z][A-Za-z ]*?)\s*:\s*")
+_PARAM_KINDS = (DocstringSectionKind.parameters, DocstringSectionKind.other_parameters)
+_TEXT = DocstringSectionKind.text
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -72,78 +69,50 @@ class Docstring:
 
 
 def parse_docstring(doc: str | None) -> Docstring:
-    """Parse a Google-style docstring.
+    """Parse a Google-, NumPy- or Sphinx-style docstring.
 
     Args:
         doc: The raw docstring (indentation is cleaned here), or ``None``.
 
     Returns:
-        The description and the parameter descriptions found in ``Args:``-like sections.
+        The description and the parameter descriptions (of the parameter, keyword and other
+        parameter sections).
     """
     if not doc or not doc.strip():
         return Docstring()
-    lines = inspect.cleandoc(doc).splitlines()
-    description: list[str] = []
+    text = inspect.cleandoc(doc)
+    parsed = GriffeDocstring(text)
+    style, _ = infer_docstring_style(parsed, default=Parser.google)
+    if style is Parser.google:
+        parsed = GriffeDocstring(_normalise_google_headers(text))
+    # warnings=False: griffe would log every parameter without a type in the docstring, which
+    # is how tools are meant to be documented (the type is in the signature).
+    sections = parsed.parse(style, warnings=False)
+    description = sections[0].value if sections and sections[0].kind is _TEXT else ""
     params: dict[str, str] = {}
-    seen_section = False
-    i = 0
-    while i < len(lines):
-        section = _section_of(lines[i])
-        if section is None:
-            if not seen_section:
-                description.append(lines[i])
-            i += 1
-            continue
-        seen_section = True
-        header_indent = _indent(lines[i])
-        i += 1
-        body: list[str] = []
-        while i < len(lines) and (not lines[i].strip() or _indent(lines[i]) > header_indent):
-            body.append(lines[i])
-            i += 1
-        if section in _ARG_SECTIONS:
-            params.update(_parse_entries(body))
-    return Docstring(description="\n".join(description).strip(), params=params)
+    for section in sections:
+        if section.kind in _PARAM_KINDS:
+            for param in section.value:
+                # Sphinx writes ``\*args``; star names are documented without their stars.
+                params[param.name.lstrip("\\*")] = _join(param.description)
+    return Docstring(description=str(description).strip(), params=params)
 
 
-def _section_of(line: str) -> str | None:
-    match = _HEADER.fullmatch(line.strip())
-    if match is None:
-        return None
-    name = match["name"].lower()
-    return name if name in _SECTIONS else None
+def _normalise_google_headers(text: str) -> str:
+    lines: list[str] = []
+    for line in text.splitlines():
+        match = _HEADER.fullmatch(line)
+        if match is not None and match["name"].lower() in _GOOGLE_SECTIONS:
+            if lines and lines[-1].strip():
+                lines.append("")
+            line = f"{match['name']}:"
+        lines.append(line)
+    return "\n".join(lines)
 
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _parse_entries(body: list[str]) -> dict[str, str]:
-    entries: list[tuple[str, list[str]]] = []
-    entry_indent: int | None = None
-    for line in body:
-        text = line.strip()
-        if not text:
-            if entries:
-                entries[-1][1].append("")
-            continue
-        indent = _indent(line)
-        if entry_indent is None:
-            entry_indent = indent
-        match = _ENTRY.fullmatch(text) if indent <= entry_indent else None
-        if match is not None:
-            entries.append((match["name"].lstrip("*"), [match["text"].strip()]))
-        elif entries:
-            entries[-1][1].append(text)
-    return {name: _join(parts) for name, parts in entries}
-
-
-def _join(parts: list[str]) -> str:
+def _join(description: str) -> str:
     # Wrapped lines are one sentence to the model; blank lines still separate paragraphs.
-    paragraphs: list[list[str]] = [[]]
-    for part in parts:
-        if part:
-            paragraphs[-1].append(part)
-        elif paragraphs[-1]:
-            paragraphs.append([])
-    return "\n\n".join(" ".join(p) for p in paragraphs if p).strip()
+    paragraphs = re.split(r"\n\s*\n", description.strip())
+    return "\n\n".join(
+        " ".join(line.strip() for line in p.splitlines()) for p in paragraphs if p.strip()
+    )

@@ -244,8 +244,8 @@ def tool(
     """Make a function into a tool; use as ``@tool`` or ``@tool(...)``.
 
     The argument schema comes from the type hints, the description and the parameter
-    descriptions from a Google-style docstring. A parameter annotated ``ToolContext`` receives
-    the call's context and is not part of the schema.
+    descriptions from the docstring (Google, NumPy or Sphinx style). A parameter annotated
+    ``ToolContext`` receives the call's context and is not part of the schema.
 
     Args:
         function: The function, when used bare as ``@tool``.

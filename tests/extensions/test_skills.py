@@ -107,49 +107,6 @@ def test_a_skill_folder_is_parsed(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("content", "error"),
-    [
-        ("no front matter", "must start with front matter"),
-        ("---\nname: guide\ndescription: d\nbody", "no closing '---'"),
-        ("---\ndescription: d\n---\nbody", "non-empty string 'name'"),
-        ("---\nname: guide\n---\nbody", "non-empty string 'description'"),
-        ("---\nname: guide\ndescription: ''\n---\nbody", "non-empty string 'description'"),
-        ("---\nname: true\ndescription: d\n---\nbody", "non-empty string 'name'"),
-        ("---\nname: Guide\ndescription: d\n---\nbody", "lowercase letters"),
-        ("---\nname: gu_ide\ndescription: d\n---\nbody", "lowercase letters"),
-        ("---\nname: -guide\ndescription: d\n---\nbody", "lowercase letters"),
-        ("---\nname: other\ndescription: d\n---\nbody", "must be the name of its folder"),
-        (
-            "---\nname: guide\nname: guide\ndescription: d\n---\nbody",
-            "line 3: 'name' is given twice",
-        ),
-        ("---\nname: guide\ndescription: d\ncontext: inline\n---\nbody", "context must be 'fork'"),
-        ("---\nname: guide\ndescription: d\n---\n\n  \n", "no instructions"),
-        ("---\nname: guide\ndescription: >\n  folded\n---\nbody", "block values"),
-        ("---\nname: guide\ndescription: d\ntools:\n  - a\n---\nbody", "lists are not supported"),
-        ("---\nname: guide\ndescription: [a, b]\n---\nbody", "must be quoted"),
-        ('---\nname: guide\ndescription: "open\n---\nbody', "unterminated quoted string"),
-        ("---\nname: guide\ndescription: 'a' b\n---\nbody", "unexpected text after"),
-        ('---\nname: guide\ndescription: "\\q"\n---\nbody', "bad escape"),
-        ("---\nname: guide\ndescription: d\n  extra: x\n---\nbody", "unexpected indentation"),
-        ("---\nname: guide\ndescription: d\nmeta:\n  a:\n---\nbody", "deeper than one level"),
-        ("---\nname: guide\ndescription: d\nmeta:\n---\nbody", "'meta' has no value"),
-        ("---\nname: guide\ndescription: d\nmeta:\n\t a: b\n---\nbody", "not tabs"),
-        ("---\nname: guide\ndescription: d\njust words\n---\nbody", "expected 'key: value'"),
-        ("---\nname: guide\ndescription: " + "d" * 1025 + "\n---\nbody", "over 1024"),
-    ],
-)
-def test_bad_skill_files_are_refused_with_clear_errors(
-    tmp_path: Path, content: str, error: str
-) -> None:
-    folder = tmp_path / "guide"
-    folder.mkdir()
-    (folder / "SKILL.md").write_text(content)
-    with pytest.raises(sr.UsageError, match=error):
-        Skills(tmp_path)
-
-
 def test_a_long_name_is_refused(tmp_path: Path) -> None:
     write_skill(tmp_path, "a" * 65)
     with pytest.raises(sr.UsageError, match="at most 64"):

@@ -3,23 +3,20 @@
 Everything here is synchronous file work: it runs at construction (or ``Skills.reload``) and,
 for resource reads during a run, in a worker thread.
 
-The front matter is a small, strict subset of YAML: ``key: value`` lines, where a value is a
-plain string, a quoted string (``"..."`` with JSON escapes, or ``'...'`` with ``''`` for a
-quote) or a boolean (``true``/``false``); a key with no value opens one level of indented
-``key: value`` lines (``metadata:`` in the Agent Skills convention). Blank lines and ``#``
-comments are skipped. Anything else (lists, block scalars, deeper nesting) is refused with the
-line it is on.
+The front matter is YAML, read by PyYAML's safe loader (``_FrontMatterLoader``): a key given
+twice is refused, and plain values are strings, booleans or null, never numbers or dates.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
+
+import yaml
 
 from steadyrun._errors import UsageError
 from steadyrun.runtime._texts import Texts, default_texts
@@ -37,10 +34,6 @@ SKILL_FILE = "SKILL.md"
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 MAX_NAME_CHARS = 64
 MAX_DESCRIPTION_CHARS = 1024
-_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*):(?:\s+(.*))?$")
-_KNOWN = ("name", "description", "context")
-
-Scalar = str | bool
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -71,6 +64,43 @@ class Skill:
 # -- front matter --------------------------------------------------------------------------
 
 
+class _FrontMatterLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice.
+
+    Plain values are typed only as ``true``/``false`` (any of the three YAML cases) and
+    ``null``: the Agent Skills convention reads front matter values as strings, so
+    ``version: 1.0`` stays ``"1.0"`` (not a float) and ``2024-05-01`` a string (not a date).
+    Tags that build Python objects are refused by the safe constructor.
+    """
+
+    # Only the resolvers added below type plain values (the safe loader's would add YAML 1.1's
+    # numbers, dates and yes/no/on/off booleans).
+    yaml_implicit_resolvers = {}  # noqa: RUF012 - PyYAML's own class attribute
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys; two values for one key is a mistake to show.
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                if key_node.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{key_node.value!r} is given twice", key_node.start_mark
+                    )
+                seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
+
+
+_FrontMatterLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+_FrontMatterLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:null", re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
+_FrontMatterLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+
+
 def parse_skill_file(text: str, source: str) -> tuple[dict[str, Any], str]:
     """Split ``SKILL.md`` text into its front matter (parsed) and its body.
 
@@ -82,7 +112,8 @@ def parse_skill_file(text: str, source: str) -> tuple[dict[str, Any], str]:
         The front matter keys and values, and the body with surrounding blank lines removed.
 
     Raises:
-        UsageError: The front matter is missing, unterminated, or not in the supported subset.
+        UsageError: The front matter is missing, unterminated, not YAML, uses a tag the safe
+            loader refuses, gives a key twice, or is not a mapping with string keys.
     """
     lines = text.removeprefix("\ufeff").splitlines()
     if not lines or lines[0].rstrip() != "---":
@@ -90,106 +121,26 @@ def parse_skill_file(text: str, source: str) -> tuple[dict[str, Any], str]:
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == "---"), None)
     if end is None:
         raise UsageError(f"{source}: the front matter has no closing '---' line")
-    front = _parse_block(lines[1:end], source, first_line=2)
+    try:
+        front = yaml.load("\n".join(lines[1:end]), Loader=_FrontMatterLoader)
+    except yaml.MarkedYAMLError as exc:
+        # The front matter starts on the file's second line; marks count from 0.
+        where = f"{source}, line {exc.problem_mark.line + 2}" if exc.problem_mark else source
+        problem = f"{exc.context}, {exc.problem}" if exc.context else str(exc.problem)
+        if isinstance(exc, yaml.constructor.ConstructorError):
+            problem += " (read by YAML's safe loader: no tags that make Python objects)"
+        raise UsageError(f"{where}: {problem}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{source}: the front matter is not valid YAML ({exc})") from None
+    if front is None:
+        front = {}
+    if not isinstance(front, dict):
+        raise UsageError(f"{source}: the front matter must be 'key: value' lines")
+    for key in front:
+        if not isinstance(key, str):
+            raise UsageError(f"{source}: front matter key {key!r} must be a string")
     body = "\n".join(lines[end + 1 :]).strip("\n")
     return front, body
-
-
-def _parse_block(lines: list[str], source: str, *, first_line: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    open_key: str | None = None  # a key with no value: indented lines below it are its map
-    for number, line in enumerate(lines, start=first_line):
-        where = f"{source}, line {number}"
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if "\t" in line[: len(line) - len(line.lstrip())]:
-            raise UsageError(f"{where}: indent with spaces, not tabs")
-        indented = line[0] == " "
-        key, raw = _key_value(stripped, where)
-        if indented:
-            if open_key is None:
-                raise UsageError(f"{where}: unexpected indentation (only one level, under a key)")
-            target = out[open_key]
-            if raw is None:
-                raise UsageError(f"{where}: nesting deeper than one level is not supported")
-        else:
-            open_key = None
-            target = out
-            if raw is None:
-                out[key] = {}
-                open_key = key
-                continue
-        if key in target:
-            raise UsageError(f"{where}: {key!r} is given twice")
-        target[key] = _scalar(raw, where)
-    for key, value in out.items():
-        if value == {}:
-            raise UsageError(f"{source}: {key!r} has no value")
-    return out
-
-
-def _key_value(stripped: str, where: str) -> tuple[str, str | None]:
-    if stripped.startswith("- ") or stripped == "-":
-        raise UsageError(f"{where}: lists are not supported; write the value on one line")
-    match = _KEY.match(stripped)
-    if match is None:
-        raise UsageError(f"{where}: expected 'key: value', got {stripped[:60]!r}")
-    raw = (match.group(2) or "").strip()
-    return match.group(1), raw if raw and not raw.startswith("#") else None
-
-
-def _scalar(raw: str, where: str) -> Scalar:
-    if raw[0] == '"':
-        end = _closing_double_quote(raw)
-        if end is None:
-            raise UsageError(f"{where}: unterminated quoted string")
-        _only_comment_after(raw[end + 1 :], where)
-        try:
-            value: str = json.loads(raw[: end + 1])
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: bad escape in quoted string ({exc.msg})") from None
-        return value
-    if raw[0] == "'":
-        i = 1
-        chars: list[str] = []
-        while i < len(raw):
-            if raw[i] == "'":
-                if raw[i + 1 : i + 2] == "'":
-                    chars.append("'")
-                    i += 2
-                    continue
-                _only_comment_after(raw[i + 1 :], where)
-                return "".join(chars)
-            chars.append(raw[i])
-            i += 1
-        raise UsageError(f"{where}: unterminated quoted string")
-    if raw[0] in "|>":
-        raise UsageError(f"{where}: block values ('|', '>') are not supported; use one line")
-    if raw[0] in "[{&*!%@`":
-        raise UsageError(f"{where}: a value starting with {raw[0]!r} must be quoted")
-    value = re.split(r"\s+#", raw, maxsplit=1)[0].strip()
-    if value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    return value
-
-
-def _closing_double_quote(raw: str) -> int | None:
-    i = 1
-    while i < len(raw):
-        if raw[i] == "\\":
-            i += 2
-            continue
-        if raw[i] == '"':
-            return i
-        i += 1
-    return None
-
-
-def _only_comment_after(rest: str, where: str) -> None:
-    rest = rest.strip()
-    if rest and not rest.startswith("#"):
-        raise UsageError(f"{where}: unexpected text after the quoted string: {rest[:40]!r}")
 
 
 # -- folders -------------------------------------------------------------------------------

@@ -76,8 +76,8 @@ async def test_invalid_arguments_reach_the_model_and_not_the_server() -> None:
         )
     first, second = result.calls
     assert first.status == second.status == "failed"
-    assert "Invalid arguments for tool 'testkit_add'" in (first.error or "")
-    assert "a: 'two' is not of type 'integer'" in (first.error or "")
+    assert (first.error or "").startswith("Invalid arguments for testkit_add: ")
+    assert 'a: expected integer, got "two"' in (first.error or "")
     assert "b: missing required argument" in (first.error or "")
     assert first.started_at is None  # rejected before it ran
     assert "text: missing required argument" in (second.error or "")
@@ -244,10 +244,10 @@ def test_schema_tool_validates_with_the_json_schema() -> None:
     assert tool.validate('{"from": "a"}') == {"from": "a"}  # no defaults added
     for bad, problem in [
         ("  ", "from: missing required argument"),  # blank counts as {}
-        ("[1]", "must be a JSON object, got an array"),
+        ("[1]", r"must be a JSON object, got \[1\]"),
         ("{", "not valid JSON"),
         ('{"n": 0}', "from: missing required argument"),
-        ('{"from": "a", "n": 0}', "n: 0 is less than the minimum of 1"),
+        ('{"from": "a", "n": 0}', "n: must be >= 1, got 0"),
     ]:
         with pytest.raises(ToolArgumentsError, match=problem):
             tool.validate(bad)

@@ -68,8 +68,15 @@ async def test_unknown_tool_and_bad_arguments_are_errors_the_model_can_fix() -> 
     assert [c.status for c in first] == ["failed"] * 4
     assert "no tool named 'lokup'" in (first[0].error or "")
     assert "explode, lookup" in (first[0].error or "")
-    assert "Invalid arguments for lookup" in (first[1].error or "")
-    assert "Invalid arguments for lookup" in (first[2].error or "")
+    # One prefix, then the problems on one line (the validator's own heading is not repeated).
+    assert first[1].error == (
+        "Invalid arguments for lookup: order_id: missing required argument; order: unknown "
+        "argument (expected: order_id). Fix them and call again."
+    )
+    assert first[2].error == (
+        "Invalid arguments for lookup: the arguments are not valid JSON (at line 1, column 2). "
+        "Fix them and call again."
+    )
     assert "ValueError: boom" in (first[3].error or "")
     results = model.requests[1].messages[-1].parts
     assert all(p.is_error for p in results)  # type: ignore[union-attr]

@@ -30,7 +30,7 @@ START, END = "<!-- fields:start -->", "<!-- fields:end -->"
 # Fields not formatted by the runtime yet (none: every sentence is wired in).
 NOT_WIRED_YET: frozenset[str] = frozenset()
 # Chinese texts made of placeholders and punctuation only.
-NO_WORDS = {"interrupted_detail", "rejected_reason"}
+NO_WORDS = {"interrupted_detail", "rejected_reason", "args_separator"}
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 

@@ -9,13 +9,15 @@ English default may appear in it. Tool descriptions from docstrings are the host
 from __future__ import annotations
 
 import asyncio
+import re
 import string
 from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import pytest
+from pydantic import Field
 
 import steadyrun as sr
 from crashkit import crash_when, hang
@@ -39,7 +41,8 @@ from steadyrun.extensions import DeferredTools, Delegate, Memory, Planning, Skil
 from steadyrun.extensions.memory import InMemoryMemoryBank
 from steadyrun.media import MediaOptions, media_ref
 from steadyrun.runtime._texts import Texts
-from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
+from steadyrun.testing import FunctionModel, ScriptedModel, call, text, tool_calls
+from steadyrun.tools import schema_tool
 
 ZH = Texts.chinese()
 EN = Texts()
@@ -154,13 +157,137 @@ async def test_failing_calls_are_explained_in_chinese() -> None:
     assert_no_english(received(model.requests))
 
 
-async def test_invalid_arguments_are_wrapped_in_chinese() -> None:
-    # The problems themselves are the tool validator's (steadyrun.tools), still in English.
-    model = ScriptedModel([tool_calls(("lookup", {})), text("好")])
-    agent = sr.Agent(name="a", model=model, tools=[lookup])
+@sr.tool
+def book(
+    room: Literal["single", "double"],
+    nights: Annotated[int, Field(ge=1, le=30)],
+    code: Annotated[str, Field(pattern=r"^[A-Z]{3}$", min_length=3)] = "ABC",
+) -> str:
+    """Book a room.
+
+    Args:
+        room: The room.
+        nights: How many nights.
+        code: The booking code.
+    """
+    return "booked"
+
+
+@sr.tool
+def ping() -> str:
+    """Takes no arguments."""
+    return "pong"
+
+
+BAD_ARGUMENTS = [
+    call("lookup", {}),  # missing
+    call("lookup", {"order_id": 7, "extra": 1}),  # wrong type, unknown argument
+    call("book", {"room": "suite", "nights": 0, "code": "ab"}),  # choice, bound, pattern, length
+    call("book", {"room": "single", "nights": 2.5}),  # not an integer
+    call("lookup", '{"order_id": '),  # not JSON
+    call("lookup", "[1, 2]"),  # not an object
+    call("ping", {"x": 1}),  # an argument to a tool that takes none
+]
+
+
+async def test_invalid_arguments_are_explained_in_chinese_problem_by_problem() -> None:
+    model = ScriptedModel([tool_calls(*BAD_ARGUMENTS), text("好")])
+    agent = sr.Agent(name="a", model=model, tools=[lookup, book, ping])
     await sr.Runtime(sr.MemoryStore(), texts=ZH).run(agent, run_id="r", input="x")
-    (error,) = results(model.requests[1])
-    assert error.startswith("lookup 的参数无效：") and error.endswith("。请修正后重新调用。")
+    errors = results(model.requests[1])
+    assert len(errors) == len(BAD_ARGUMENTS)
+    for error in errors:
+        assert "的参数无效：" in error and error.endswith("。请修正后重新调用。"), error
+        # No English word of the validator's: only names, values and JSON/schema terms.
+        words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", error)}
+        assert not words & ENGLISH_PROBLEM_WORDS, (error, words & ENGLISH_PROBLEM_WORDS)
+    assert errors[0] == "lookup 的参数无效：order_id：缺少必需的参数。请修正后重新调用。"
+    assert ZH.arg_type.format(path="order_id", expected="string", got="7") in errors[1]
+    assert ZH.arg_unknown.format(path="extra", expected="order_id") in errors[1]
+    assert ZH.args_separator in errors[1]
+    assert (
+        ZH.arg_choice.format(path="room", allowed='"single", "double"', got='"suite"')
+        in (errors[2])
+    )
+    assert ZH.arg_bound.format(path="nights", bound=">= 1", got="0") in errors[2]
+    assert ZH.arg_type.format(path="nights", expected="integer", got="2.5") in errors[3]
+    assert ZH.args_not_json.format(line=1, column=13) in errors[4]
+    assert ZH.args_not_object.format(got="[1, 2]") in errors[5]
+    assert ZH.arg_unknown_none.format(path="x") in errors[6]
+    assert_no_english(received(model.requests))
+
+
+async def test_invalid_arguments_of_a_schema_tool_are_explained_in_chinese() -> None:
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "minimum": 0},
+            "b": {"type": "integer", "enum": [1, 2]},
+        },
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    }
+    adder = schema_tool("add", "Add two numbers.", schema, add)
+    model = ScriptedModel(
+        [
+            tool_calls(
+                call("add", {"a": -1, "b": 3, "c": 0}),
+                call("add", {"a": "x"}),
+                call("add", "{"),
+            ),
+            text("好"),
+        ]
+    )
+    agent = sr.Agent(name="a", model=model, tools=[adder])
+    await sr.Runtime(sr.MemoryStore(), texts=ZH).run(agent, run_id="r", input="x")
+    errors = results(model.requests[1])
+    for error in errors:
+        words = {w.lower() for w in re.findall(r"[A-Za-z]{3,}", error)}
+        assert not words & ENGLISH_PROBLEM_WORDS, (error, words & ENGLISH_PROBLEM_WORDS)
+    assert ZH.arg_bound.format(path="a", bound=">= 0", got="-1") in errors[0]
+    assert ZH.arg_choice.format(path="b", allowed="1, 2", got="3") in errors[0]
+    assert ZH.arg_unknown.format(path="c", expected="a, b") in errors[0]
+    assert ZH.arg_missing.format(path="b") in errors[1]
+    assert ZH.arg_type.format(path="a", expected="integer", got='"x"') in errors[1]
+    assert ZH.args_not_json.format(line=1, column=2) in errors[2]
+
+
+# The words of the validators' English problems (and of pydantic's and jsonschema's messages).
+ENGLISH_PROBLEM_WORDS = {
+    "missing",
+    "required",
+    "argument",
+    "arguments",
+    "unknown",
+    "expected",
+    "must",
+    "got",
+    "invalid",
+    "valid",
+    "input",
+    "should",
+    "not",
+    "the",
+    "object",
+    "more",
+    "problem",
+    "field",
+    "match",
+    "pattern",
+    "short",
+    "long",
+    "one",
+    "allowed",
+    "additional",
+    "properties",
+    "greater",
+    "less",
+    "than",
+    "equal",
+}
 
 
 async def test_an_agent_without_tools_hears_of_none_in_chinese() -> None:

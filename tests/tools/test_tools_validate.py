@@ -89,13 +89,14 @@ def test_empty_arguments_count_as_empty_object() -> None:
 def test_malformed_json() -> None:
     (problem,) = problems('{"customer": "a",')
     assert problem.startswith("the arguments are not valid JSON (")
+    # Where the parser stopped, in words any language can carry (not the parser's English).
     (problem,) = problems('{"customer": "a", }')
-    assert "trailing comma" in problem
+    assert problem == "the arguments are not valid JSON (at line 1, column 19)"
 
 
 @pytest.mark.parametrize(
     ("text", "kind"),
-    [("[1, 2]", "an array"), ("null", "null"), ('"x"', "a string"), ("3", "a number")],
+    [("[1, 2]", "[1, 2]"), ("null", "null"), ('"x"', '"x"'), ("3", "3")],
 )
 def test_not_an_object(text: str, kind: str) -> None:
     assert problems(text) == [f"the arguments must be a JSON object, got {kind}"]
@@ -104,9 +105,8 @@ def test_not_an_object(text: str, kind: str) -> None:
 def test_wrong_types_and_paths() -> None:
     found = problems('{"customer": 5, "items": [{"sku": "a"}, {"sku": "b", "qty": "many"}]}')
     assert found == [
-        "customer: Input should be a valid string (got 5)",
-        "items[1].qty: Input should be a valid integer, unable to parse string as an integer "
-        '(got "many")',
+        "customer: expected string, got 5",
+        'items[1].qty: expected integer, got "many"',
     ]
 
 
@@ -122,14 +122,14 @@ def test_unknown_arguments_are_refused_with_the_expected_names() -> None:
     ]
     with pytest.raises(ToolArgumentsError) as info:
         noargs.validate('{"x": 1}')
-    assert info.value.problems == ["x: unknown argument (expected: none)"]
+    assert info.value.problems == ["x: unknown argument (the tool takes no arguments)"]
 
 
 def test_invalid_enum_and_literal() -> None:
     found = problems('{"customer": "a", "items": [], "unit": "k", "note": "x"}')
     assert found == [
-        "unit: Input should be 'c' or 'f' (got \"k\")",
-        "note: Input should be 'gift' or 'plain' (got \"x\")",
+        'unit: must be one of "c", "f", got "k"',
+        'note: must be one of "gift", "plain", got "x"',
     ]
 
 
@@ -139,7 +139,7 @@ def test_message_is_short_and_readable() -> None:
     assert str(info.value) == (
         "Invalid arguments for tool 'order':\n"
         "- customer: missing required argument\n"
-        "- items: Input should be a valid array (got 3)"
+        "- items: expected array, got 3"
     )
 
 
@@ -156,4 +156,4 @@ def test_long_inputs_and_many_problems_are_truncated() -> None:
     assert len(found) == 9
     assert found[-1] == "... and 2 more problem(s)"
     assert len(found[0]) < 160
-    assert found[0].endswith("...)")
+    assert found[0].endswith("...")

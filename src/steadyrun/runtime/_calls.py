@@ -39,7 +39,7 @@ from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Journal
 from steadyrun.stores._leases import ensure_held
-from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet
+from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet, describe_issues
 
 __all__ = ["CallRunner", "HandoverHook", "Runnable"]
 
@@ -96,7 +96,12 @@ class CallRunner:
             key = tool.schedule(args)
         except ToolArgumentsError as exc:
             await self._fail(
-                record, self.texts.invalid_arguments.format(name=record.name, error=str(exc))
+                # The problems in the run's language, under one prefix (the exception's own
+                # message is an English heading and list).
+                record,
+                self.texts.invalid_arguments.format(
+                    name=record.name, error=describe_issues(exc, self.texts)
+                ),
             )
             return None
         except Exception as exc:  # a concurrency_key function that raised

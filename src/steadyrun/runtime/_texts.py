@@ -49,6 +49,26 @@ class Texts:
         invalid_arguments: A call's arguments do not fit the tool's schema.
         garbled_arguments: ``{error}`` of ``invalid_arguments``: a call's name or arguments
             hold text no store can encode (a lone surrogate); the call never runs.
+        args_separator: Joins the problems of one call's arguments in ``{error}`` of
+            ``invalid_arguments``; each problem is one of the ``arg*`` fields below.
+        args_whole: ``{path}`` of a problem with the arguments as a whole.
+        args_not_json: The arguments are not JSON (where the parser stopped).
+        args_not_object: The arguments are JSON but not an object (``{got}``: what they are).
+        arg_missing: A required argument is missing.
+        field_missing: A required field inside an argument is missing.
+        arg_unknown: An argument the tool does not take (``{expected}``: those it takes).
+        arg_unknown_none: An argument given to a tool that takes none.
+        field_unknown: A field inside an argument that its type does not have.
+        arg_type: A value of the wrong JSON type (``{expected}``: ``integer``, ``string``...).
+        arg_choice: A value that is not one of those allowed (``{allowed}``, as JSON).
+        arg_bound: A number out of range (``{bound}``: ``>= 1``, ``< 10``...).
+        arg_multiple: A number that is not a multiple of ``{factor}``.
+        arg_too_short: A text or list shorter than ``{limit}``.
+        arg_too_long: A text or list longer than ``{limit}``.
+        arg_pattern: A text that does not match the regular expression ``{pattern}``.
+        arg_invalid: Any other problem, in the validator's words (``{error}``): those of a
+            check of the tool's own types, or of pydantic or jsonschema.
+        args_more: The number of problems left out (past eight).
         tool_error: A tool (or its policy or scheduling) raised.
         bad_policy_outcome: ``{error}`` of ``tool_error``: a policy returned something else.
         result_unstorable: ``{error}`` of ``tool_error``: the result is not storable.
@@ -191,6 +211,24 @@ class Texts:
     no_tools: str = "none"
     invalid_arguments: str = "Invalid arguments for {name}: {error}. Fix them and call again."
     garbled_arguments: str = "they are not valid Unicode text (a lone surrogate)"
+    args_separator: str = "; "
+    args_whole: str = "the arguments"
+    args_not_json: str = "the arguments are not valid JSON (at line {line}, column {column})"
+    args_not_object: str = "the arguments must be a JSON object, got {got}"
+    arg_missing: str = "{path}: missing required argument"
+    field_missing: str = "{path}: missing required field"
+    arg_unknown: str = "{path}: unknown argument (expected: {expected})"
+    arg_unknown_none: str = "{path}: unknown argument (the tool takes no arguments)"
+    field_unknown: str = "{path}: unknown field"
+    arg_type: str = "{path}: expected {expected}, got {got}"
+    arg_choice: str = "{path}: must be one of {allowed}, got {got}"
+    arg_bound: str = "{path}: must be {bound}, got {got}"
+    arg_multiple: str = "{path}: must be a multiple of {factor}, got {got}"
+    arg_too_short: str = "{path}: too short (at least {limit}), got {got}"
+    arg_too_long: str = "{path}: too long (at most {limit}), got {got}"
+    arg_pattern: str = "{path}: must match the pattern {pattern}, got {got}"
+    arg_invalid: str = "{path}: {error} (got {got})"
+    args_more: str = "... and {count} more problem(s)"
     tool_error: str = "{name} failed: {error}"
     bad_policy_outcome: str = "its policy returned {kind}, not Submit, Confirm or None"
     result_unstorable: str = "its result cannot be stored: {error}"

@@ -12,7 +12,12 @@ shows the model ``Tool.render`` of the result.
 
 from __future__ import annotations
 
-from steadyrun.tools._arguments import ToolArgumentsError
+from steadyrun.tools._arguments import (
+    ArgumentIssue,
+    ToolArgumentsError,
+    describe_issue,
+    describe_issues,
+)
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import MAX_TOOL_NAME_LENGTH, safe_tool_name, validate_tool_name
 from steadyrun.tools._schema_tool import schema_tool, validate_strictly
@@ -28,6 +33,7 @@ from steadyrun.tools._toolset import ToolSet
 
 __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
+    "ArgumentIssue",
     "MAX_TOOL_NAME_LENGTH",
     "ConcurrencyKey",
     "Policy",
@@ -36,6 +42,8 @@ __all__ = [
     "ToolArgumentsError",
     "ToolContext",
     "ToolSet",
+    "describe_issue",
+    "describe_issues",
     "safe_tool_name",
     "schema_tool",
     "tool",

@@ -8,21 +8,28 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from jsonschema.protocols import Validator
 from pydantic import BaseModel
 
 from steadyrun._errors import ToolDefinitionError
-from steadyrun.tools._arguments import ToolArgumentsError, json_type
+from steadyrun.tools._arguments import (
+    ArgumentIssue,
+    IssueKind,
+    ToolArgumentsError,
+    capped,
+    not_json,
+    not_object,
+    short_json,
+)
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._signature import Binding
 from steadyrun.tools._tool import Tool
 
 __all__ = ["schema_tool", "validate_strictly"]
 
-_MAX_PROBLEMS = 8
 _REQUIRED = re.compile(r"'(.*)' is a required property")
 
 
@@ -147,22 +154,18 @@ def _object(name: str, arguments: str) -> dict[str, Any]:
     """The arguments object of argument JSON; blank text counts as ``{}``."""
     try:
         value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError as exc:
-        raise ToolArgumentsError(name, [f"the arguments are not valid JSON ({exc})"]) from None
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(name, issues=[not_json(exc.lineno, exc.colno)]) from None
     if not isinstance(value, dict):
-        raise ToolArgumentsError(
-            name, [f"the arguments must be a JSON object, got {json_type(value)}"]
-        )
+        raise ToolArgumentsError(name, issues=[not_object(value)])
     return value
 
 
 def _check(name: str, validator: Validator, value: dict[str, Any]) -> None:
     errors = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
     if errors:
-        problems = [_describe(error) for error in errors[:_MAX_PROBLEMS]]
-        if len(errors) > _MAX_PROBLEMS:
-            problems.append(f"... and {len(errors) - _MAX_PROBLEMS} more problem(s)")
-        raise ToolArgumentsError(name, problems)
+        issues = [issue for error in errors for issue in _issues(error)]
+        raise ToolArgumentsError(name, issues=capped(issues))
 
 
 def _validator_for(name: str, schema: object) -> Validator:
@@ -180,14 +183,58 @@ def _validator_for(name: str, schema: object) -> Validator:
     return validator
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+# jsonschema's keywords, by the problem they report.
+_BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
+_SHORT = ("minLength", "minItems", "minProperties")
+_LONG = ("maxLength", "maxItems", "maxProperties")
+
+
+def _issues(error: jsonschema.ValidationError) -> list[ArgumentIssue]:
+    """The problems of one jsonschema error, as data (several for extra properties)."""
     path = ""
     for part in error.absolute_path:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    missing = _REQUIRED.fullmatch(error.message) if error.validator == "required" else None
+    keyword, rule = error.validator, cast(Any, error.validator_value)
+    missing = _REQUIRED.fullmatch(error.message) if keyword == "required" else None
     if missing:
         where = f"{path}.{missing[1]}" if path else missing[1]
-        return f"{where}: missing required {'field' if path else 'argument'}"
-    if error.validator == "additionalProperties" and not path:
-        return f"(arguments): {error.message}"
-    return f"{path or '(arguments)'}: {error.message}"
+        return [ArgumentIssue("missing", where, bool(path))]
+    if keyword == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        expected = "" if path else ", ".join(known)
+        extra = [f"{path}.{k}" if path else k for k in error.instance if k not in known]
+        values = {"expected": expected}
+        return [ArgumentIssue("unknown", k, bool(path), values) for k in extra] or [
+            _invalid(path, error)
+        ]
+    got = short_json(error.instance)
+    if keyword == "type":
+        expected = rule if isinstance(rule, str) else " | ".join(str(t) for t in rule)
+        return [ArgumentIssue("type", path, _nested(error), {"expected": expected, "got": got})]
+    if keyword in ("enum", "const"):
+        options = list(rule) if keyword == "enum" else [rule]
+        allowed = ", ".join(json.dumps(v, ensure_ascii=False) for v in options)
+        return [ArgumentIssue("choice", path, _nested(error), {"allowed": allowed, "got": got})]
+    if keyword in _BOUNDS:
+        bound = f"{_BOUNDS[keyword]} {json.dumps(rule)}"
+        return [ArgumentIssue("bound", path, _nested(error), {"bound": bound, "got": got})]
+    if keyword == "multipleOf":
+        values = {"factor": json.dumps(rule), "got": got}
+        return [ArgumentIssue("multiple", path, _nested(error), values)]
+    if keyword in _SHORT or keyword in _LONG:
+        kind: IssueKind = "too_short" if keyword in _SHORT else "too_long"
+        return [ArgumentIssue(kind, path, _nested(error), {"limit": str(rule), "got": got})]
+    if keyword == "pattern":
+        values = {"pattern": str(rule), "got": got}
+        return [ArgumentIssue("pattern", path, _nested(error), values)]
+    return [_invalid(path, error)]
+
+
+def _nested(error: jsonschema.ValidationError) -> bool:
+    return len(error.absolute_path) > 1
+
+
+def _invalid(path: str, error: jsonschema.ValidationError) -> ArgumentIssue:
+    # Any other keyword keeps jsonschema's own words.
+    values = {"error": error.message, "got": short_json(error.instance)}
+    return ArgumentIssue("invalid", path, _nested(error), values)

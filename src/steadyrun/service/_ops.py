@@ -20,7 +20,9 @@ Runs started here are executed by a ``Worker`` (or in-process with ``drive``).
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -37,7 +39,7 @@ from steadyrun.records import (
 )
 from steadyrun.records._step import ContextChange
 from steadyrun.runtime import Agent, Runtime
-from steadyrun.runtime._claims import check_writable
+from steadyrun.runtime._claims import check_writable, owner_died
 from steadyrun.runtime._handle import child_run_id
 from steadyrun.service._app import START_META, Started, start_fingerprint
 from steadyrun.service._worker import AGENT_META, drive_run
@@ -207,10 +209,17 @@ class Operations:
         meta = {CONTINUES_META: run_id}
         return await self._start(new_run_id, pred.run.agent, input, fingerprint, meta, seeded=True)
 
-    async def cancel(self, run_id: str, *, reason: str = "the run was cancelled") -> Cancelled:
+    async def cancel(
+        self, run_id: str, *, reason: str = "the run was cancelled", grace: float = 10.0
+    ) -> Cancelled:
         """Cancel a run and its sub-agent runs; open calls settle ``cancelled``.
 
-        Cancelling a cancelled run again changes nothing.
+        The run's claim is revoked first, so whatever executes it (here or in another
+        process) starts no call and makes no model call from then on. A call whose body is
+        running in a live executor is given up to ``grace`` seconds to end: its outcome is
+        recorded as it is (a call that finished is not called cancelled); one still running
+        after that is settled ``cancelled`` with an unknown effect. Cancelling a cancelled run
+        again changes nothing.
 
         Raises:
             RunNotFoundError: No such run.
@@ -225,17 +234,35 @@ class Operations:
         if snap.run.status == "completed":
             raise NotPendingError(f"run {run_id!r} completed; there is nothing to cancel")
         lease = None
+        live = False
         if self.leases is not None:
-            lease = await self.leases.revoke(run_id, self.owner, 60.0)
+            holder = await self.leases.holder(run_id)
+            live = holder is not None and not owner_died(holder.owner)
+            lease = await self.leases.revoke(run_id, self.owner, 60.0 + grace)
         runs: list[str] = []
         calls: list[tuple[str, str]] = []
         try:
             with fenced(lease.fence if lease is not None else None):
+                if live and grace > 0:
+                    await self._let_bodies_end(run_id, grace)
                 await self._cancel_tree(run_id, reason, runs, calls)
         finally:
             if lease is not None:
                 await self.leases.release(lease)  # type: ignore[union-attr]
         return Cancelled(run_id=run_id, runs=runs, calls=calls)
+
+    async def _let_bodies_end(self, run_id: str, grace: float) -> None:
+        """Wait up to ``grace`` seconds for the run's running calls to record their outcome.
+
+        Their executor, fenced out by the cancel, may still record how a body that ran ended
+        (``steadyrun.stores._leases.late_outcome``); it starts nothing new.
+        """
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            snap = await self.store.load(run_id)
+            if snap is None or not any(c.status == "running" for c in snap.calls):
+                return
+            await asyncio.sleep(0.05)
 
     async def _cancel_unstarted(self, run_id: str, reason: str) -> Cancelled:
         """Cancel a run started but not executed yet: its first step says it is cancelled."""

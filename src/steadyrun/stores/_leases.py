@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from steadyrun._errors import StoreError
+from steadyrun.records import CallRecord, is_settled
 
 __all__ = [
     "ENGINE_PREFIX",
@@ -39,6 +40,7 @@ __all__ = [
     "ensure_held",
     "fenced",
     "foreign_engine",
+    "late_outcome",
 ]
 
 
@@ -123,6 +125,17 @@ def ensure_held() -> None:
             f"executor {fence.owner!r} lost its claim (token {fence.token}) on run "
             f"{fence.run_id!r}; it stops here and the next owner recovers the run"
         )
+
+
+def late_outcome(call: CallRecord) -> bool:
+    """Whether a call snapshot only records how a body that ran ended (it settles the call).
+
+    ``save_call`` takes such a snapshot even from an executor whose claim is gone: it starts
+    nothing, and it is the only word on what the body did, so a cancel or the next owner's
+    recovery need not guess "may or may not have taken effect". Merging keeps it from
+    overriding an outcome already recorded (settled outcomes are final).
+    """
+    return is_settled(call.status)
 
 
 ENGINE_PREFIX = "engine:"

@@ -29,6 +29,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
@@ -112,7 +113,8 @@ class MemoryStore:
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""
-        self.leases.check(run_id)
+        if not late_outcome(call):
+            self.leases.check(run_id)
         stored = self._runs.get(run_id)
         if stored is None:
             raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")

@@ -43,6 +43,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
@@ -288,7 +289,8 @@ class PostgresStore:
         """Merge one call snapshot with ``merge_call``, against the stored row locked."""
         try:
             async with self._transaction() as conn:
-                await fence_check(conn.cursor(), self._s, run_id)
+                if not late_outcome(call):  # a lost claim starts nothing; an outcome is a fact
+                    await fence_check(conn.cursor(), self._s, run_id)
                 self.bytes_written += await _merge(conn.cursor(), self._s, run_id, call)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):

@@ -34,7 +34,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
-from steadyrun.stores._leases import current_fence
+from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
@@ -224,7 +224,8 @@ class SqliteStore:
 
         def write(conn: sqlite3.Connection) -> int:
             conn.execute("BEGIN IMMEDIATE")
-            fence_check(conn, fence, run_id)  # a call's start is never written by a lost claim
+            if not late_outcome(call):  # a call's start is never written by a lost claim
+                fence_check(conn, fence, run_id)
             if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
                 raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
             n = _merge(conn, run_id, call)

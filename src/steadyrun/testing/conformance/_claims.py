@@ -91,6 +91,21 @@ async def fenced_writes_of_a_lost_claim_are_refused(store: Store) -> None:
     expect_equal(snap.run.steps, before, "steps after the refused step")
 
 
+@CHECKS.rule("a_lost_claim_may_record_how_a_body_ended")
+async def a_lost_claim_may_record_how_a_body_ended(store: Store) -> None:
+    """save_call of a settled snapshot passes a lost fence: it starts nothing, it tells a fact."""
+    leases = store.leases
+    old = await leases.acquire(RUN, "old", _TTL)
+    assert old is not None
+    with fenced(old.fence):
+        await store.save_step(RUN, step(calls=[call("c1", status="running")]))
+    await leases.revoke(RUN, "canceller", _TTL)
+    with fenced(old.fence):
+        await store.save_call(RUN, call("c1", rev=2, status="succeeded", result="done"))
+    calls = (await load(store)).calls
+    expect_equal([(c.status, c.result) for c in calls], [("succeeded", "done")], "the outcome")
+
+
 @CHECKS.rule("fence_covers_sub_agent_runs")
 async def fence_covers_sub_agent_runs(store: Store) -> None:
     """A claim's fence also guards the writes of its sub-agent runs (``<run>/<call>``)."""

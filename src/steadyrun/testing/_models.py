@@ -86,6 +86,11 @@ class ScriptedModel:
     provider model; ``media`` records, per request, the media the runtime supplied (bytes or
     a URL, by key).
 
+    Not resume-safe across processes: the script's position lives in this object, so a run
+    resumed by another process (or another ``ScriptedModel``) starts the script over, however
+    far the run had come. For runs that crash and resume elsewhere, use ``FunctionModel``,
+    whose answer is a function of the request (the context the run has).
+
     Example:
         ``ScriptedModel([tool_calls(("lookup", {"id": "7"})), text("Done.")])``
     """

@@ -268,3 +268,71 @@ async def test_a_run_can_be_followed_the_moment_its_start_returns(
     snap = await client.get("/runs/t-10", headers=AUTH)  # no 404 while it is about to start
     assert snap.status_code == 200
     await app.wait("t-10")
+
+
+async def test_the_stream_pings_while_quiet_and_keeps_its_wire_format(app: App) -> None:
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.02)
+    transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        body = {"run_id": "p", "agent": "support", "input": "I was charged twice."}
+        await client.post("/runs", json=body, headers=AUTH)
+        await until(app, "p", "suspended")
+        (item,) = (await client.get("/runs/p/pending", headers=AUTH)).json()["items"]
+
+        async def approve_later() -> None:
+            await asyncio.sleep(0.3)  # quiet for many poll intervals: pings meanwhile
+            url = f"/runs/p/calls/{item['call_id']}/decision"
+            await client.post(url, json={"approve": True}, headers=AUTH)
+
+        approving = asyncio.create_task(approve_later())
+        r = await client.get("/runs/p/stream?until=done", headers=AUTH)
+        await approving
+    assert r.headers["cache-control"] == "no-cache"
+    assert r.text.startswith("retry: 2000\n\nid: ") and "\r" not in r.text
+    assert ": keepalive\n\n" in r.text
+    chunks = [c for c in r.text.split("\n\n") if c]
+    for chunk in chunks:
+        if chunk.startswith("id: "):
+            # id, event and one data line: the JSON has no raw line breaks.
+            assert [line.partition(": ")[0] for line in chunk.split("\n")] == [
+                "id",
+                "event",
+                "data",
+            ]
+    assert fold_events(r.text)[0].status == "completed"
+
+
+async def test_a_client_that_goes_away_ends_its_stream(app: App) -> None:
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.02)
+    await app.start("g", "support", "I was charged twice.")
+    await until(app, "g", "suspended")
+    sent: list[dict[str, Any]] = []
+    first_event = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await first_event.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if b"event: snapshot" in message.get("body", b""):
+            first_event.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/runs/g/stream",
+        "raw_path": b"/runs/g/stream",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"authorization", AUTH["Authorization"].encode()), (b"host", b"test")],
+        "client": ("127.0.0.1", 1),
+        "server": ("test", 80),
+    }
+    # The run stays suspended, so only the disconnect can end this (endless) stream.
+    await asyncio.wait_for(api(scope, receive, send), 5)
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 200
+    assert app.publisher._channels["g"].followers == 0  # the follower was closed

@@ -2,7 +2,7 @@
 
 ``App``, ``Operations`` and ``Worker`` need nothing beyond steadyrun; they work on every store
 (its claims are ``store.leases``). An ``App`` executes runs only through its embedded worker.
-``create_app`` needs the ``service`` extra (FastAPI, uvicorn) and is
+``create_app`` needs the ``service`` extra (FastAPI, uvicorn, sse-starlette) and is
 imported on first use::
 
     from steadyrun.service import App, create_app

@@ -13,8 +13,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrun._codec import to_plain
@@ -62,6 +63,10 @@ TOKENS_ENV = "STEADYRUN_API_TOKENS"
 """Environment variable with the API's bearer tokens, comma-separated (when none are passed)."""
 
 STATIC = Path(__file__).parent / "static"
+
+# Events end in a blank line of "\n"s (sse-starlette's default is "\r\n"): the web page and
+# the clients written against the stream split on "\n\n".
+_SEP = "\n"
 
 _ERRORS: list[tuple[type[Exception], int, str]] = [
     (RunNotFoundError, 404, "not_found"),
@@ -363,7 +368,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
     @api.get(
         "/runs/{run_id}/stream",
         tags=["runs"],
-        response_class=StreamingResponse,
+        response_class=EventSourceResponse,
         responses={200: {"content": {"text/event-stream": {}}}},
     )
     async def stream(
@@ -378,7 +383,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
                 "headers (it may end up in access logs: prefer the header)."
             ),
         ] = None,
-    ) -> StreamingResponse:
+    ) -> EventSourceResponse:
         """The run's display stream as server-sent events.
 
         First a ``snapshot`` event (or, with ``Last-Event-ID``, the ``delta`` events after it
@@ -388,21 +393,23 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         """
         await app.publisher.snapshot(run_id)  # 404 before the stream starts
 
-        async def events() -> AsyncIterator[bytes]:
-            yield b"retry: 2000\n\n"
+        async def events() -> AsyncIterator[ServerSentEvent]:
+            yield ServerSentEvent(retry=2000, sep=_SEP)
             async for event in app.publisher.follow(run_id, last_event_id, poll_interval=poll):
-                if event.kind == "keepalive":
-                    yield b": keepalive\n\n"
-                else:
-                    head = f"id: {event.id}\nevent: {event.kind}\ndata: ".encode()
-                    yield head + event.data() + b"\n\n"
+                # The publisher's keep-alives only wake the until=done check below: the
+                # response's own pings keep the connection open.
+                if event.kind != "keepalive":
+                    data = event.data().decode()
+                    yield ServerSentEvent(data, id=event.id, event=event.kind, sep=_SEP)
                 if until == "done" and _done(app, run_id, event.id):
                     return
 
-        return StreamingResponse(
+        return EventSourceResponse(
             events(),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            headers={"Cache-Control": "no-cache"},
+            ping=poll,
+            ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep=_SEP),
+            sep=_SEP,
         )
 
 

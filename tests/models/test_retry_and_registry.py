@@ -140,6 +140,23 @@ async def test_cancellation_is_never_retried() -> None:
         await task
 
 
+async def test_other_errors_pass_through_and_any_awaitable_maker_is_called() -> None:
+    clock = Clock()
+    calls, call = failing([ValueError("not a provider error")])
+    with pytest.raises(ValueError, match="not a provider error"):
+        await call_with_retries(call, RetryPolicy(), sleep=clock.sleep, clock=clock.time)  # type: ignore[arg-type]
+    assert len(calls) == 1 and clock.sleeps == []
+    # A plain function that returns an awaitable (not a coroutine function) is awaited too.
+    calls, call = failing([error_for_status(503, "x", provider="p")], result="made")
+    out = await call_with_retries(
+        lambda: call(),  # type: ignore[operator]
+        RetryPolicy(jitter=0.0),
+        sleep=clock.sleep,
+        clock=clock.time,
+    )
+    assert out == "made" and len(calls) == 2 and clock.sleeps == [0.5]
+
+
 def test_retry_policy_rejects_nonsense() -> None:
     with pytest.raises(sr.UsageError):
         RetryPolicy(max_attempts=0)

@@ -1,4 +1,8 @@
-"""Retrying model calls: exponential backoff with jitter, the provider's retry-after, a budget."""
+"""Retrying model calls: exponential backoff with jitter, the provider's retry-after, a budget.
+
+The policy (which errors, how long to wait, when to give up) is ours; the retry loop is
+tenacity's ``AsyncRetrying``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+)
 
 from steadyrun._errors import UsageError
 from steadyrun.models._errors import ProviderError
@@ -67,21 +78,38 @@ async def call_with_retries(
     clock: Callable[[], float] = time.monotonic,
     rng: Callable[[], float] = random.random,
 ) -> T:
-    """Run ``call``, retrying retryable ``ProviderError``s by ``policy``.
+    """Run ``call``, retrying retryable ``ProviderError``s by ``policy`` (through tenacity).
 
     Cancellation is never retried: it stops the request at once. The last error is raised when
     the attempts, the budget, or ``max_delay`` (for a longer retry-after) run out.
     """
     started = clock()
-    attempt = 1
-    while True:
-        try:
-            return await call()
-        except ProviderError as error:
-            if not error.retryable or attempt >= policy.max_attempts:
-                raise
-            wait = policy.delay(attempt, error, rng)
-            if wait > policy.max_delay or clock() - started + wait > policy.budget:
-                raise
-            await sleep(wait)
-            attempt += 1
+
+    def wait(state: RetryCallState) -> float:
+        # Asked only after a retryable error (see ``retry`` below).
+        error = state.outcome.exception() if state.outcome is not None else None
+        assert isinstance(error, ProviderError)
+        return policy.delay(state.attempt_number, error, rng)
+
+    attempts = stop_after_attempt(policy.max_attempts)
+
+    def stop(state: RetryCallState) -> bool:
+        # tenacity sets upcoming_sleep (from ``wait``) before it asks ``stop``. The budget is
+        # measured on our clock, which tests replace, rather than tenacity's own.
+        upcoming = state.upcoming_sleep
+        too_long = upcoming > policy.max_delay or clock() - started + upcoming > policy.budget
+        return attempts(state) or too_long
+
+    async def attempt() -> T:
+        # tenacity awaits only coroutine functions; ``call`` may be any callable giving an
+        # awaitable.
+        return await call()
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(lambda exc: isinstance(exc, ProviderError) and exc.retryable),
+        stop=stop,
+        wait=wait,
+        sleep=sleep,
+        reraise=True,  # the typed ProviderError, not tenacity's RetryError
+    )
+    return await retrying(attempt)

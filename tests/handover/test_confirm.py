@@ -224,3 +224,19 @@ async def test_the_host_may_refuse_a_pending_confirmation_as_it_is_created(store
     assert result.status == "completed" and bank.refunds == []
     assert result.call("m1.c1").status == "rejected"
     assert "queue is closed" in model.requests[1].messages[-1].parts[0].content  # type: ignore[union-attr]
+
+
+async def test_an_approved_call_still_runs_when_new_input_arrived_meanwhile(store: Store) -> None:
+    # New input cancels calls that had not started, but not one a person approved: the
+    # approval was given to it, for this resume.
+    bank = Bank()
+    model = ScriptedModel([tool_calls(refund("A", 5000)), text("Refunded; and noted.")])
+    agent = bank.agent(model)
+    runtime = sr.Runtime(store, agents=[agent])
+    assert (await runtime.run(agent, run_id="t", input="x")).status == "suspended"
+    await runtime.decide("t", "m1.c1", approve=True)
+    await runtime.send("t", "also, send me the invoice", id="later")
+    result = await runtime.resume("t")
+    assert bank.refunds == [("A", 5000)]
+    assert result.call("m1.c1").status == "succeeded"
+    assert [m.role for m in model.requests[-1].messages[-2:]] == ["tool", "user"]

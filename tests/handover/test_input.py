@@ -98,3 +98,35 @@ async def test_a_run_that_cannot_suspend_fails_the_call_with_a_reason(store: Sto
     assert result.status == "completed"
     assert result.call("m1.c1").status == "failed"
     assert "not possible here" in (result.call("m1.c1").error or "")
+
+
+async def test_an_answered_call_still_runs_when_new_input_arrived_meanwhile(
+    store: Store,
+) -> None:
+    # New input cancels the calls of the batch that had not started, but not one a person
+    # cleared on this resume: the answer was given to it, so it re-enters its tool.
+    ran: list[object] = []
+
+    @sr.tool(side_effects=True)
+    def transfer(amount: int, ctx: sr.ToolContext) -> str:
+        """Transfer money, asking which account first."""
+        if ctx.input_response is None:
+            require_input("Which account?", {"type": "string"})
+        ran.append(ctx.input_response)
+        return f"sent {amount} to {ctx.input_response}"
+
+    model = ScriptedModel([tool_calls(("transfer", {"amount": 7})), text("Done; and noted.")])
+    runtime = sr.Runtime(store)
+    agent = sr.Agent(name="bank", model=model, tools=[transfer])
+    assert (await runtime.run(agent, run_id="r", input="send 7")).status == "suspended"
+    (item,) = await runtime.pending("r")
+    await runtime.answer("r", item.wait_id, "savings")  # type: ignore[arg-type]
+    await runtime.send("r", "also, what is my balance?", id="later")
+    result = await runtime.resume("r", agent=agent)
+    assert ran == ["savings"]
+    assert result.call("m1.c1").status == "succeeded"
+    assert result.call("m1.c1").result == "sent 7 to savings"
+    # The model then reads the result and the new input together.
+    last = model.requests[-1].messages
+    assert [m.role for m in last[-2:]] == ["tool", "user"]
+    assert result.status == "completed"

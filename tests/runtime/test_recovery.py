@@ -13,13 +13,15 @@ from crashkit import crash_when, hang
 from steadyrun.records import (
     ACTIVE_STATUSES,
     SETTLED_STATUSES,
+    CallDecision,
     CallRecord,
     Checkpoint,
+    InputRequest,
     RunRecord,
     RunSnapshot,
 )
 from steadyrun.runtime import Texts, interrupted_outcome, needs_recovery, settle_interrupted
-from steadyrun.runtime._recovery import end_child_run
+from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, apply_answers, end_child_run
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
 
@@ -354,3 +356,68 @@ def test_ending_a_child_run_settles_every_open_call_and_the_run(
     # Nothing the run owned is left running or queued.
     final = [written.get(c.id, c) for c in records]
     assert not any(c.status in ("running", "queued") and not c.handover for c in final)
+
+
+decisions = st.none() | st.builds(
+    CallDecision,
+    approve=st.booleans(),
+    reason=st.none() | st.sampled_from(["too much", ""]),
+    arguments=st.none() | st.sampled_from(['{"a": 1}', '{"a": 2}']),
+)
+requests = st.none() | st.builds(
+    InputRequest,
+    wait_id=st.just("m1.c1.w1"),
+    prompt=st.just("Which?"),
+    response=st.none() | st.sampled_from(["x", 0, {"k": 1}]),
+)
+
+
+@given(
+    status=st.sampled_from(_CALL_STATUSES),
+    handover=st.sampled_from(["", "await", "detached", "submitted"]),
+    decision=decisions,
+    request=requests,
+    rev=st.integers(min_value=0, max_value=10**6),
+)
+def test_answers_advance_a_waiting_call_one_rev_and_change_nothing_else(
+    status: str,
+    handover: str,
+    decision: CallDecision | None,
+    request: InputRequest | None,
+    rev: int,
+) -> None:
+    call = CallRecord(
+        id="m1.c1",
+        name="refund",
+        arguments='{"a": 1}',
+        status=status,  # type: ignore[arg-type]
+        handover=handover,  # type: ignore[arg-type]
+        decision=decision,
+        input_request=request,
+        rev=rev,
+    )
+    out = apply_answers(call, NOW, Texts())
+    decided = status == "awaiting_decision" and not handover and decision is not None
+    answered = status == "awaiting_input" and request is not None and request.response is not None
+    if not (decided or answered):
+        assert out is None  # still waiting (or not waiting at all): nothing to apply
+        return
+    assert out is not None
+    assert out.rev == rev + 1  # a new snapshot: a store's merge keeps only a higher rev
+    assert (out.decision, out.input_request, out.id, out.name) == (
+        decision,
+        request,
+        call.id,
+        call.name,
+    )
+    if decided and decision is not None and not decision.approve:
+        assert out.status == "rejected" and out.completed_at == NOW and out.result
+        assert out.arguments == call.arguments
+        return
+    assert out.status == "queued" and out.completed_at is None and out.result is None
+    edited = decided and decision is not None and decision.arguments not in (None, call.arguments)
+    if edited:
+        assert decision is not None and out.arguments == decision.arguments
+        assert out.notes == {ORIGINAL_ARGUMENTS: call.arguments}
+    else:
+        assert out.arguments == call.arguments and out.notes == {}

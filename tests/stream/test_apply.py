@@ -96,6 +96,61 @@ def test_the_deltas_between_two_snapshots_lead_from_one_to_the_other(
     assert [d.seq for d in deltas] == list(range(old.seq + 1, old.seq + 1 + len(deltas)))
 
 
+@st.composite
+def edited(draw: st.DrawFn) -> tuple[DisplaySnapshot, DisplaySnapshot]:
+    """A snapshot and a later one made by editing it, as a run changes its timeline.
+
+    Most blocks and calls persist, so a block added or moved must land between them: two
+    snapshots drawn independently rarely share enough for that to be tested.
+    """
+    old = draw(snapshots)
+    kept = []
+    for block in old.blocks:
+        how = draw(st.sampled_from(["same", "same", "grow", "retext", "move", "drop"]))
+        if how == "grow":
+            block = replace(block, text=block.text + draw(texts))
+        elif how == "retext":
+            block = replace(block, text=draw(texts))
+        elif how == "move":
+            block = replace(block, position=draw(st.integers(0, 5)))
+        if how != "drop":
+            kept.append(block)
+    fresh = st.builds(
+        DisplayBlock,
+        id=st.sampled_from(["g", "h", "i", "j"]),
+        kind=st.sampled_from(["thinking", "content", "tool_call"]),
+        position=st.integers(0, 5),
+        text=texts,
+        turn=st.integers(0, 2),
+    )
+    added = draw(st.lists(fresh, max_size=3, unique_by=lambda b: b.id))
+    calls_kept = [
+        replace(c, status=draw(st.sampled_from(["running", "succeeded", "needs_review"])))
+        for c in old.calls
+        if draw(st.booleans())
+    ]
+    new_calls = draw(st.lists(calls, max_size=2, unique_by=lambda c: c.id))
+    known = {c.id for c in calls_kept}
+    new = replace(
+        old,
+        status=draw(st.sampled_from(["running", "suspended", "completed"])),
+        blocks=(*kept, *added),
+        calls=(*calls_kept, *(c for c in new_calls if c.id not in known)),
+    ).normalized()
+    return old, new
+
+
+@settings(max_examples=300, deadline=None)
+@given(edited())
+def test_the_deltas_of_an_edited_snapshot_lead_to_it_blocks_in_place(
+    pair: tuple[DisplaySnapshot, DisplaySnapshot],
+) -> None:
+    old, new = pair
+    end = fold(old, diff(old, new))
+    assert end.blocks == new.blocks  # every block where (position, id) puts it
+    assert replace(end, seq=0) == replace(new, seq=0)
+
+
 @settings(max_examples=200, deadline=None)
 @given(snapshots, snapshots)
 def test_apply_changes_neither_argument(old: DisplaySnapshot, new: DisplaySnapshot) -> None:

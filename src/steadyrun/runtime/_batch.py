@@ -44,8 +44,11 @@ class BatchRunner:
                 i = 0
                 while i < len(queue) and not alone and len(tasks) < self.max_concurrent:
                     item = queue[i]
-                    if item.key is None and (i > 0 or tasks):
-                        break  # runs alone: wait until everything before it ended
+                    # Runs alone: wait until everything before it ended. (Skipping past a
+                    # call, i > 0, happens only while a call holding its key runs, so
+                    # ``tasks`` covers that case too.)
+                    if item.key is None and tasks:
+                        break
                     if item.key and item.key in keys:
                         i += 1
                         continue

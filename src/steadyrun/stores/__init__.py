@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.stores._leases import Fence, Lease, LeaseLostError, Leases
+from steadyrun.stores._lifecycle import FeedDump, RunDeletion, RunDump, RunLifecycle
 from steadyrun.stores._memory import MemoryStore
 from steadyrun.stores._ports import (
     Claim,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Claim",
     "Feed",
+    "FeedDump",
     "FeedMessage",
     "Fence",
     "Journal",
@@ -34,7 +36,10 @@ __all__ = [
     "LeaseLostError",
     "Leases",
     "MemoryStore",
+    "RunDeletion",
+    "RunDump",
     "RunIndex",
+    "RunLifecycle",
     "RunSummary",
     "SqliteStore",
     "Store",

@@ -83,6 +83,11 @@ class MemoryLeases:
             return
         self._wake(root)
 
+    def forget(self, run_id: str) -> None:
+        """Drop the run's claim, wake-ups and step log (its run was deleted)."""
+        self._state.work.pop(run_id, None)
+        self._state.log = [entry for entry in self._state.log if entry[0] != run_id]
+
     # -- Leases ------------------------------------------------------------------------------
 
     async def wake(self, run_id: str) -> None:

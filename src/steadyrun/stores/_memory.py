@@ -31,6 +31,7 @@ from steadyrun.records import (
 from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
+from steadyrun.stores._lifecycle_memory import MemoryLifecycle
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
@@ -52,8 +53,10 @@ class _Feed:
     consumed: int = 0
 
 
-class MemoryStore:
+class MemoryStore(MemoryLifecycle):
     """A ``Journal`` and ``Feed`` kept in memory, serialised like a real store.
+
+    It deletes, dumps and restores run trees too (``RunLifecycle``).
 
     Attributes:
         leases: The claims of runs (see ``steadyrun.stores.Leases``).

@@ -45,6 +45,7 @@ from steadyrun.records import (
 from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
+from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
 from steadyrun.stores._sqlite import _dt, _us
@@ -63,8 +64,10 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 or later
 
 
-class PostgresStore:
+class PostgresStore(PostgresLifecycle):
     """A ``Journal``, ``Feed`` and ``RunIndex`` in a PostgreSQL database, shared by processes.
+
+    It deletes, dumps and restores run trees too (``RunLifecycle``).
 
     Args:
         dsn: A libpq connection string or URL. Its password never appears in error messages.

@@ -36,6 +36,7 @@ from steadyrun.records import (
 from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
+from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -48,8 +49,11 @@ _POLL_FIRST = 0.02
 _POLL_MAX = 0.5
 
 
-class SqliteStore:
+class SqliteStore(SqliteLifecycle):
     """A ``Journal``, ``Feed`` and ``RunIndex`` in one SQLite file.
+
+    It deletes, dumps and restores run trees too (``RunLifecycle``), and ``reclaim`` gives
+    the space of deleted runs back to the disk.
 
     Args:
         path: The database file; created, with its schema, on first use.
@@ -97,6 +101,7 @@ class SqliteStore:
             raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            prepare_new_file(conn)  # before any table: deleted runs' pages can be given back
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")

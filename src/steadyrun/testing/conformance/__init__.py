@@ -3,8 +3,13 @@
 steadyrun's own stores run it in their tests; run it on yours (a whole ``Store``, or a
 ``Journal``, ``Feed`` or ``RunIndex`` alone: checks of ports a store lacks are skipped). Each
 check gets a fresh, empty store from a factory, exercises one rule of the contracts in
-``steadyrun.stores`` (``journal.*``, ``feed.*``, ``index.*``) and raises ``AssertionError``
+``steadyrun.stores`` (``journal.*``, ``feed.*``, ``index.*``, ``claims.*``, and
+``lifecycle.*`` for deleting, dumping and restoring run trees) and raises ``AssertionError``
 saying what it expected when the store breaks the rule.
+
+``expect_same_run(left, right, run_id)`` is the comparison the suite uses for a run tree held
+by two stores (an export imported elsewhere, say): it raises ``AssertionError`` naming the
+first difference.
 
 All checks with one report::
 
@@ -31,6 +36,7 @@ context manager that yields the store, such as an ``@asynccontextmanager`` funct
 creates a database schema and drops it afterwards.
 """
 
+from steadyrun.testing.conformance._lifecycle import expect_same_run
 from steadyrun.testing.conformance._registry import Check, Port
 from steadyrun.testing.conformance._runner import (
     CHECKS,
@@ -51,6 +57,7 @@ __all__ = [
     "Port",
     "StoreFactory",
     "check_store",
+    "expect_same_run",
     "factory_from",
     "run_check",
     "select_checks",

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from steadyrun.stores import Feed, Journal, Leases, RunIndex, Store
+from steadyrun.stores._lifecycle import RunLifecycle
 
 __all__ = ["PORTS", "Check", "CheckFn", "CheckList", "Port"]
 
-Port = Literal["journal", "feed", "index", "claims"]
-"""The part of a store a check exercises: ``Journal``, ``Feed``, ``RunIndex`` or its claims."""
+Port = Literal["journal", "feed", "index", "claims", "lifecycle"]
+"""The part of a store a check exercises: ``Journal``, ``Feed``, ``RunIndex``, its claims, or
+``RunLifecycle`` (deleting, dumping and restoring run trees)."""
 
 
 @runtime_checkable
@@ -25,7 +27,18 @@ class _Claims(Protocol):
         ...
 
 
-PORTS: dict[Port, type] = {"journal": Journal, "feed": Feed, "index": RunIndex, "claims": _Claims}
+@runtime_checkable
+class _Lifecycle(RunLifecycle, Store, Protocol):
+    """A whole store that also deletes, dumps and restores run trees (the checks need both)."""
+
+
+PORTS: dict[Port, type] = {
+    "journal": Journal,
+    "feed": Feed,
+    "index": RunIndex,
+    "claims": _Claims,
+    "lifecycle": _Lifecycle,
+}
 """The protocol a store must implement for the checks of each port to apply."""
 
 CheckFn = Callable[[Store], Awaitable[None]]

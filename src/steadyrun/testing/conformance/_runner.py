@@ -14,7 +14,15 @@ from types import MappingProxyType
 
 from steadyrun._errors import UsageError
 from steadyrun.stores import Store
-from steadyrun.testing.conformance import _answers, _calls, _claims, _feed, _index, _journal
+from steadyrun.testing.conformance import (
+    _answers,
+    _calls,
+    _claims,
+    _feed,
+    _index,
+    _journal,
+    _lifecycle,
+)
 from steadyrun.testing.conformance._registry import PORTS, Check
 
 __all__ = [
@@ -31,11 +39,11 @@ __all__ = [
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
         check.name: check
-        for module in (_journal, _calls, _answers, _feed, _index, _claims)
+        for module in (_journal, _calls, _answers, _feed, _index, _claims, _lifecycle)
         for check in module.CHECKS.checks
     }
 )
-"""Every check by name (``journal.*``, ``feed.*``, ``index.*``, ``claims.*``), in order.
+"""Every check by name (``journal.*``, ``feed.*``, ``index.*``, ``claims.*``, ``lifecycle.*``).
 
 Iterating gives the names, so ``@pytest.mark.parametrize("check", CHECKS)`` makes one test per
 rule with the rule's name as its id.

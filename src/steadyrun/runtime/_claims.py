@@ -19,6 +19,7 @@ import math
 import os
 import socket
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -77,15 +78,23 @@ def owner_died(owner: str) -> bool:
 _HELD: set[tuple[str, str, int]] = set()
 """The claims executors of this process hold now: (owner, run id, token)."""
 
+_TAKING: Counter[tuple[str, str]] = Counter()
+"""Tries at a claim in flight in this process: (owner, run id). The store grants a claim when
+its transaction commits, and the taker registers it in ``_HELD`` only once its coroutine
+resumes (on PostgreSQL a few awaits later): meanwhile the claim is live, not left behind."""
+
 
 def _stale(holder: Holder) -> bool:
     """Whether ``holder``'s claim is known to have no live executor behind it.
 
     Its owner is a process of this host that is gone, or this very process, where no executor
-    holds it any more (one that stopped without releasing it, say on a store failure).
+    holds it any more (one that stopped without releasing it, say on a store failure) nor is
+    getting it from the store right now.
     """
     host, _, rest = holder.owner.partition(":")
     if host == socket.gethostname() and rest.partition(":")[0] == str(os.getpid()):
+        if _TAKING[(holder.owner, holder.run_id)] > 0:
+            return False
         return (holder.owner, holder.run_id, holder.token) not in _HELD
     return owner_died(holder.owner)
 
@@ -117,6 +126,28 @@ class Claims:
         self.owner = owner
         self.ttl = ttl
 
+    async def acquire(
+        self, run_id: str, *, wake: bool = False, dead_token: int | None = None
+    ) -> Lease | None:
+        """One try at the run's claim (``Leases.acquire``); ``None`` when another holds it.
+
+        A claim granted counts as held by this process from the moment the store grants it
+        (``holding`` keeps it so), so no other executor here takes it for one left behind.
+        """
+        key = (self.owner, run_id)
+        _TAKING[key] += 1
+        try:
+            lease = await self.leases.acquire(
+                run_id, self.owner, self.ttl, wake=wake, dead_token=dead_token
+            )
+            if lease is not None:
+                _HELD.add((lease.owner, lease.run_id, lease.token))
+            return lease
+        finally:
+            _TAKING[key] -= 1
+            if _TAKING[key] <= 0:
+                del _TAKING[key]
+
     async def take(self, run_id: str, *, wait: float = 0.0) -> Lease:
         """Take the run's claim, waiting up to ``wait`` seconds for its holder to let go.
 
@@ -132,9 +163,7 @@ class Claims:
         step = _WAIT_STEP
         dead: int | None = None
         while True:
-            lease = await self.leases.acquire(
-                run_id, self.owner, self.ttl, wake=True, dead_token=dead
-            )
+            lease = await self.acquire(run_id, wake=True, dead_token=dead)
             if lease is not None:
                 return lease
             holder = await self.leases.holder(run_id)
@@ -189,12 +218,15 @@ class Claims:
             keeper.handled = False  # stopped as a crash stops it: let the next owner go on
             raise
         finally:
-            _HELD.discard(held)
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
-            if not keeper.lost:
-                with contextlib.suppress(SteadyrunError):
-                    await self.leases.release(lease, handled=keeper.handled)
+            try:
+                if not keeper.lost:
+                    with contextlib.suppress(SteadyrunError):
+                        await self.leases.release(lease, handled=keeper.handled)
+            finally:
+                # Only now: until its release is stored the claim is live, not left behind.
+                _HELD.discard(held)
 
     async def _renew(
         self, lease: Lease, keeper: Keeper, on_lost: Callable[[], None] | None

@@ -161,7 +161,9 @@ class Worker:
                 break
             if run_id in self._tasks:
                 continue
-            lease = await self.leases.acquire(run_id, self.owner, self.ttl)
+            # Through the claims, so no other executor of this process takes the claim for
+            # one left behind before the task below holds it.
+            lease = await self._claims.acquire(run_id)
             if lease is None:
                 continue  # another worker was quicker
             task = asyncio.create_task(self._execute(lease), name=f"steadyrun-run-{run_id}")

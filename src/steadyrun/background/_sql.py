@@ -177,6 +177,26 @@ class SqliteTaskStore(TaskStore):
         )
         return [r[0] for r in rows]
 
+    async def delete_run_tasks(self, run_id: str) -> int:
+        """Delete the tasks (and updates) of a run and of its sub-agent runs, in one transaction."""
+
+        def run(conn: sqlite3.Connection) -> int:
+            conn.execute("BEGIN IMMEDIATE")
+            # Sub-agent runs are ``<run>/...``: the ids between "<run>/" and "<run>0" ("0"
+            # follows "/"), a range the run_id index answers.
+            where = "run_id = ? OR (run_id >= ? AND run_id < ?)"
+            bounds = (run_id, run_id + "/", run_id + "0")
+            conn.execute(
+                "DELETE FROM steadyrun_task_updates WHERE task_id IN"
+                f" (SELECT id FROM steadyrun_tasks WHERE {where})",
+                bounds,
+            )
+            gone = conn.execute(f"DELETE FROM steadyrun_tasks WHERE {where}", bounds).rowcount
+            conn.execute("COMMIT")
+            return int(gone)
+
+        return await self._run(run)
+
     async def unnotified(self, limit: int) -> list[str]:
         """Ids of finished tasks whose run was not told yet."""
         rows = await self._run(
@@ -373,6 +393,25 @@ class PostgresTaskStore(TaskStore):
             f"SELECT id FROM {self._s}.tasks WHERE final = 1 AND notified = 0 LIMIT %s", (limit,)
         )
         return [r[0] for r in rows]
+
+    async def delete_run_tasks(self, run_id: str) -> int:
+        """Delete the tasks (and updates) of a run and of its sub-agent runs, in one transaction."""
+        pool = await self._ready()
+        s = self._s
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute(
+                    f"DELETE FROM {s}.task_updates WHERE task_id IN (SELECT id FROM {s}.tasks"
+                    " WHERE run_id = %s OR starts_with(run_id, %s))",
+                    (run_id, run_id + "/"),
+                )
+                cur = await conn.execute(
+                    f"DELETE FROM {s}.tasks WHERE run_id = %s OR starts_with(run_id, %s)",
+                    (run_id, run_id + "/"),
+                )
+                return int(cur.rowcount)
+        except Exception as exc:
+            raise StoreError(f"task store (PostgreSQL): {exc}") from exc
 
     async def add_update(self, task_id: str, update: Update) -> bool:
         """Append an update unless its event id was seen."""

@@ -17,7 +17,7 @@ from typing import Any
 from steadyrun._errors import UsageError
 from steadyrun.background._model import Outcome, Task, Update, check_update
 
-__all__ = ["MemoryTaskStore", "TaskStore"]
+__all__ = ["MemoryTaskStore", "TaskStore", "in_run_tree"]
 
 Modify = Callable[[Task], Task | None]
 """Returns the task's new state, or ``None`` to leave it unchanged."""
@@ -71,6 +71,17 @@ class TaskStore(ABC):
 
     async def close(self) -> None:  # noqa: B027 (nothing to release by default)
         """Release connections; the store is not used after this."""
+
+    async def delete_run_tasks(self, run_id: str) -> int:
+        """Delete the tasks of a run and of its sub-agent runs, with their updates.
+
+        Returns how many tasks were deleted. ``Operations.delete`` calls it after the run is
+        gone; a store of your own implements it to let runs be deleted with their tasks.
+
+        Raises:
+            UsageError: This task store cannot delete tasks.
+        """
+        raise UsageError(f"{type(self).__name__} cannot delete tasks: it needs delete_run_tasks")
 
     # -- operations --------------------------------------------------------------------------
 
@@ -229,6 +240,11 @@ class TaskStore(ABC):
         return first
 
 
+def in_run_tree(task_run: str, run_id: str) -> bool:
+    """Whether a task of ``task_run`` belongs to ``run_id`` (the run or a sub-agent run)."""
+    return task_run == run_id or task_run.startswith(run_id + "/")
+
+
 def _owns(task: Task, owner: str) -> bool:
     return task.owner == owner
 
@@ -281,6 +297,15 @@ class MemoryTaskStore(TaskStore):
     async def claimable(self, now: datetime, limit: int) -> list[str]:
         """Ids of tasks a worker may claim."""
         return [t.id for t in self._tasks.values() if _claimable(t, now)][:limit]
+
+    async def delete_run_tasks(self, run_id: str) -> int:
+        """Delete the tasks (and updates) of a run and of its sub-agent runs."""
+        async with self._lock:
+            gone = [t.id for t in self._tasks.values() if in_run_tree(t.run_id, run_id)]
+            for task_id in gone:
+                del self._tasks[task_id]
+                self._updates.pop(task_id, None)
+            return len(gone)
 
     async def unnotified(self, limit: int) -> list[str]:
         """Ids of finished tasks whose run was not told yet."""

@@ -15,6 +15,7 @@ See docs/service.md and docs/worker.md.
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.service._app import App, NotSupportedError, Started, start_fingerprint
+from steadyrun.service._lifecycle import Deleted, Imported, Retention, RetentionPass
 from steadyrun.service._ops import Cancelled, Operations
 from steadyrun.service._worker import Worker, WorkerStats
 
@@ -25,8 +26,12 @@ if TYPE_CHECKING:
 __all__ = [
     "App",
     "Cancelled",
+    "Deleted",
+    "Imported",
     "NotSupportedError",
     "Operations",
+    "Retention",
+    "RetentionPass",
     "Started",
     "Worker",
     "WorkerStats",

@@ -14,6 +14,8 @@ Nothing here needs a schema of its own; everything is kept in what every store h
   executing it; then one step marks the run ``cancelled`` and settles its open calls
   ``cancelled``; sub-agent runs (``<run_id>/<call_id>``) of those calls are cancelled the same
   way first. ``Runtime.resume`` refuses a cancelled run.
+- **delete**, **export**, **import** and **retention**: see ``steadyrun.service._lifecycle``
+  and docs/lifecycle.md.
 
 Runs started here are executed by a ``Worker`` (or in-process with ``drive``).
 """
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -42,6 +44,16 @@ from steadyrun.runtime import Agent, Runtime
 from steadyrun.runtime._claims import check_writable, owner_died
 from steadyrun.runtime._handle import child_run_id
 from steadyrun.service._app import START_META, Started, start_fingerprint
+from steadyrun.service._lifecycle import (
+    Deleted,
+    Imported,
+    Retention,
+    RetentionPass,
+    apply_retention,
+    delete_run,
+    export_run,
+    import_run,
+)
 from steadyrun.service._worker import AGENT_META, drive_run
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import Fence, Leases, fenced
@@ -291,6 +303,55 @@ class Operations:
     async def drive(self, run_id: str) -> None:
         """Execute a started (or runnable) run here until it suspends or ends (no worker)."""
         await drive_run(self.runtime, run_id)
+
+    async def delete(self, run_id: str) -> Deleted:
+        """Delete a run with its sub-agent runs, input, claim and background tasks, in one call.
+
+        The store decides in its transaction: while another executor holds the run's claim
+        the delete is refused and nothing is deleted. A task a worker is running is asked to
+        stop and holds the delete back until it has. Deleting a run that is not there
+        deletes nothing (``Deleted.found`` is false).
+
+        Raises:
+            RunBusyError: Another executor holds the run (``ForeignEngineError``: Temporal's).
+            UsageError: ``run_id`` is a sub-agent run (delete its run), or the store cannot
+                delete runs.
+        """
+        return await delete_run(
+            self.store, run_id, tasks=self.tasks, owner=self.owner, now=self._clock()
+        )
+
+    async def export_run(self, run_id: str) -> dict[str, Any]:
+        """The run, its sub-agent runs and their input as one versioned JSON document.
+
+        ``json.dumps`` the result to keep it; ``import_run`` writes it into a store.
+
+        Raises:
+            RunNotFoundError: The store holds nothing of the run.
+            UsageError: ``run_id`` is a sub-agent run, or the store cannot export runs.
+        """
+        return await export_run(self.store, run_id, now=self._clock())
+
+    async def import_run(self, document: Mapping[str, Any] | str | bytes) -> Imported:
+        """Write an exported run into this store, as it was; it goes on here from there.
+
+        Raises:
+            ConflictError: The store has a run of that id (or of one of its sub-agent runs).
+            FormatVersionError: The document has a format this release does not read.
+            StoreError: The document is not a run export.
+        """
+        return await import_run(self.store, document)
+
+    async def apply_retention(
+        self, policy: Retention, *, now: datetime | None = None
+    ) -> RetentionPass:
+        """Delete the runs ``policy`` says are due (one pass; a ``Worker`` makes them itself).
+
+        Runs another executor holds are skipped (``RetentionPass.busy``).
+        """
+        return await apply_retention(
+            self.store, policy, tasks=self.tasks, owner=self.owner, now=now or self._clock()
+        )
 
     # -- inside ------------------------------------------------------------------------------
 

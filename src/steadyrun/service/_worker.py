@@ -12,6 +12,9 @@ Stopping (``stop()``, or SIGTERM/SIGINT with ``handle_signals=True``) is gracefu
 taken; each executing run stops right after its next checkpoint (its next ``save_step``) and
 its lease is released unhandled, so another worker resumes it at once from that checkpoint.
 What has not stopped after ``grace`` seconds is cancelled as a crash would stop it.
+
+With a ``Retention`` policy the worker also deletes finished runs past their time, a pass
+when it starts and then every ``Retention.every`` seconds (see docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import RunCancelledError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
@@ -31,6 +34,10 @@ from steadyrun.runtime._claims import Claims
 from steadyrun.runtime._runtime import default_owner
 from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
 from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fence
+
+if TYPE_CHECKING:
+    from steadyrun.background import TaskStore
+    from steadyrun.service._lifecycle import Retention, RetentionPass
 
 __all__ = ["AGENT_META", "Worker", "WorkerStats", "drive_run"]
 
@@ -52,6 +59,7 @@ class WorkerStats:
         drained: Executions stopped at a checkpoint because the worker stopped.
         lost: Executions stopped because the lease was lost.
         errors: Executions that raised.
+        retained: Runs deleted by the retention policy.
     """
 
     def __init__(self) -> None:
@@ -59,6 +67,7 @@ class WorkerStats:
         self.drained = 0
         self.lost = 0
         self.errors = 0
+        self.retained = 0
 
 
 class Worker:
@@ -74,6 +83,8 @@ class Worker:
         poll: Longest wait between looks for runnable runs when no notification comes.
         grace: Seconds ``stop`` waits for executing runs to reach a checkpoint.
         handle_signals: Stop gracefully on SIGTERM and SIGINT while ``run`` works.
+        retention: Delete runs past their time while ``run`` works (``Retention``).
+        tasks: The runs' background tasks, deleted with them by the retention policy.
 
     Example:
         ``await Worker(Runtime(store, agents=[support])).run()``
@@ -90,6 +101,8 @@ class Worker:
         poll: float = 2.0,
         grace: float = 30.0,
         handle_signals: bool = False,
+        retention: Retention | None = None,
+        tasks: TaskStore | None = None,
     ) -> None:
         if concurrency < 1 or ttl <= 0 or poll <= 0 or grace < 0:
             raise UsageError(
@@ -104,6 +117,8 @@ class Worker:
         self.poll = poll
         self.grace = grace
         self.handle_signals = handle_signals
+        self.retention = retention
+        self.tasks = tasks
         self.stats = WorkerStats()
         self.runtime = _rebuilt(runtime, _DrainingStore(runtime.store, self), self.owner)
         self._claims = Claims(self.leases, self.owner, ttl)
@@ -130,6 +145,7 @@ class Worker:
         signals = (signal.SIGTERM, signal.SIGINT) if self.handle_signals else ()
         for sig in signals:
             loop.add_signal_handler(sig, self.stop)
+        retaining = self._retaining()
         try:
             while not self._stopping.is_set():
                 if await self._fill() == 0:
@@ -138,6 +154,9 @@ class Worker:
         finally:
             for sig in signals:
                 loop.remove_signal_handler(sig)
+            if retaining is not None:
+                retaining.cancel()
+                await asyncio.gather(retaining, return_exceptions=True)
 
     async def run_until_idle(self) -> None:
         """Execute runnable runs until none is left or executing (tests, one-off catch-ups)."""
@@ -150,6 +169,28 @@ class Worker:
                 await self._freed.wait()
 
     # -- inside ------------------------------------------------------------------------------
+
+    def _retaining(self) -> asyncio.Task[None] | None:
+        """The task applying the retention policy, when there is one."""
+        if self.retention is None:
+            return None
+        from steadyrun.service._lifecycle import retain
+
+        def passed(done: RetentionPass) -> None:
+            self.stats.retained += len(done.deleted)
+
+        return asyncio.create_task(
+            retain(
+                self.store,
+                self.retention,
+                tasks=self.tasks,
+                owner=self.owner,
+                clock=self.runtime._clock,
+                stopping=self._stopping,
+                on_pass=passed,
+            ),
+            name="steadyrun-retention",
+        )
 
     async def _fill(self) -> int:
         free = self.concurrency - len(self._tasks)

@@ -7,6 +7,7 @@
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from steadyrun.stores._export import EXPORT_FORMAT, export_document, read_document
 from steadyrun.stores._leases import Fence, Lease, LeaseLostError, Leases
 from steadyrun.stores._lifecycle import FeedDump, RunDeletion, RunDump, RunLifecycle
 from steadyrun.stores._memory import MemoryStore
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from steadyrun.stores._postgres import PostgresStore as PostgresStore
 
 __all__ = [
+    "EXPORT_FORMAT",
     "Claim",
     "Feed",
     "FeedDump",
@@ -43,6 +45,8 @@ __all__ = [
     "RunSummary",
     "SqliteStore",
     "Store",
+    "export_document",
+    "read_document",
 ]
 
 

@@ -83,6 +83,11 @@ class MemoryLeases:
             return
         self._wake(root)
 
+    def unhandled(self, run_id: str) -> bool:
+        """Whether the run has wake-ups no executor handled yet."""
+        work = self._state.work.get(run_id)
+        return work is not None and work.wanted > work.handled
+
     def forget(self, run_id: str) -> None:
         """Drop the run's claim, wake-ups and step log (its run was deleted)."""
         self._state.work.pop(run_id, None)

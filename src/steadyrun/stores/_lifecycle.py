@@ -76,11 +76,15 @@ class RunDump:
         runs: The run and its sub-agent runs that have rows, sorted by id (the run first).
         feeds: The feeds of those runs that hold input (a run started and not executed yet
             has a feed and no row), sorted by run id.
+        woken: Whether the run had wake-ups no executor handled yet (input, a decision, an
+            answer or a result written since its last execution, or an execution cut off):
+            restoring it counts a wake-up, so a worker executes it there too.
     """
 
     run_id: str
     runs: list[RunSnapshot] = field(default_factory=list)
     feeds: list[FeedDump] = field(default_factory=list)
+    woken: bool = False
 
 
 @runtime_checkable
@@ -91,8 +95,9 @@ class RunLifecycle(Protocol):
     feeds, and the run's claim and step log, and refuses (``RunBusyError``, changing nothing)
     while another executor holds the run's unexpired claim; a claim of the current task's
     fence may be deleted with its run. ``dump_run`` reads the tree in one snapshot (``None``
-    when there is nothing). ``restore_run`` writes a dump in one transaction, exactly as it
-    was read (call order, feed numbers, consumed boundaries), and refuses with
+    when there is nothing), with whether the run has unhandled wake-ups. ``restore_run``
+    writes a dump in one transaction, exactly as it was read (call order, feed numbers,
+    consumed boundaries), counts a wake-up when the dump says so, and refuses with
     ``ConflictError`` when any run of the tree has a row or input already.
     """
 

@@ -89,7 +89,10 @@ class MemoryLifecycle:
                 dump.feeds.append(
                     FeedDump(run_id=member, messages=messages, consumed=feed.consumed)
                 )
-        return dump if dump.runs or dump.feeds else None
+        if not dump.runs and not dump.feeds:
+            return None
+        dump.woken = self.leases.unhandled(root_of(run_id))
+        return dump
 
     async def restore_run(self: _Host, dump: RunDump) -> None:
         """Write a dumped tree; everything is encoded before anything is changed.
@@ -124,3 +127,5 @@ class MemoryLifecycle:
             feeds[dumped.run_id] = feed
         self._runs.update(runs)
         self._feeds.update(feeds)
+        if dump.woken:
+            await self.leases.wake(root_of(dump.run_id))

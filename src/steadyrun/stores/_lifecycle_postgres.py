@@ -32,6 +32,7 @@ from steadyrun.records import (
     RunSnapshot,
 )
 from steadyrun.stores._leases import Holder, current_fence
+from steadyrun.stores._leases_postgres import wake_in
 from steadyrun.stores._lifecycle import (
     FeedDump,
     RunDeletion,
@@ -150,9 +151,10 @@ class PostgresLifecycle:
                     f"SELECT run_id, message FROM {s}.feed WHERE run_id = ANY(%s)"
                     " ORDER BY run_id, seq",
                     f"SELECT run_id, consumed FROM {s}.feed_state WHERE run_id = ANY(%s)",
+                    f"SELECT run_id FROM {s}.work WHERE run_id = ANY(%s) AND wanted > handled",
                 )
             ]
-            rows, context, calls, blocks, feed, state = [await q.fetchall() for q in queries]
+            rows, context, calls, blocks, feed, state, woken = [await q.fetchall() for q in queries]
         if not rows and not feed:
             return None
         by_run = [_grouped(context), _grouped(calls), _grouped(blocks)]
@@ -179,7 +181,10 @@ class PostgresLifecycle:
             )
             for member, messages in sorted(_grouped(feed).items())
         ]
-        return RunDump(run_id=run_id, runs=runs, feeds=feeds)
+        root = root_of(run_id)
+        return RunDump(
+            run_id=run_id, runs=runs, feeds=feeds, woken=any(r[0] == root for r in woken)
+        )
 
     async def restore_run(self: _Host, dump: RunDump) -> None:
         """Write a dumped tree in one transaction; everything is encoded first.
@@ -229,6 +234,8 @@ class PostgresLifecycle:
                     f"{dump.run_id!r}"
                 )
             cur = conn.cursor()
+            if dump.woken:  # the claim's row before the run rows, as the store's other writes
+                await wake_in(cur, s, root_of(dump.run_id))
             await cur.execute(f"DELETE FROM {s}.feed_state WHERE run_id = ANY(%s)", (ids,))
             inserts: list[tuple[str, list[tuple[Any, ...]]]] = [
                 (

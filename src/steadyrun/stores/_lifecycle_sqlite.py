@@ -37,6 +37,7 @@ from steadyrun.records import (
     RunSnapshot,
 )
 from steadyrun.stores._leases import Fence, Holder, current_fence
+from steadyrun.stores._leases_sqlite import SqliteLeases, wake_in
 from steadyrun.stores._lifecycle import (
     FeedDump,
     RunDeletion,
@@ -62,6 +63,7 @@ class _Host(Protocol):
     """What the mixin uses of ``SqliteStore``."""
 
     path: Path
+    leases: SqliteLeases
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
@@ -202,6 +204,9 @@ class SqliteLifecycle:
                         f"SELECT run_id, consumed FROM feed_state WHERE run_id {_IN}", (ids,)
                     ).fetchall()
                 )
+                woken = conn.execute(
+                    "SELECT 1 FROM work WHERE run_id = ? AND wanted > handled", (root_of(run_id),)
+                ).fetchone()
             finally:
                 conn.execute("COMMIT")
             feeds: dict[str, FeedDump] = {}
@@ -213,7 +218,9 @@ class SqliteLifecycle:
             found = [snap for snap in runs if snap is not None]
             if not found and not feeds:
                 return None
-            return RunDump(run_id=run_id, runs=found, feeds=list(feeds.values()))
+            return RunDump(
+                run_id=run_id, runs=found, feeds=list(feeds.values()), woken=woken is not None
+            )
 
         return await self._run(read)
 
@@ -284,9 +291,13 @@ class SqliteLifecycle:
                 feed,
             )
             conn.executemany("INSERT INTO feed_state (run_id, consumed) VALUES (?, ?)", consumed)
+            if dump.woken:
+                wake_in(conn, None, root_of(dump.run_id))
             conn.execute("COMMIT")
 
         await self._run(write)
+        if dump.woken:
+            self.leases.notify()
 
     async def reclaim(self: _Host, *, full: bool = False) -> Reclaimed:
         """Give the pages of deleted rows back to the file system.
@@ -307,7 +318,9 @@ class SqliteLifecycle:
                 conn.execute("VACUUM")
                 mode = "full"
             elif conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-                conn.execute("PRAGMA incremental_vacuum").fetchall()
+                # Through sqlite3_exec, which steps it to the end: execute() would step it
+                # once, freeing one page.
+                conn.executescript("PRAGMA incremental_vacuum;")
                 mode = "incremental"
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             return Reclaimed(mode=mode, before=before, after=_size(self.path))

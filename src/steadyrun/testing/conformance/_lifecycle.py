@@ -253,6 +253,28 @@ async def dump_and_restore_round_trip(store: Store) -> None:
     expect_equal([m.id for m in claim.messages], ["m2", "m3"], "unconsumed input after it")
 
 
+@CHECKS.rule("restore_carries_unhandled_wake_ups")
+async def restore_carries_unhandled_wake_ups(store: Store) -> None:
+    """A run with wake-ups no executor handled is runnable again once restored; others not."""
+    leases = store.leases
+    await _build(store)  # its input woke it
+    dump = await _lifecycle(store).dump_run(RUN)
+    assert dump is not None
+    expect_equal(dump.woken, True, "woken, in the dump of a run with input nobody handled")
+    await _lifecycle(store).delete_run(RUN)
+    await _lifecycle(store).restore_run(dump)
+    expect(RUN in await leases.runnable(limit=100), "the restored run is runnable")
+    lease = await leases.acquire(RUN, "w", _TTL)
+    assert lease is not None
+    await leases.release(lease)  # handled
+    handled = await _lifecycle(store).dump_run(RUN)
+    assert handled is not None
+    expect_equal(handled.woken, False, "woken, in the dump of a run whose wake-ups were handled")
+    await _lifecycle(store).delete_run(RUN)
+    await _lifecycle(store).restore_run(handled)
+    expect_equal(RUN in await leases.runnable(limit=100), False, "runnable once restored")
+
+
 @CHECKS.rule("dump_of_a_run_not_started_yet")
 async def dump_of_a_run_not_started_yet(store: Store) -> None:
     """A run with input and no row dumps as its feed alone, and restores as such."""

@@ -157,7 +157,9 @@ def build_app() -> typer.Typer:
     ) -> None:
         _run(_work(app, concurrency, ttl, grace, json_out))
 
-    cli.add_typer(runs(), name="runs", help="List, show, follow and cancel runs.")
+    cli.add_typer(
+        runs(), name="runs", help="List, show, follow, cancel, export, import and delete runs."
+    )
     write_commands(cli)
     return cli
 

@@ -1,4 +1,7 @@
-"""The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands."""
+"""The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands.
+
+``runs export|import|delete`` live in ``steadyrun._cli_lifecycle``.
+"""
 
 from __future__ import annotations
 
@@ -171,6 +174,9 @@ def runs() -> typer.Typer:
 
         _with(app, store, go)
 
+    from steadyrun._cli_lifecycle import lifecycle_commands  # (it imports this module)
+
+    lifecycle_commands(group)
     return group
 
 

@@ -43,7 +43,8 @@ def test_check_names_are_grouped_by_port_and_state_a_rule() -> None:
     names = list(CHECKS)
     assert len(names) == len(set(names)) >= 50
     ports = [name.split(".")[0] for name in names]
-    assert ports == sorted(ports, key=["journal", "feed", "index", "claims", "lifecycle"].index)
+    order = ["journal", "feed", "index", "claims", "lifecycle", "history"]
+    assert ports == sorted(ports, key=order.index)
     for name, check in CHECKS.items():
         assert check.name == name and name.startswith(f"{check.port}.")
         assert check.rule and not check.rule.endswith(":")

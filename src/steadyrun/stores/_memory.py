@@ -28,7 +28,9 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.records._history import StepEntry
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._history_memory import MemoryHistory
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
 from steadyrun.stores._lifecycle_memory import MemoryLifecycle
@@ -44,6 +46,7 @@ class _Run:
     context: list[bytes] = field(default_factory=list)
     calls: dict[str, bytes] = field(default_factory=dict)
     blocks: dict[str, bytes] = field(default_factory=dict)
+    history: MemoryHistory = field(default_factory=MemoryHistory)
 
 
 @dataclass(slots=True)
@@ -90,6 +93,9 @@ class MemoryStore(MemoryLifecycle):
         # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)
         log = _new_log(stored.context if stored else [], base, appended, step.context.start)
+        history = stored.history if stored else MemoryHistory()
+        entry = history.plan(step, len(stored.context) if stored else 0)
+        written += len(entry.data)
         removed = set(step.removed_calls)
         calls: dict[str, bytes] = {}
         for call in step.calls:
@@ -100,13 +106,14 @@ class MemoryStore(MemoryLifecycle):
             written += len(calls[call.id])
 
         if stored is None:
-            stored = self._runs[run_id] = _Run(run=run_b, checkpoint=cp_b)
+            stored = self._runs[run_id] = _Run(run=run_b, checkpoint=cp_b, history=history)
         for block_id in step.removed_blocks:
             stored.blocks.pop(block_id, None)
         for call_id in step.removed_calls:
             stored.calls.pop(call_id, None)
         stored.calls.update(calls)
         stored.blocks.update(blocks)
+        history.apply(entry, stored.context)
         stored.context = log
         stored.run = run_b
         stored.checkpoint = cp_b
@@ -162,6 +169,17 @@ class MemoryStore(MemoryLifecycle):
             calls=calls,
             blocks=blocks,
         )
+
+    async def history(self, run_id: str) -> list[StepEntry]:
+        """The run's step entries, by step number (``StepHistory``)."""
+        stored = self._runs.get(run_id)
+        return stored.history.listed() if stored is not None else []
+
+    async def context_at(self, run_id: str, step: int) -> list[Message] | None:
+        """The run's context after ``step``, or ``None`` when it has no such step."""
+        stored = self._runs.get(run_id)
+        found = stored.history.context_at(step, stored.context) if stored is not None else None
+        return [decode(m, Message) for m in found] if found is not None else None
 
     # -- feed ------------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
@@ -64,7 +65,7 @@ _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 or later
 
 
-class PostgresStore(PostgresLifecycle):
+class PostgresStore(PostgresLifecycle, PostgresHistory):
     """A ``Journal``, ``Feed`` and ``RunIndex`` in a PostgreSQL database, shared by processes.
 
     It deletes, dumps and restores run trees too (``RunLifecycle``).
@@ -256,6 +257,7 @@ class PostgresStore(PostgresLifecycle):
                     f"SELECT COALESCE(MAX(idx) + 1, 0) FROM {s}.context WHERE run_id = %s",
                     (run_id,),
                 )
+            segment = await pg_segment(conn.cursor(), s, run_id, step)  # before a base: archives
             for call in step.calls:
                 written += await _merge(cur, s, run_id, call)
             if blocks:
@@ -285,6 +287,7 @@ class PostgresStore(PostgresLifecycle):
                     f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
                     [(run_id, at + i, m) for i, m in enumerate(log)],
                 )
+            written += await pg_entry(cur, s, run_id, step, segment, end)
         self.bytes_written += written
         self.step_bytes.append(written)
 

@@ -17,6 +17,10 @@ Versions:
     3: feed deduplicated on the pair (message_id, revision) instead of the text key
        ``id@revision``, which let ``("a", "b@1")`` pass for ``("a@b", "1")``; the pair is read
        from each stored message.
+    4: step_history (one entry per step: its checkpoint, usage, calls and where its messages
+       lie in the context log) and context_segments (the log segments context rewrites
+       replaced), for listing a run's steps and forking from one; see
+       ``steadyrun.stores._history``. Steps saved before have no entry.
 """
 
 from __future__ import annotations
@@ -130,6 +134,24 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE {s}.feed ALTER COLUMN message_id SET NOT NULL,
         ALTER COLUMN revision SET NOT NULL, DROP COLUMN key;
     CREATE UNIQUE INDEX feed_by_message ON {s}.feed (run_id, message_id, revision);
+    """,
+    # 4
+    """
+    CREATE TABLE {s}.step_history (
+        run_id   TEXT NOT NULL REFERENCES {s}.runs (run_id) ON DELETE CASCADE,
+        step     BIGINT NOT NULL,
+        segment  BIGINT NOT NULL,
+        entry    BYTEA NOT NULL,
+        PRIMARY KEY (run_id, step)
+    );
+
+    CREATE TABLE {s}.context_segments (
+        run_id   TEXT NOT NULL REFERENCES {s}.runs (run_id) ON DELETE CASCADE,
+        segment  BIGINT NOT NULL,
+        idx      BIGINT NOT NULL,
+        message  BYTEA NOT NULL,
+        PRIMARY KEY (run_id, segment, idx)
+    );
     """,
 )
 

@@ -34,6 +34,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file
@@ -49,7 +50,7 @@ _POLL_FIRST = 0.02
 _POLL_MAX = 0.5
 
 
-class SqliteStore(SqliteLifecycle):
+class SqliteStore(SqliteLifecycle, SqliteHistory):
     """A ``Journal``, ``Feed`` and ``RunIndex`` in one SQLite file.
 
     It deletes, dumps and restores run trees too (``RunLifecycle``), and ``reclaim`` gives
@@ -189,6 +190,7 @@ class SqliteStore(SqliteLifecycle):
                 )
             for call in step.calls:
                 calls_written += _merge(conn, run_id, call)
+            segment = sqlite_segment(conn, run_id, step)  # archives a log the step replaces
             if blocks:
                 conn.executemany(
                     "INSERT INTO blocks (run_id, block_id, position, block) VALUES (?, ?, ?, ?)"
@@ -216,6 +218,7 @@ class SqliteStore(SqliteLifecycle):
                     "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
                     [(run_id, at + i, m) for i, m in enumerate(log)],
                 )
+            calls_written += sqlite_entry(conn, run_id, step, segment, end)
             conn.execute("COMMIT")
             return calls_written
 

@@ -11,6 +11,10 @@ Versions:
     3: feed deduplicated on the pair (message_id, revision) instead of the text key
        ``id@revision``, which let ``("a", "b@1")`` pass for ``("a@b", "1")``. The table is
        rebuilt (DROP COLUMN needs SQLite 3.35) with the pair read from each stored message.
+    4: step_history (one entry per step: its checkpoint, usage, calls and where its messages
+       lie in the context log) and context_segments (the log segments context rewrites
+       replaced), for listing a run's steps and forking from one; see
+       ``steadyrun.stores._history``. Steps saved before have no entry.
 """
 
 from __future__ import annotations
@@ -114,6 +118,24 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE feed;
     ALTER TABLE feed_v3 RENAME TO feed;
     CREATE UNIQUE INDEX feed_by_message ON feed (run_id, message_id, revision);
+    """,
+    # 4
+    """
+    CREATE TABLE step_history (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        step     INTEGER NOT NULL,
+        segment  INTEGER NOT NULL,
+        entry    BLOB NOT NULL,
+        PRIMARY KEY (run_id, step)
+    );
+
+    CREATE TABLE context_segments (
+        run_id   TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+        segment  INTEGER NOT NULL,
+        idx      INTEGER NOT NULL,
+        message  BLOB NOT NULL,
+        PRIMARY KEY (run_id, segment, idx)
+    );
     """,
 )
 

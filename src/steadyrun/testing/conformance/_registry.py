@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from steadyrun.stores import Feed, Journal, Leases, RunIndex, Store
+from steadyrun.stores._history import StepHistory
 from steadyrun.stores._lifecycle import RunLifecycle
 
 __all__ = ["PORTS", "Check", "CheckFn", "CheckList", "Port"]
 
-Port = Literal["journal", "feed", "index", "claims", "lifecycle"]
+Port = Literal["journal", "feed", "index", "claims", "lifecycle", "history"]
 """The part of a store a check exercises: ``Journal``, ``Feed``, ``RunIndex``, its claims, or
-``RunLifecycle`` (deleting, dumping and restoring run trees)."""
+``RunLifecycle`` (deleting, dumping and restoring run trees), or ``StepHistory``."""
 
 
 @runtime_checkable
@@ -32,12 +33,18 @@ class _Lifecycle(RunLifecycle, Store, Protocol):
     """A whole store that also deletes, dumps and restores run trees (the checks need both)."""
 
 
+@runtime_checkable
+class _History(StepHistory, Store, Protocol):
+    """A whole store that also lists the steps of runs (the fork check runs a run on it)."""
+
+
 PORTS: dict[Port, type] = {
     "journal": Journal,
     "feed": Feed,
     "index": RunIndex,
     "claims": _Claims,
     "lifecycle": _Lifecycle,
+    "history": _History,
 }
 """The protocol a store must implement for the checks of each port to apply."""
 

@@ -19,6 +19,7 @@ from steadyrun.testing.conformance import (
     _calls,
     _claims,
     _feed,
+    _history,
     _index,
     _journal,
     _lifecycle,
@@ -39,11 +40,12 @@ __all__ = [
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
         check.name: check
-        for module in (_journal, _calls, _answers, _feed, _index, _claims, _lifecycle)
+        for module in (_journal, _calls, _answers, _feed, _index, _claims, _lifecycle, _history)
         for check in module.CHECKS.checks
     }
 )
-"""Every check by name (``journal.*``, ``feed.*``, ``index.*``, ``claims.*``, ``lifecycle.*``).
+"""Every check by name (``journal.*``, ``feed.*``, ``index.*``, ``claims.*``, ``lifecycle.*``,
+``history.*``), in order.
 
 Iterating gives the names, so ``@pytest.mark.parametrize("check", CHECKS)`` makes one test per
 rule with the rule's name as its id.

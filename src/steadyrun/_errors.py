@@ -6,6 +6,7 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     ├── UsageError                 the library was called the wrong way; fix the calling code
     │   ├── ToolDefinitionError    a @tool signature or trait is invalid (all problems at once)
     │   ├── RunNotFoundError       no run is stored under that id
+    │   ├── StepNotFoundError      no such step in a run's history (``steadyrun.runtime``)
     │   ├── RunCancelledError      the run was cancelled: it is never resumed
     │   ├── UnknownCallError       no call (or wait) with that id in the run
     │   │   └── CallNotFoundError  a store has no such call to update (also a ``KeyError``)
@@ -83,6 +84,7 @@ __all__ = [
     "RunNotFoundError",
     "ScriptExhaustedError",
     "SteadyrunError",
+    "StepNotFoundError",
     "StoreError",
     "SubAgentInterrupted",
     "ToolDefinitionError",
@@ -121,6 +123,26 @@ class RunNotFoundError(UsageError):
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"no run with id {run_id!r} in this store; start it with Runtime.run()")
+
+
+class StepNotFoundError(UsageError):
+    """A run's history lists no step with that number (to fork from, say).
+
+    Attributes:
+        run_id: The run.
+        step: The step asked for.
+        detail: What the history holds instead, when that helps.
+    """
+
+    def __init__(self, run_id: str, step: int, detail: str = "") -> None:
+        self.run_id = run_id
+        self.step = step
+        self.detail = detail
+        message = f"run {run_id!r} has no step {step} in its history"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+    def __reduce__(self) -> tuple[type[StepNotFoundError], tuple[str, int, str]]:
+        return (type(self), (self.run_id, self.step, self.detail))
 
 
 class RunCancelledError(UsageError):

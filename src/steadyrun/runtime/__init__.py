@@ -1,5 +1,6 @@
 """The run: agents, limits, the loop, recovery, observers and results."""
 
+from steadyrun._errors import StepNotFoundError
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._completion import (
     Accept,
@@ -12,6 +13,7 @@ from steadyrun.runtime._completion import (
     GuardView,
     Verdict,
 )
+from steadyrun.runtime._fork import ForkedRun, HistoryCall, HistoryStep
 from steadyrun.runtime._observers import Observer
 from steadyrun.runtime._recovery import (
     apply_answers,
@@ -35,11 +37,15 @@ __all__ = [
     "Finish",
     "Guard",
     "GuardView",
+    "ForkedRun",
+    "HistoryCall",
+    "HistoryStep",
     "Limits",
     "Observer",
     "PendingItem",
     "RunResult",
     "Runtime",
+    "StepNotFoundError",
     "Texts",
     "Verdict",
     "apply_answers",

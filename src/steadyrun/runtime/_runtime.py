@@ -14,6 +14,7 @@ from steadyrun.records import RunSnapshot
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import HandoverHook
 from steadyrun.runtime._claims import Claims, check_writable, owner_id
+from steadyrun.runtime._fork import ForkOperations
 from steadyrun.runtime._host import HostOperations, PendingItem
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet
@@ -34,7 +35,7 @@ def default_owner() -> str:
     return owner_id(uuid.uuid4().hex[:6])
 
 
-class Runtime(HostOperations):
+class Runtime(HostOperations, ForkOperations):
     """Runs agents durably on a store.
 
     Args:

@@ -35,6 +35,8 @@ class Texts:
 
     Attributes:
         cancelled: A queued call dropped because new input arrived.
+        not_carried: A call of the open batch at a fork point, which the fork does not run
+            (``Runtime.fork``; its outcome belongs to the run forked from).
         interrupted_replayable: A replayable call a crash interrupted.
         interrupted: A call without side effects a crash interrupted.
         needs_review: A call with side effects a crash interrupted (outcome unknown).
@@ -188,6 +190,10 @@ class Texts:
     cancelled: str = (
         "Call {call_id} to {name} was cancelled before it started because new input arrived. "
         "Read the new input, then call the tool again if it is still needed."
+    )
+    not_carried: str = (
+        "Call {call_id} to {name} did not run in this conversation. Call the tool again if it is "
+        "still needed."
     )
     interrupted_replayable: str = (
         "Call {call_id} to {name} was interrupted before it finished. It is safe to call it again."

@@ -19,6 +19,9 @@ CHINESE: Mapping[str, str] = MappingProxyType(
             "对 {name} 的调用 {call_id} 尚未开始就已取消，因为有新的输入到达。"
             "请先阅读新的输入；如果仍然需要，再重新调用该工具。"
         ),
+        "not_carried": (
+            "对 {name} 的调用 {call_id} 没有在本次对话中执行。如果仍然需要，请再次调用该工具。"
+        ),
         "interrupted_replayable": (
             "对 {name} 的调用 {call_id} 在完成前被中断。可以放心地再次调用。"
         ),

@@ -1,6 +1,8 @@
-"""Checks of ``StepHistory``: every step listed, and the context after each.
+"""Checks of ``StepHistory``: every step listed, the context after each, and forks from them.
 
-The checks write steps directly, as the runtime does.
+The first checks write steps directly, as the runtime does; the last runs a real run with a
+side-effecting tool on the store and forks it (``Runtime.fork`` reads the store's history,
+the run's snapshot and its context at the step, and writes the fork as one step).
 """
 
 from __future__ import annotations
@@ -9,16 +11,19 @@ from dataclasses import replace
 from typing import Any
 
 from steadyrun._errors import StoreError
-from steadyrun.chat import Message, TextPart, Usage
+from steadyrun.chat import Message, ModelRequest, ModelResponse, TextPart, ToolResultPart, Usage
 from steadyrun.records import Checkpoint, ContextChange, Step
 from steadyrun.records._history import StepCall, StepEntry
+from steadyrun.runtime import Agent, Runtime
 from steadyrun.stores import LeaseLostError, Store
 from steadyrun.stores._history import StepHistory
 from steadyrun.stores._leases import fenced
 from steadyrun.stores._lifecycle import RunLifecycle
+from steadyrun.testing._models import FunctionModel, text, tool_calls
 from steadyrun.testing.conformance._expect import expect, expect_equal, expect_raises, fail
 from steadyrun.testing.conformance._records import RUN, at, call, load, run_row, step, user
 from steadyrun.testing.conformance._registry import CheckList
+from steadyrun.tools import ToolContext, tool
 
 __all__ = ["CHECKS"]
 
@@ -207,6 +212,45 @@ async def deleted_with_its_run(store: Store) -> None:
     await store.save_step(RUN, _numbered(1, checkpoint=one, context=_append(user("b"))))
     expect_equal([e.step for e in await _history(store).history(RUN)], [1], "steps of the new run")
     expect_equal(await _context(store, 1), [user("b")], "context of the new run's step")
+
+
+@CHECKS.rule("a_fork_starts_from_a_step")
+async def a_fork_starts_from_a_step(store: Store) -> None:
+    """``Runtime.fork`` at a step: the original's context then, its effects not run again."""
+    ledger: list[tuple[str, int]] = []
+
+    @tool(side_effects=True)
+    def ship(order: int, ctx: ToolContext) -> str:
+        """Ship an order.
+
+        Args:
+            order: The order.
+            ctx: The call's context: its run.
+        """
+        ledger.append((ctx.run_id, order))
+        return f"shipped {order}"
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages for p in m.parts if isinstance(p, ToolResultPart))
+        return tool_calls(("ship", {"order": done + 1})) if done < 3 else text("done")
+
+    agent = Agent(name="shipper", model=FunctionModel(respond), tools=[ship])
+    runtime = Runtime(store, agents=[agent])
+    await runtime.run(agent, run_id=RUN, input="Ship three orders.")
+    original = await load(store)
+    expect_equal(original.run.steps, 8, "steps of the run (input, 3 x 2, answer)")
+    # Step 4: the model asked for order 2; the original shipped it after that step.
+    forked = await runtime.fork(RUN, at=4, new_run_id="fork-1")
+    expect_equal((forked.status, forked.created), ("suspended", True), "the fork made")
+    expect_equal(await load(store), original, "the original after the fork")
+    fork = await load(store, "fork-1")
+    expect_equal(fork.context, await _context(store, 4), "the fork's context")
+    expect_equal([c.status for c in fork.calls], ["succeeded", "cancelled"], "its calls")
+    result = await runtime.resume("fork-1")
+    expect_equal(result.text, "done", "the fork's answer")
+    shipped = [(RUN, 1), (RUN, 2), (RUN, 3), ("fork-1", 3)]
+    expect_equal(ledger, shipped, "every shipment (the fork's model counts the cancelled call)")
+    expect_equal(await load(store), original, "the original after the fork ran")
 
 
 def _append(*messages: Message) -> ContextChange:

@@ -228,3 +228,19 @@ async def test_fork_before_a_context_rewrite(store: Store) -> None:
     await runtime.fork(RUN, at=before, new_run_id="early")
     fork = await store.load("early")
     assert fork is not None and fork.context == full
+
+
+async def test_an_edit_given_as_text_keeps_the_role_of_the_message_it_replaces() -> None:
+    runtime, ledger = await twenty_steps(MemoryStore())
+    await runtime.fork(RUN, at=1, new_run_id="as-input", edit="Ship again.")
+    result = await runtime.resume("as-input")
+    assert result.text == "again: 0 shipped"
+    said = await runtime.fork(RUN, at=10, new_run_id="as-answer", edit="No more.")
+    assert said.status == "completed"
+    fork = await runtime.store.load("as-answer")
+    assert fork is not None and fork.context[-1].role == "assistant"
+    assert fork.run.text == "No more." and not fork.context[-1].tool_calls
+    again = await runtime.fork(RUN, at=10, new_run_id="as-answer", edit="No more.")
+    assert not again.created
+    with pytest.raises(UsageError, match="tool message"):
+        await runtime.fork(RUN, at=11, new_run_id="as-tool", edit="fake result")

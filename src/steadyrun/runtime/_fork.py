@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from steadyrun._codec import to_plain
 from steadyrun._errors import ConflictError, RunNotFoundError, StepNotFoundError, UsageError
-from steadyrun.chat import Message, ToolCallPart, Usage
+from steadyrun.chat import Message, TextPart, ToolCallPart, Usage
 from steadyrun.records import (
     SETTLED_STATUSES,
     Block,
@@ -161,7 +161,7 @@ class ForkOperations:
         *,
         at: int,
         new_run_id: str,
-        edit: Message | None = None,
+        edit: Message | str | None = None,
         agent: Agent | None = None,
     ) -> ForkedRun:
         """Make a new run from step ``at`` of ``run_id``; the original is not changed.
@@ -180,7 +180,8 @@ class ForkOperations:
             new_run_id: The new run's id.
             edit: Replaces the last message of the context at ``at``: a user message for the
                 input, an assistant message for the model's response (its tool calls become
-                the new run's open batch; without any, its text ends the turn).
+                the new run's open batch; without any, its text ends the turn). A text is a
+                message of the role of the one it replaces.
             agent: The run's agent, when this runtime was not given it (an edit with tool
                 calls needs its tools).
 
@@ -248,7 +249,7 @@ class _ForkBuild:
     texts: Texts
     now: datetime
 
-    def step(self, edit: Message | None, agent: Agent | None) -> Step:
+    def step(self, edit: Message | str | None, agent: Agent | None) -> Step:
         entry = self.entry
         cp = copy.deepcopy(entry.checkpoint)
         # The fork's feed is its own and starts empty: input it is sent is numbered from 1.
@@ -323,7 +324,7 @@ class _ForkBuild:
             side_effects=record.side_effects,
         )
 
-    def _edit(self, state: RunState, edit: Message, agent: Agent | None) -> None:
+    def _edit(self, state: RunState, edit: Message | str, agent: Agent | None) -> None:
         """Replace the context's last message with ``edit``."""
         k = self.entry.step
         if not state.context:
@@ -336,6 +337,8 @@ class _ForkBuild:
                 f"an edit replaces the last message of step {k}, here a {last.role} message, "
                 "which cannot be edited: fork from the step of the model's response instead"
             )
+        if isinstance(edit, str):
+            edit = Message(role=last.role, parts=[TextPart(text=edit)])
         if edit.role != last.role:
             raise UsageError(
                 f"an edit replaces the last message of step {k}, which is {kinds[last.role]}: "
@@ -414,12 +417,14 @@ def _model_call_number(model_call_id: str) -> int | None:
     return None
 
 
-def _edit_key(edit: Message | None) -> str | None:
+def _edit_key(edit: Message | str | None) -> str | None:
     """A hash of the edit, so the same fork requested again is recognised."""
     if edit is None:
         return None
+    if isinstance(edit, str):
+        return hashlib.sha256(b"text:" + edit.encode(errors="surrogatepass")).hexdigest()
     canonical = json.dumps(to_plain(edit, Message), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(canonical.encode(errors="surrogatepass")).hexdigest()
 
 
 def _missing(entries: list[StepEntry], at: int) -> str:

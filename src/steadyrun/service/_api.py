@@ -27,6 +27,7 @@ from steadyrun._errors import (
     RunBusyError,
     RunCancelledError,
     RunNotFoundError,
+    StepNotFoundError,
     StoreError,
     UnknownCallError,
     UsageError,
@@ -35,6 +36,7 @@ from steadyrun.records import CallRecord, RunStatus
 from steadyrun.runtime import Runtime
 from steadyrun.service._app import App, NotSupportedError, start_fingerprint
 from steadyrun.service._guard import Guard
+from steadyrun.service._history import edit_message, fork_out, step_out
 from steadyrun.service._schemas import (
     AgentList,
     AnswerRequest,
@@ -42,6 +44,9 @@ from steadyrun.service._schemas import (
     CancelOut,
     DecideRequest,
     ErrorOut,
+    ForkOut,
+    ForkRequest,
+    HistoryOut,
     MessageOut,
     MessageRequest,
     PendingList,
@@ -70,6 +75,7 @@ _SEP = "\n"
 
 _ERRORS: list[tuple[type[Exception], int, str]] = [
     (RunNotFoundError, 404, "not_found"),
+    (StepNotFoundError, 404, "not_found"),
     (UnknownCallError, 404, "not_found"),
     (NotPendingError, 409, "not_pending"),
     (ConflictError, 409, "conflict"),
@@ -300,6 +306,33 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
     async def resume(run_id: str) -> ResumeOut:
         """Wake a suspended, failed or crashed run up: a worker continues it."""
         return ResumeOut(run_id=run_id, scheduled=await app.resume(run_id))
+
+    @api.get("/runs/{run_id}/history", tags=["runs"])
+    async def history(run_id: str) -> HistoryOut:
+        """The run's steps (safe points), oldest first, with the messages and calls each added."""
+        steps = await app.history(run_id)
+        return HistoryOut(run_id=run_id, steps=[step_out(s) for s in steps])
+
+    @api.post(
+        "/runs/{run_id}/fork",
+        tags=["runs"],
+        status_code=202,
+        responses={200: {"model": ForkOut, "description": "The same fork was made before."}},
+    )
+    async def fork(run_id: str, body: ForkRequest) -> Response:
+        """Fork the run at one of its steps into a new run, which a worker continues (202).
+
+        The new run's context is the run's after that step, with its last message replaced
+        by ``edit`` when given; calls after the step are not carried and nothing the run did
+        runs again unless the new run's model asks. The same request again answers 200.
+        """
+        new_run_id = body.new_run_id or uuid.uuid4().hex
+        edit = edit_message(body.edit) if body.edit is not None else None
+        forked = await app.fork(
+            run_id, at=body.at, new_run_id=new_run_id, edit=edit, resume=body.resume
+        )
+        out = fork_out(forked)
+        return JSONResponse(status_code=202 if forked.created else 200, content=out.model_dump())
 
     @api.post("/runs/{run_id}/cancel", tags=["runs"])
     async def cancel(run_id: str) -> CancelOut:

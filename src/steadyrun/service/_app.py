@@ -23,8 +23,9 @@ from steadyrun._errors import (
     SteadyrunError,
     UsageError,
 )
+from steadyrun.chat import Message
 from steadyrun.records import CallRecord
-from steadyrun.runtime import Agent, Runtime
+from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
 from steadyrun.service._worker import Worker
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import Publisher
@@ -296,6 +297,40 @@ class App:
         record = await self.runtime.settle(run_id, call_id, result=result, error=error)
         await self._written(run_id)
         return record
+
+    async def history(self, run_id: str) -> list[HistoryStep]:
+        """``Runtime.history``: the run's steps, with what each added.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        return await self.runtime.history(run_id)
+
+    async def fork(
+        self,
+        run_id: str,
+        *,
+        at: int,
+        new_run_id: str,
+        edit: Message | str | None = None,
+        resume: bool = True,
+    ) -> ForkedRun:
+        """``Runtime.fork``; with ``resume`` a worker then continues the new run.
+
+        The same fork requested again wakes the new run again when it waits (harmless: a
+        worker finds nothing to do, or does what a lost wake-up left undone).
+
+        Raises:
+            RunNotFoundError: No such run.
+            StepNotFoundError: Its history has no such step.
+            ConflictError: ``new_run_id`` is another run's.
+            UsageError: The edit does not fit the message it replaces.
+        """
+        forked = await self.runtime.fork(run_id, at=at, new_run_id=new_run_id, edit=edit)
+        if resume and forked.status == "suspended":
+            await self._ensure()
+            await self.store.leases.wake(forked.run_id)
+        return forked
 
     async def cancel(self, run_id: str) -> Cancelled:
         """Cancel a run: its open calls and sub-agent runs are cancelled and it never resumes.

@@ -13,7 +13,12 @@ __all__ = [
     "CallOut",
     "CancelOut",
     "DecideRequest",
+    "EditIn",
     "ErrorOut",
+    "ForkOut",
+    "ForkRequest",
+    "HistoryOut",
+    "HistoryStepOut",
     "MessageOut",
     "MessageRequest",
     "PendingList",
@@ -165,6 +170,90 @@ class CancelOut(BaseModel):
     run_id: str
     runs: list[str] = Field(description="Runs cancelled now (the run and its sub-agent runs).")
     calls: list[str] = Field(description="Calls settled cancelled, as run:call.")
+
+
+class ToolCallIn(_In):
+    """A tool call the edited model response makes."""
+
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class EditIn(_In):
+    """What replaces the last message of the step forked from.
+
+    Text alone replaces it keeping its role (the input, or the model's answer); tool calls
+    make it the model's response, whose calls the new run then executes.
+    """
+
+    text: str = ""
+    tool_calls: list[ToolCallIn] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _something(self) -> EditIn:
+        if not self.text and not self.tool_calls:
+            raise ValueError("give text, tool calls or both")
+        return self
+
+
+class ForkRequest(_In):
+    """Fork a run at one of its steps (``GET /runs/{id}/history`` lists them)."""
+
+    at: int = Field(ge=1, description="The step to fork from.")
+    new_run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9._:@-]+$",
+        description="The new run's id; a new random id when left out (then not idempotent).",
+    )
+    edit: EditIn | None = None
+    resume: bool = Field(default=True, description="Whether a worker continues the new run.")
+
+
+class ForkOut(BaseModel):
+    """The new run (or the same fork, made before)."""
+
+    run_id: str
+    forked_from: str
+    step: int
+    created: bool = Field(description="False when the same fork had been made already.")
+    status: str
+
+
+class HistoryMessageOut(BaseModel):
+    """A message a step added: its text, the tool calls it asks for, the results it gives."""
+
+    role: str
+    text: str
+    tool_calls: list[dict[str, Any]]
+    tool_results: list[dict[str, Any]]
+
+
+class HistoryStepOut(BaseModel):
+    """One step (safe point) of a run."""
+
+    step: int
+    at: datetime | None
+    status: str
+    phase: str
+    turn: int
+    model_calls: int
+    rewrote: bool = Field(description="It rewrote the context: messages are the whole context.")
+    context_length: int
+    messages: list[HistoryMessageOut]
+    calls: list[dict[str, str]]
+    usage: dict[str, int]
+    text: str | None = None
+    error: str | None = None
+    forked_from: dict[str, Any] | None = None
+
+
+class HistoryOut(BaseModel):
+    """A run's steps, oldest first."""
+
+    run_id: str
+    steps: list[HistoryStepOut]
 
 
 class AgentList(BaseModel):

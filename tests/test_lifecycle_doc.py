@@ -1,0 +1,49 @@
+"""The examples of docs/lifecycle.md run as they are (each in a directory of its own)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "lifecycle.md"
+
+
+def _example(section: str) -> str:
+    """The first ``python`` block of the ``## section`` of docs/lifecycle.md."""
+    text = DOC.read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    found = re.search(r"```python\n(.*?)```", body, flags=re.S)
+    assert found is not None, f"no python example under '## {section}'"
+    return found.group(1)
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        (
+            "Retention and deletion",
+            [
+                "deleted ['t-1']",
+                "refused: held by another-executor",
+                "retention deleted []",
+                "worker retention every 600.0 s",
+            ],
+        ),
+        (
+            "Export and import",
+            ["imported ['t-1']", "completed - You said: Hi / And again"],
+        ),
+    ],
+)
+def test_the_example_runs(section: str, expected: list[str], tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(_example(section))
+    out = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == expected

@@ -158,7 +158,9 @@ def build_app() -> typer.Typer:
         _run(_work(app, concurrency, ttl, grace, json_out))
 
     cli.add_typer(
-        runs(), name="runs", help="List, show, follow, cancel, export, import and delete runs."
+        runs(),
+        name="runs",
+        help="List, show, follow, cancel, fork, export, import and delete runs; list their steps.",
     )
     write_commands(cli)
     return cli

@@ -1,6 +1,7 @@
 """The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands.
 
-``runs export|import|delete`` live in ``steadyrun._cli_lifecycle``.
+``runs export|import|delete`` live in ``steadyrun._cli_lifecycle``, ``runs history|fork`` in
+``steadyrun._cli_history``.
 """
 
 from __future__ import annotations
@@ -174,9 +175,11 @@ def runs() -> typer.Typer:
 
         _with(app, store, go)
 
-    from steadyrun._cli_lifecycle import lifecycle_commands  # (it imports this module)
+    from steadyrun._cli_history import history_commands  # (they import this module)
+    from steadyrun._cli_lifecycle import lifecycle_commands
 
     lifecycle_commands(group)
+    history_commands(group)
     return group
 
 

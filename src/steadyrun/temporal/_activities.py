@@ -169,7 +169,8 @@ class Activities:
         if store is None:
             return
         run_id = inp.run_id
-        fence = await engine_claim(store, run_id, activity.info().workflow_id or run_id)
+        workflow_id = activity.info().workflow_id if activity.in_activity() else None
+        fence = await engine_claim(store, run_id, workflow_id or run_id)
         with fenced(fence):  # its own writes: they wake no built-in worker
             await self._apply(store, run_id, inp)
 

@@ -17,6 +17,7 @@ from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.stores._lifecycle import RunDump, RunLifecycle
 from steadyrun.testing.conformance._expect import expect, expect_equal, expect_raises, fail
+from steadyrun.testing.conformance._journal import _rich_step
 from steadyrun.testing.conformance._records import (
     RUN,
     at,
@@ -251,6 +252,19 @@ async def dump_and_restore_round_trip(store: Store) -> None:
     expect_equal(await store.pending(RUN, 0), 3, "pending after the restore")
     claim = await store.claim(RUN, 3)
     expect_equal([m.id for m in claim.messages], ["m2", "m3"], "unconsumed input after it")
+
+
+@CHECKS.rule("dump_and_restore_keep_every_field")
+async def dump_and_restore_keep_every_field(store: Store) -> None:
+    """Every field of a run's row, checkpoint, context, calls and blocks survives the trip."""
+    await store.save_step(RUN, _rich_step())
+    before = await load(store)
+    dump = await _lifecycle(store).dump_run(RUN)
+    assert dump is not None
+    expect_equal(dump.runs, [before], "the dump's run, as load returns it")
+    await _lifecycle(store).delete_run(RUN)
+    await _lifecycle(store).restore_run(dump)
+    expect_equal(await load(store), before, "the restored run")
 
 
 @CHECKS.rule("restore_carries_unhandled_wake_ups")

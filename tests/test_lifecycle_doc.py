@@ -25,6 +25,29 @@ def _example(section: str) -> str:
     ("section", "expected"),
     [
         (
+            "History and fork",
+            [
+                "step 1: running, next model | user: Ship orders 1 to 3.",
+                'step 2: running, next batch | assistant: ship{"order": 1}',
+                "step 3: running, next model | tool: shipped 1",
+                'step 4: running, next batch | assistant: ship{"order": 2}',
+                "step 5: running, next model | tool: shipped 2",
+                'step 6: running, next batch | assistant: ship{"order": 3}',
+                "step 7: running, next model | tool: shipped 3",
+                "step 8: completed, next done | assistant: Done: shipped 1, shipped 2, shipped 3.",
+                "o-2 suspended",
+                "Done: shipped 1, shipped 2, shipped 3.",
+                "Done: shipped 1, shipped 9, shipped 3.",
+                "o-1 shipped 1",
+                "o-1 shipped 2",
+                "o-1 shipped 3",
+                "o-2 shipped 2",
+                "o-2 shipped 3",
+                "o-3 shipped 9",
+                "o-3 shipped 3",
+            ],
+        ),
+        (
             "Retention and deletion",
             [
                 "deleted ['t-1']",

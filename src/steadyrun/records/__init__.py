@@ -14,6 +14,7 @@ from steadyrun.records._call import (
     merge_call,
     overlay_external,
 )
+from steadyrun.records._history import StepCall, StepEnding, StepEntry
 from steadyrun.records._step import (
     CHECKPOINT_FORMAT,
     Block,
@@ -43,6 +44,9 @@ __all__ = [
     "RunSnapshot",
     "RunStatus",
     "Step",
+    "StepCall",
+    "StepEnding",
+    "StepEntry",
     "is_settled",
     "merge_call",
     "overlay_external",

@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.stores._export import EXPORT_FORMAT, export_document, read_document
+from steadyrun.stores._history import StepHistory
 from steadyrun.stores._leases import Fence, Lease, LeaseLostError, Leases
 from steadyrun.stores._lifecycle import FeedDump, RunDeletion, RunDump, RunLifecycle
 from steadyrun.stores._memory import MemoryStore
@@ -44,6 +45,7 @@ __all__ = [
     "RunLifecycle",
     "RunSummary",
     "SqliteStore",
+    "StepHistory",
     "Store",
     "export_document",
     "read_document",

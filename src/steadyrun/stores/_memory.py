@@ -34,6 +34,7 @@ from steadyrun.stores._history_memory import MemoryHistory
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
 from steadyrun.stores._lifecycle_memory import MemoryLifecycle
+from steadyrun.stores._listing import RunFilter, record_summary
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
@@ -264,27 +265,9 @@ class MemoryStore(MemoryLifecycle):
         limit: int = 100,
     ) -> list[RunSummary]:
         """Runs by last activity, newest first (a scan: this store is for tests)."""
-        out = []
-        for stored in self._runs.values():
-            run = decode(stored.run, RunRecord)
-            if status is not None and run.status != status:
-                continue
-            if agent is not None and run.agent != agent:
-                continue
-            if updated_before is not None and (
-                run.updated_at is None or run.updated_at >= updated_before
-            ):
-                continue
-            out.append(
-                RunSummary(
-                    run_id=run.run_id,
-                    agent=run.agent,
-                    status=run.status,
-                    created_at=run.created_at,
-                    updated_at=run.updated_at,
-                    steps=run.steps,
-                )
-            )
+        wanted = RunFilter(status=status, agent=agent, updated_before=updated_before)
+        runs = (decode(stored.run, RunRecord) for stored in self._runs.values())
+        out = [record_summary(run) for run in runs if wanted.admits(run)]
         out.sort(key=lambda r: (r.updated_at or _EPOCH, r.run_id), reverse=True)
         return out[:limit]
 

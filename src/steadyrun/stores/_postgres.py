@@ -47,6 +47,7 @@ from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_seg
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
+from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
 from steadyrun.stores._sqlite import _dt, _us
@@ -525,36 +526,16 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         limit: int = 100,
     ) -> list[RunSummary]:
         """Runs by last activity, newest first, through the listing indexes."""
-        where: list[str] = []
-        args: list[Any] = []
-        if status is not None:
-            where.append("status = %s")
-            args.append(status)
-        if agent is not None:
-            where.append("agent = %s")
-            args.append(agent)
-        if updated_before is not None:
-            where.append("updated_us < %s")
-            args.append(_us(updated_before))
-        sql = f"SELECT run_id, agent, status, created_us, updated_us, steps FROM {self._s}.runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_us DESC NULLS LAST, run_id DESC LIMIT %s"
-        args.append(limit)
+        wanted = RunFilter(status=status, agent=agent, updated_before=updated_before)
+        where, args = wanted.where("%s", _us)
+        sql = (
+            f"SELECT {LISTED_COLUMNS} FROM {self._s}.runs{where}"
+            " ORDER BY updated_us DESC NULLS LAST, run_id DESC LIMIT %s"
+        )
         async with self._connection() as conn:
-            cur = await conn.execute(sql, args)
+            cur = await conn.execute(sql, [*args, limit])
             rows = await cur.fetchall()
-        return [
-            RunSummary(
-                run_id=r[0],
-                agent=r[1],
-                status=r[2],
-                created_at=_dt(r[3]),
-                updated_at=_dt(r[4]),
-                steps=r[5],
-            )
-            for r in rows
-        ]
+        return [summary_of(r, _dt) for r in rows]
 
 
 async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord) -> int:

@@ -38,6 +38,7 @@ from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_se
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file
+from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -450,35 +451,14 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         limit: int = 100,
     ) -> list[RunSummary]:
         """Runs by last activity, newest first, through the listing indexes."""
-        where: list[str] = []
-        args: list[Any] = []
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-        if updated_before is not None:
-            where.append("updated_us < ?")
-            args.append(_us(updated_before))
-        sql = "SELECT run_id, agent, status, created_us, updated_us, steps FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_us DESC, run_id DESC LIMIT ?"
-        args.append(limit)
+        wanted = RunFilter(status=status, agent=agent, updated_before=updated_before)
+        where, args = wanted.where("?", _us)
+        # DESC puts NULL times last in SQLite, where runs never saved belong.
+        sql = f"SELECT {LISTED_COLUMNS} FROM runs{where} ORDER BY updated_us DESC, run_id DESC"
 
         def read(conn: sqlite3.Connection) -> list[RunSummary]:
-            return [
-                RunSummary(
-                    run_id=r[0],
-                    agent=r[1],
-                    status=r[2],
-                    created_at=_dt(r[3]),
-                    updated_at=_dt(r[4]),
-                    steps=r[5],
-                )
-                for r in conn.execute(sql, args).fetchall()
-            ]
+            rows = conn.execute(sql + " LIMIT ?", [*args, limit]).fetchall()
+            return [summary_of(r, _dt) for r in rows]
 
         return await self._run(read)
 

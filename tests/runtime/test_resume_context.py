@@ -7,6 +7,7 @@ import asyncio
 import steadyrun as sr
 from crashkit import crash_when, hang
 from steadyrun.chat import ToolResultPart
+from steadyrun.stores._history import encode_entry
 from steadyrun.testing import FunctionModel, text, tool_calls
 
 N = 400
@@ -111,11 +112,15 @@ async def test_the_cost_of_a_save_does_not_grow_with_the_history() -> None:
         echo_agent(loop_model(N), None, asyncio.Event()), run_id="r", input="go"
     )
     assert result.status == "completed"
-    steps = store.step_bytes
+    # Each save writes the step and its history entry (the step's checkpoint again, with the
+    # ids and statuses of its calls): both are checked on their own.
+    entries = [len(encode_entry(e)) for e in await store.history("r")]
+    steps = [total - entry for total, entry in zip(store.step_bytes, entries, strict=True)]
     assert len(steps) == 2 * N + 2  # start, 2 per iteration, completion
-    # Steps alternate: after a model response (odd index), after a batch (even index).
-    early_batch, late_batch = steps[10], steps[2 * N - 2]
-    early_model, late_model = steps[11], steps[2 * N - 1]
-    # Only counters such as "m398" get longer; nothing of the history is written again.
-    assert late_batch - early_batch < 40
-    assert late_model - early_model < 40
+    for sizes in (steps, entries):
+        # Steps alternate: after a model response (odd index), after a batch (even index).
+        early_batch, late_batch = sizes[10], sizes[2 * N - 2]
+        early_model, late_model = sizes[11], sizes[2 * N - 1]
+        # Only counters such as "m398" get longer; nothing of the history is written again.
+        assert late_batch - early_batch < 40
+        assert late_model - early_model < 40

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from steadyrun._codec import to_plain
 from steadyrun._errors import ConflictError, RunNotFoundError, StepNotFoundError, UsageError
+from steadyrun._texts import Texts
 from steadyrun.chat import Message, TextPart, ToolCallPart, Usage
 from steadyrun.records import (
     SETTLED_STATUSES,
@@ -42,7 +43,6 @@ from steadyrun.runtime._claims import Claims
 from steadyrun.runtime._lengthcut import FINISH_REASON
 from steadyrun.runtime._results import call_id
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Store
 from steadyrun.stores._history import StepHistory
 
@@ -429,7 +429,10 @@ def _edit_key(edit: Message | str | None) -> str | None:
 
 def _missing(entries: list[StepEntry], at: int) -> str:
     if not entries:
-        return "it lists no steps (they were saved before the store kept a history)"
+        return (
+            "it lists no steps (they were saved before the store kept a history, or before "
+            "the run was imported into this store)"
+        )
     first, last = entries[0].step, entries[-1].step
     origin = entries[0].checkpoint.extra.get(FORK_ORIGIN)
     if at < first and isinstance(origin, dict):

@@ -7,6 +7,7 @@ then answers: 1 input step + 2 steps per call + 1 final step = 20 steps.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +18,7 @@ import pytest
 
 import pgkit
 import steadyrun as sr
+from crashkit import crash_when, hang
 from steadyrun._errors import ConflictError, RunNotFoundError, StepNotFoundError, UsageError
 from steadyrun.chat import Message, TextPart, ToolCallPart, ToolResultPart
 from steadyrun.runtime._fork import ForkedRun, HistoryStep
@@ -244,3 +246,37 @@ async def test_an_edit_given_as_text_keeps_the_role_of_the_message_it_replaces()
     assert not again.created
     with pytest.raises(UsageError, match="tool message"):
         await runtime.fork(RUN, at=11, new_run_id="as-tool", edit="fake result")
+
+
+@pytest.mark.parametrize("crash_at", [3, 6])
+async def test_history_after_a_crash_is_the_uninterrupted_runs(store: Store, crash_at: int) -> None:
+    straight, _ = await twenty_steps(MemoryStore())
+    expected = await straight.history(RUN)
+    crashed = asyncio.Event()
+    calls = 0
+
+    async def dying(request: sr.ModelRequest) -> sr.ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == crash_at:  # the process dies while the model thinks
+            crashed.set()
+            await hang()
+        return respond(request)
+
+    ledger: list[tuple[str, int]] = []
+    agent = build(ledger)
+    agent.model = FunctionModel(dying)
+    runtime = sr.Runtime(store, agents=[agent])
+    await crash_when(runtime.run(agent, run_id=RUN, input="Ship 1 to 9."), crashed)
+    resumed = sr.Runtime(store, agents=[build(ledger)])
+    assert (await resumed.resume(RUN)).text == f"shipped {N} orders"
+    got = await resumed.history(RUN)
+    assert [s.step for s in got] == [s.step for s in expected] == list(range(1, 21))
+    for mine, theirs in zip(got, expected, strict=True):
+        assert (mine.phase, mine.status, mine.messages) == (
+            theirs.phase,
+            theirs.status,
+            theirs.messages,
+        )
+        after = await store.context_at(RUN, mine.step)  # type: ignore[attr-defined]
+        assert after == await straight.store.context_at(RUN, mine.step)  # type: ignore[attr-defined]

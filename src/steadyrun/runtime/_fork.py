@@ -31,7 +31,6 @@ from steadyrun.records import (
     CallRecord,
     Checkpoint,
     ContextChange,
-    RunRecord,
     RunSnapshot,
     RunStatus,
     Step,
@@ -256,11 +255,19 @@ class _ForkBuild:
         cp.claimed_through = 0
         cp.extra[FORK_ORIGIN] = self.origin
         status: RunStatus = entry.status if entry.status in ("completed", "failed") else "suspended"
-        run = RunRecord(
+        # The original's row, for what the history does not keep per step (the agent, and
+        # whatever else a run row says of the run as a whole); the rest is the step's.
+        run = replace(
+            self.snap.run,
             run_id=self.new_run_id,
-            agent=self.snap.run.agent,
             status=status,
+            text=None,
+            completion=None,
+            completion_reason=None,
+            error_kind=None,
+            error=None,
             usage=entry.usage,
+            plan=None,
             created_at=self.now,
             updated_at=self.now,
             steps=entry.step,

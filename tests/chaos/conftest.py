@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import randomkit  # noqa: E402
+import randomrun  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,14 +42,14 @@ def chaos_long(request: pytest.FixtureRequest) -> bool:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Counts of the random fault-injection suite, shown in ``pytest -q`` output too."""
-    totals = randomkit.TOTALS
+    totals = randomrun.TOTALS
     if not totals.runs:
         return
     terminalreporter.write_sep("=", "chaos: random fault injection")
     for store in sorted(totals.runs):
-        terminalreporter.write_line(randomkit.summary_line(store))
+        terminalreporter.write_line(randomrun.summary_line(store))
     if len(totals.runs) > 1:
-        terminalreporter.write_line(randomkit.summary_line("all"))
+        terminalreporter.write_line(randomrun.summary_line("all"))
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(totals.kill_kinds.items()))
     statuses = ", ".join(f"{n} {s}" for s, n in sorted(totals.statuses.items()))
     terminalreporter.write_line(f"kills by point: {kinds}; final call statuses: {statuses}")

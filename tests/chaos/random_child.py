@@ -1,16 +1,18 @@
 """The random fault-injection child: run the plan of a seed on a store, as worker and host.
 
-Usage: ``python random_child.py --store STORE --seed N --kill-at SPEC --effects FILE`` where
-STORE is ``sqlite:PATH`` or ``postgres:SCHEMA|DSN`` and SPEC a kill point of
-``randomkit.choose_kill`` (``after:S`` kills come from the fork server, not from here). It
+Usage: ``python random_child.py --store STORE --seed N --kill-at SPEC --effects FILE
+[--race R]`` where STORE is ``sqlite:PATH`` or ``postgres:SCHEMA|DSN`` and SPEC a kill point
+of ``randomkit.choose_kill`` (``after:S`` kills come from the fork server, not from here). It
 starts the run (or resumes it when the store has it), and whenever the run suspends it does
-what the people and systems would (``host_acts``) and resumes, until the run completes. When
+what the people and systems would (``host_acts``) and resumes, until the run completes. With
+``--race`` a second executor on a store connection of its own tries to resume the run at
+random moments meanwhile (``racer``); this one waits for the claim while the racer holds it. When
 the plan has a background call it also runs a ``TaskManager`` (a worker) alongside the run,
 and releases the run's background operations once the run completed with tasks unfinished
 (``release_tasks``), resuming it with their notifications. On success it prints one JSON
 line: the outcome, and how many events of each kind it counted.
 
-``python random_child.py --serve`` is the fork server (``randomkit.ForkServer``).
+``python random_child.py --serve`` is the fork server (``randomrun.ForkServer``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import pydantic  # noqa: E402
 from crash_child import TracedSqliteStore, trace_psycopg  # noqa: E402
+from racer import racing, when_free  # noqa: E402
 from randomkit import (  # noqa: E402
     BACKGROUND,
     INPUT,
@@ -175,8 +178,12 @@ class Crunch(BackgroundTool):
         return read_effects(self.effects)
 
 
-def open_store(spec: str, switch: KillSwitch) -> Any:
-    """The store a ``--store`` spec names, its SQL statements wired to ``switch``."""
+def open_store(spec: str, switch: KillSwitch, *, second: bool = False) -> Any:
+    """The store a ``--store`` spec names, its SQL statements wired to ``switch``.
+
+    ``second``: another store on the same database for the racer (psycopg's statements are
+    traced process-wide once already).
+    """
     kind, _, where = spec.partition(":")
     if kind == "sqlite":
         return TracedSqliteStore(where, switch)  # type: ignore[arg-type]
@@ -184,8 +191,9 @@ def open_store(spec: str, switch: KillSwitch) -> Any:
         from steadyrun.stores._postgres import PostgresStore
 
         schema, _, dsn = where.partition("|")
-        trace_psycopg(switch)  # type: ignore[arg-type]
-        return PostgresStore(dsn, schema=schema, min_size=1, max_size=4)
+        if not second:
+            trace_psycopg(switch)  # type: ignore[arg-type]
+        return PostgresStore(dsn, schema=schema, min_size=1, max_size=2 if second else 4)
     raise SystemExit(f"unknown store {spec!r}")
 
 
@@ -363,25 +371,44 @@ async def release_tasks(
 
 
 async def drive(
-    store: Any, seed: int, switch: KillSwitch, effects: Path, manager: TaskManager | None
+    store: Any,
+    seed: int,
+    switch: KillSwitch,
+    effects: Path,
+    manager: TaskManager | None,
+    race: tuple[Any, int] | None = None,
 ) -> dict[str, Any]:
-    """Start or resume the run, acting as the host whenever it rests, until it completes."""
+    """Start or resume the run, acting as the host whenever it rests, until it completes.
+
+    ``race``: the racer's store and the seed of its moments.
+    """
     began = time.monotonic()
     runtime = sr.Runtime(store)
     agent = build_agent(runtime, seed, effects, switch, manager)
-    for _ in range(40):
-        if await store.load(RUN_ID) is None:
-            # Killed before the first step: the host retries the start with the same input id.
-            result = await runtime.run(agent, run_id=RUN_ID, input=INPUT, input_id=INPUT_ID)
-        else:
-            result = await runtime.resume(RUN_ID, agent=agent)
-        if result.status == "suspended":
-            await host_acts(runtime, switch)
-            continue
-        if result.status != "completed" or manager is None:
-            break
-        if not await release_tasks(store, manager, switch, effects):
-            break
+    async with contextlib.AsyncExitStack() as stack:
+        if race is not None:
+            await stack.enter_async_context(racing(race[0], agent, effects, race[1]))
+        for _ in range(40):
+            # The racer may hold the claim for a moment (or execute the run): wait for it.
+            if await store.load(RUN_ID) is None:
+                # Killed before the first step: the host retries the start with the same input.
+                result = await when_free(
+                    lambda w: runtime.run(
+                        agent, run_id=RUN_ID, input=INPUT, input_id=INPUT_ID, wait=w
+                    )
+                )
+            else:
+                result = await when_free(lambda w: runtime.resume(RUN_ID, agent=agent, wait=w))
+            if result.status == "suspended":
+                await host_acts(runtime, switch)
+                continue
+            if result.status != "completed" or manager is None:
+                break
+            if not await release_tasks(store, manager, switch, effects):
+                # The racer may have taken the notifications and finished the run meanwhile:
+                # the result in hand is stale, the stored one is the run's.
+                result = await when_free(lambda w: runtime.resume(RUN_ID, agent=agent, wait=w))
+                break
     if result.status != "completed":
         raise RuntimeError(f"the run ended {result.status}: {result.error}")
     return {
@@ -400,11 +427,16 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--kill-at", default="0")
     parser.add_argument("--effects", required=True)
+    parser.add_argument("--race", type=int, default=None)
     args = parser.parse_args(argv)
     switch = KillSwitch(args.kill_at)
     store = open_store(args.store, switch)
     effects = Path(args.effects)
     runs = SwitchedStore(store, switch)
+    # The racer's store counts its statements and writes as kill events too: a kill may land
+    # while the racer executes the run.
+    second = open_store(args.store, switch, second=True) if args.race is not None else None
+    race = (SwitchedStore(second, switch), args.race) if second is not None else None
     tasks = manager = None
     if any(c.kind == "background" for batch in make_plan(args.seed) for c in batch):
         # The worker runs alongside the run, as in a service process.
@@ -418,19 +450,21 @@ async def main(argv: list[str]) -> None:
         )
     try:
         if manager is None:
-            report = await drive(runs, args.seed, switch, effects, None)
+            report = await drive(runs, args.seed, switch, effects, None, race)
         else:
             async with manager:
-                report = await drive(runs, args.seed, switch, effects, manager)
+                report = await drive(runs, args.seed, switch, effects, manager, race)
     finally:
         if tasks is not None:
             await tasks.close()
+        if second is not None:
+            await second.close()
         await store.close()
     print(json.dumps(report))
 
 
 def serve() -> None:
-    """Fork one child per request read from stdin (see ``randomkit.ForkServer``).
+    """Fork one child per request read from stdin (see ``randomrun.ForkServer``).
 
     A request is a JSON line ``{"argv": [...], "out": PATH, "kill_after": S or null}``; the
     answers are ``{"pid": N}`` at once, then ``{"returncode": N}``. With ``kill_after`` the

@@ -45,33 +45,33 @@ at a kill point the test process chose with the run's seeded random generator:
 - ``after:S``: the fork server kills the child S seconds after forking it, wherever it is
   (between safe points, inside SQLite, in the middle of a model call...).
 
-Fresh children resume the run, some killed again, until one completes it. Then ``check_run``
-reads the store and the effects file and checks the invariants; every check is counted.
+Fresh children resume the run, some killed again, until one completes it, while a second
+executor in each child tries to resume the run at random moments (``racer``). Then
+``check_run`` reads the store and the effects file and checks the invariants; every check is
+counted. This module is the workload (plans, models, kill points, the effects file); the fork
+server, the runs and the counts are in ``randomrun``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
 import signal
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import chaoskit
 
 import steadyrun as sr
 from steadyrun.background import PostgresTaskStore, SqliteTaskStore, Task
 from steadyrun.chat import ToolResultPart
 from steadyrun.records import RunSnapshot
 from steadyrun.stores import FeedMessage
+from steadyrun.stores._leases import StepWriter
 from steadyrun.testing import ScriptedModel, call, text, tool_calls
 
 RUN_ID = "random-run"
@@ -343,14 +343,20 @@ class KillSwitch:
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
+RACING: ContextVar[bool] = ContextVar("racing", default=False)
+"""Set in the racer's task (``racer.Racer``): the bodies it runs are marked in the effects."""
+
+
 def record_effect(path: Path, tool: str, call_id: str, phase: str) -> None:
     """Append ``<tool> <call id> <phase> <pid>`` to the effects file in one ``O_APPEND`` write.
 
-    Not fsynced: SIGKILL ends the process, not the machine; the page cache keeps the line.
+    A body the racing executor runs gets `` racer`` appended. Not fsynced: SIGKILL ends the
+    process, not the machine; the page cache keeps the line.
     """
+    by = " racer" if RACING.get() else ""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, f"{tool} {call_id} {phase} {os.getpid()}\n".encode())
+        os.write(fd, f"{tool} {call_id} {phase} {os.getpid()}{by}\n".encode())
     finally:
         os.close(fd)
 
@@ -362,45 +368,7 @@ def read_effects(path: Path) -> list[tuple[str, str, str]]:
     return [tuple(line.split()[:3]) for line in path.read_text().splitlines()]  # type: ignore[misc]
 
 
-# -- the fork server ---------------------------------------------------------------------------
-
-
-class ForkServer(chaoskit.ForkServer):
-    """``random_child.py --serve``: forks each child from a process that imported everything.
-
-    A request may carry ``kill_after`` (seconds): the server kills the child with SIGKILL that
-    long after forking it, unless it exited first (it waits on a pidfd, without threads).
-    """
-
-    def __init__(self, folder: Path) -> None:
-        super().__init__(folder, CHILD)
-
-
-@dataclass
-class Child:
-    """A finished child: how it ended and its report."""
-
-    returncode: int
-    report: dict[str, Any] | None
-    stderr: str
-
-    @property
-    def killed(self) -> bool:
-        """Whether it died by SIGKILL."""
-        return self.returncode == -signal.SIGKILL
-
-
-def run_child(server: ForkServer, store: str, seed: int, kill: str, effects: Path) -> Child:
-    """One child on ``store`` running the plan of ``seed``, killed at ``kill``."""
-    argv = ["--store", store, "--seed", str(seed), "--kill-at", kill, "--effects", str(effects)]
-    kill_after = float(kill.partition(":")[2]) if kill.startswith("after:") else None
-    code, out, err = server.run(argv, kill_after=kill_after)
-    lines = out.strip().splitlines()
-    report = json.loads(lines[-1]) if code == 0 and lines else None
-    return Child(code, report, err)
-
-
-# -- reading the store -------------------------------------------------------------------------
+# -- what the test reads -------------------------------------------------------------------
 
 
 @dataclass
@@ -408,7 +376,8 @@ class Observed:
     """What a store holds for the run, read by the test process.
 
     ``children``: the child runs of its delegations, by delegation call id; ``tasks``: its
-    background tasks (read for the final observation only).
+    background tasks (read for the final observation only); ``writers``: the step log, who
+    wrote each fenced step of the run and its child runs (``store.leases.writers``).
     """
 
     snapshot: RunSnapshot | None
@@ -416,22 +385,12 @@ class Observed:
     consumed: int
     children: dict[str, RunSnapshot] = field(default_factory=dict)
     tasks: list[Task] = field(default_factory=list)
+    writers: list[StepWriter] = field(default_factory=list)
 
 
 def child_run(call_id: str) -> str:
     """The run id of the child run of delegation ``call_id``."""
     return f"{RUN_ID}/{call_id}"
-
-
-async def _load_with_children(store: Any) -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
-    snapshot = await store.load(RUN_ID)
-    children = {}
-    for c in snapshot.calls if snapshot else []:
-        if c.name == DELEGATE:
-            child = await store.load(child_run(c.id))
-            if child is not None:
-                children[c.id] = child
-    return snapshot, children
 
 
 def task_store_of(spec: str) -> Any:
@@ -441,261 +400,3 @@ def task_store_of(spec: str) -> Any:
         return SqliteTaskStore(Path(where).with_name("tasks.db"))
     schema, _, dsn = where.partition("|")
     return PostgresTaskStore(dsn, schema=schema + TASK_SUFFIX, max_size=2)
-
-
-def _read_tasks(spec: str) -> list[Task]:
-    kind, _, where = spec.partition(":")
-    if kind == "sqlite" and not Path(where).with_name("tasks.db").exists():
-        return []
-    if kind == "postgres":
-        import psycopg
-
-        schema, _, dsn = where.partition("|")
-        with psycopg.connect(dsn) as conn:
-            name = f'"{schema}{TASK_SUFFIX}".tasks'
-            found = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
-        if not (found and found[0]):
-            return []
-
-    async def read() -> list[Task]:
-        store = task_store_of(spec)
-        try:
-            return list(await store.list_tasks(RUN_ID))
-        finally:
-            await store.close()
-
-    return asyncio.run(read())
-
-
-def observe(spec: str, *, tasks: bool = False) -> Observed:
-    """Read the run, its child runs, its feed and how far it was consumed (and its tasks)."""
-    from steadyrun._codec import decode
-
-    kind, _, where = spec.partition(":")
-    found_tasks = _read_tasks(spec) if tasks else []
-    if kind == "sqlite":
-        import sqlite3
-
-        async def load_sqlite() -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
-            async with sr.SqliteStore(where) as store:
-                return await _load_with_children(store)
-
-        snapshot, children = asyncio.run(load_sqlite())
-        conn = sqlite3.connect(where)
-        try:
-            rows = conn.execute("SELECT message FROM feed WHERE run_id = ? ORDER BY seq", (RUN_ID,))
-            feed = [decode(row[0], FeedMessage) for row in rows]
-            got = conn.execute("SELECT consumed FROM feed_state WHERE run_id = ?", (RUN_ID,))
-            row = got.fetchone()
-        finally:
-            conn.close()
-        return Observed(snapshot, feed, row[0] if row else 0, children, found_tasks)
-    import psycopg
-
-    from steadyrun.stores._postgres import PostgresStore
-
-    schema, _, dsn = where.partition("|")
-
-    async def load_pg() -> tuple[RunSnapshot | None, dict[str, RunSnapshot]]:
-        async with PostgresStore(dsn, schema=schema, min_size=0, max_size=1) as store:
-            return await _load_with_children(store)
-
-    snapshot, children = asyncio.run(load_pg())
-    feed = []
-    consumed = 0
-    with psycopg.connect(dsn) as conn:
-        found = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".feed',)).fetchone()
-        if found and found[0]:
-            rows = conn.execute(
-                f'SELECT message FROM "{schema}".feed WHERE run_id = %s ORDER BY seq', (RUN_ID,)
-            ).fetchall()
-            feed = [decode(row[0], FeedMessage) for row in rows]
-            state = conn.execute(
-                f'SELECT consumed FROM "{schema}".feed_state WHERE run_id = %s', (RUN_ID,)
-            ).fetchone()
-            consumed = state[0] if state else 0
-    return Observed(snapshot, feed, consumed, children, found_tasks)
-
-
-# -- one run, many runs ------------------------------------------------------------------------
-
-
-@dataclass
-class RunOutcome:
-    """One random run, checked."""
-
-    seed: int
-    kills: Counter[str] = field(default_factory=Counter)  # by kind of kill point
-    attempts: list[str] = field(default_factory=list)
-    checked: int = 0
-    violations: list[str] = field(default_factory=list)
-    statuses: Counter[str] = field(default_factory=Counter)
-    seen: Counter[str] = field(default_factory=Counter)
-
-
-def one_run(
-    server: ForkServer,
-    seed: int,
-    fresh: Callable[[str], tuple[str, Path]],
-    max_kills: int,
-) -> RunOutcome:
-    """The run of ``seed``: an uninterrupted baseline, then kills and resumes, then checks."""
-    outcome = RunOutcome(seed)
-    from randomcheck import Checker, check_run
-
-    ck = Checker(f"seed {seed}")
-    try:
-        plan = make_plan(seed)
-        spec, effects = fresh(f"base-{seed}")
-        straight = run_child(server, spec, seed, "0", effects)
-        if not ck.check(straight.report is not None, f"baseline failed: {straight.stderr}"):
-            raise _Stop
-        baseline = straight.report
-        assert baseline is not None
-        steers = sum(c.kind == "steer" for batch in plan for c in batch)
-        ck.check(baseline["status"] == "completed", f"baseline ended {baseline['status']}")
-        ck.check(
-            baseline["text"] == final_text(plan, 1 + steers),
-            f"baseline text {baseline['text']!r}",
-        )
-        rng = random.Random(seed * 7919 + 1)
-        kills_wanted = rng.randint(1, max_kills)
-        spec, effects = fresh(f"run-{seed}")
-        killed: list[Observed] = []
-        for attempt in range(max_kills + 20):
-            kill = "0"
-            if len(killed) < kills_wanted:
-                kill = choose_kill(rng, baseline["counts"], baseline["seconds"], attempt)
-            outcome.attempts.append(kill)
-            child = run_child(server, spec, seed, kill, effects)
-            if child.killed:
-                outcome.kills[kill.partition(":")[0]] += 1
-                killed.append(observe(spec))
-                continue
-            exited = f"child exited {child.returncode}: {child.stderr}"
-            if not ck.check(child.returncode == 0, exited):
-                raise _Stop
-            break
-        else:
-            ck.check(False, f"the run never completed: {outcome.attempts}")
-            raise _Stop
-        final = observe(spec, tasks=True)
-        outcome.statuses = check_run(ck, plan, baseline, killed, final, read_effects(effects))
-    except _Stop:
-        pass
-    except Exception as exc:  # collected: every failing seed is reported at once
-        ck.check(False, f"{type(exc).__name__}: {exc}")
-    outcome.checked = ck.checked
-    outcome.seen = ck.seen
-    outcome.violations = [f"{v} (kills {outcome.attempts})" for v in ck.violations]
-    return outcome
-
-
-class _Stop(Exception):
-    pass
-
-
-@dataclass
-class Totals:
-    """Counts for the session summary, per store."""
-
-    runs: Counter[str] = field(default_factory=Counter)
-    kills: Counter[str] = field(default_factory=Counter)
-    kill_kinds: Counter[str] = field(default_factory=Counter)
-    checked: Counter[str] = field(default_factory=Counter)
-    violations: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    seen: Counter[str] = field(default_factory=Counter)
-    seconds: Counter[str] = field(default_factory=Counter)
-    seeds: dict[str, str] = field(default_factory=dict)
-
-
-TOTALS = Totals()
-"""Filled by ``run_suite``; ``conftest.pytest_terminal_summary`` prints it."""
-
-
-@dataclass
-class Settings:
-    """How much to run: the CI default, or ``--long``."""
-
-    runs: int
-    max_kills: int
-    seed: int
-    only: int | None  # replay one run of the suite: CHAOS_SEED=<suite seed>/<index>
-    long: bool
-
-
-def settings(long: bool, runs_ci: int) -> Settings:
-    """Settings from the environment: ``CHAOS_SEED``, ``CHAOS_RUNS``, long mode."""
-    raw = os.environ.get("CHAOS_SEED", "")
-    only = None
-    if "/" in raw:
-        raw, _, index = raw.partition("/")
-        only = int(index)
-    if raw == "random" or (not raw and long):
-        seed = random.SystemRandom().randrange(10**9)
-    else:
-        seed = int(raw) if raw else 20_260_611
-    runs = int(os.environ.get("CHAOS_RUNS", 0)) or (runs_ci * 10 if long else runs_ci)
-    return Settings(runs=runs, max_kills=8 if long else 5, seed=seed, only=only, long=long)
-
-
-def run_seed(suite_seed: int, index: int) -> int:
-    """The seed of run ``index`` of a suite."""
-    return random.Random(f"{suite_seed}/{index}").randrange(10**12)
-
-
-def run_suite(
-    store: str,
-    fresh: Callable[[str], tuple[str, Path]],
-    folder: Path,
-    conf: Settings,
-    workers: int = 2,
-) -> list[RunOutcome]:
-    """Every run of the suite, ``workers`` at a time, each worker with a fork server."""
-    indexes = [conf.only] if conf.only is not None else list(range(conf.runs))
-    local = threading.local()
-    servers: list[ForkServer] = []
-    lock = threading.Lock()
-
-    def one(index: int) -> RunOutcome:
-        if getattr(local, "server", None) is None:
-            local.server = ForkServer(folder)
-            with lock:
-                servers.append(local.server)
-        out = one_run(local.server, run_seed(conf.seed, index), fresh, conf.max_kills)
-        out.violations = [f"run {conf.seed}/{index} {v}" for v in out.violations]
-        return out
-
-    started = time.monotonic()
-    try:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            outcomes = list(pool.map(one, indexes))
-    finally:
-        for server in servers:
-            server.close()
-    TOTALS.runs[store] += len(outcomes)
-    TOTALS.seconds[store] += round(time.monotonic() - started, 1)
-    TOTALS.seeds[store] = str(conf.seed)
-    for o in outcomes:
-        TOTALS.kills[store] += sum(o.kills.values())
-        TOTALS.kill_kinds.update(o.kills)
-        TOTALS.checked[store] += o.checked
-        TOTALS.violations[store] += len(o.violations)
-        TOTALS.statuses.update(o.statuses)
-        TOTALS.seen.update(o.seen)
-    return outcomes
-
-
-def summary_line(store: str) -> str:
-    """One line of counts for ``store`` (or ``all``)."""
-    stores = list(TOTALS.runs) if store == "all" else [store]
-    runs = sum(TOTALS.runs[s] for s in stores)
-    kills = sum(TOTALS.kills[s] for s in stores)
-    checked = sum(TOTALS.checked[s] for s in stores)
-    bad = sum(TOTALS.violations[s] for s in stores)
-    seeds = ", ".join(f"{s} {TOTALS.seeds[s]}" for s in stores)
-    return (
-        f"chaos random {store}: {runs} runs, {kills} kills, {checked} invariants checked, "
-        f"{bad} violations (CHAOS_SEED: {seeds})"
-    )

@@ -3,9 +3,10 @@
 Each run's plan (calls of every kind: plain, side-effecting, replayable, confirmed, awaited,
 input requests, steering input, sub-agents, background tasks) and kill points (SQL
 statements, store writes, tool bodies, host operations, background events, and random delays
-between them) come from its seed; see ``randomkit``. The
-checks (``randomcheck.check_run``) run after every run and are counted; the counts show at the
-end of the pytest output (``conftest.pytest_terminal_summary``) and in one line per test.
+between them) come from its seed; see ``randomkit``. In every child a second executor races
+the child's own (``racer``). The checks (``randomcheck.check_run``, ``racer.check_races``) run
+after every run and are counted; the counts show at the end of the pytest output
+(``conftest.pytest_terminal_summary``) and in one line per test.
 
 CI runs a short seeded version (``CHAOS_SEED`` fixed); ``--long`` or
 ``STEADYRUN_CHAOS_LONG=1`` runs thousands of kills with a random seed. ``CHAOS_SEED=N``
@@ -23,15 +24,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from racer import check_races, read_races  # noqa: E402
 from randomcheck import Checker, check_run  # noqa: E402
-from randomkit import (  # noqa: E402
+from randomkit import Observed, make_plan, read_effects  # noqa: E402
+from randomrun import (  # noqa: E402
     TOTALS,
     ForkServer,
-    Observed,
     RunOutcome,
-    make_plan,
     observe,
-    read_effects,
     run_child,
     run_suite,
     settings,
@@ -135,3 +135,37 @@ def test_the_checks_see_violations(tmp_path: Path) -> None:
     assert any("started 2 times" in v for v in violations(final, [*lines, sub]))
     rejected.status = "succeeded"
     assert any("ended succeeded" in v for v in violations(final, lines))
+
+
+def test_the_race_checks_see_violations(tmp_path: Path) -> None:
+    """The racing checks are not vacuous: a raced run passes, tampered evidence does not."""
+    seed = 0
+    spec, effects = f"sqlite:{tmp_path / 'runs.db'}", tmp_path / "effects.txt"
+    server = ForkServer(tmp_path)
+    try:
+        child = run_child(server, spec, seed, "0", effects, race=1)
+    finally:
+        server.close()
+    assert child.report is not None, child.stderr
+    final, tries = observe(spec), read_races(effects)
+    lines = effects.read_text().splitlines()
+
+    def violations(tries: list[str], lines: list[str], final: Observed) -> list[str]:
+        ck = Checker("tampered")
+        check_races(ck, tries, lines, final)
+        return ck.violations
+
+    assert tries and violations(tries, lines, final) == []
+    lost = "error LeaseLostError: write to run 'random-run' refused"
+    assert any("LeaseLostError" in v for v in violations([*tries, lost], lines, final))
+    # A body the racer started again, after the child's own executor had.
+    tool, call_id, phase, pid = lines[0].split()[:4]
+    again = f"{tool} {call_id} {phase} {pid} racer"
+    assert any("the racer started" in v for v in violations(tries, [*lines, again], final))
+    # A call recorded twice; a step written under an older token after a newer one.
+    assert final.snapshot is not None
+    twice = replace(final.snapshot, calls=[*final.snapshot.calls, final.snapshot.calls[0]])
+    assert any("twice" in v for v in violations(tries, lines, replace(final, snapshot=twice)))
+    late = replace(final.writers[0], steps=final.writers[-1].steps + 1)
+    back = replace(final, writers=[*final.writers, late])
+    assert any("wrote after token" in v for v in violations(tries, lines, back))

@@ -161,13 +161,18 @@ def runs() -> typer.Typer:
         run_id: str,
         app: AppOpt = None,
         store: StoreOpt = None,
+        grace: Annotated[
+            float, typer.Option(help="seconds a running call's body may take to end")
+        ] = 10.0,
         json_out: JsonOpt = False,
     ) -> None:
         async def go(t: Target) -> None:
             from steadyrun.service._ops import Operations
 
-            # Revoking the claim fences out the executor of the run in any process.
-            done = await Operations(t.runtime, leases=t.store.leases).cancel(run_id)
+            # Revoking the claim fences out the executor of the run in any process; a body
+            # running there may end (and is recorded as it ended) within the grace.
+            ops = Operations(t.runtime, leases=t.store.leases)
+            done = await ops.cancel(run_id, grace=grace)
             if json_out:
                 _print(asdict(done))
             else:
@@ -184,7 +189,7 @@ def runs() -> typer.Typer:
 
 
 def write_commands(cli: typer.Typer) -> None:
-    """Add ``pending``, ``approve``, ``reject`` and ``answer`` to ``cli``."""
+    """Add ``pending``, ``approve``, ``reject``, ``answer`` and ``settle`` to ``cli``."""
 
     @cli.command(help="What a run waits for: decisions, inputs, results.")
     def pending(
@@ -247,6 +252,25 @@ def write_commands(cli: typer.Typer) -> None:
 
         async def go(t: Target) -> None:
             record = await t.runtime.answer(run_id, wait_id, value)
+            _done(record.id, record.status, json_out)
+
+        _with(app, store, go)
+
+    @cli.command(help="Record the outcome of a call the host owns (an awaited result...).")
+    def settle(
+        run_id: str,
+        call_id: str,
+        result: Annotated[str | None, typer.Option(help="what it returned (it succeeded)")] = None,
+        error: Annotated[str | None, typer.Option(help="why it failed (the model sees it)")] = None,
+        app: AppOpt = None,
+        store: StoreOpt = None,
+        json_out: JsonOpt = False,
+    ) -> None:
+        if (result is None) == (error is None):
+            fail("give exactly one of --result and --error")
+
+        async def go(t: Target) -> None:
+            record = await t.runtime.settle(run_id, call_id, result=result, error=error)
             _done(record.id, record.status, json_out)
 
         _with(app, store, go)

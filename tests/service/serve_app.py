@@ -14,6 +14,7 @@ from servicekit import asking_agent, support_agent
 from worker_child import record_effect
 
 import steadyrun as sr
+from steadyrun.control import await_external
 from steadyrun.service import App
 from steadyrun.stores import SqliteStore
 from steadyrun.testing import FunctionModel, text, tool_calls
@@ -44,8 +45,28 @@ def _ship(request: sr.ModelRequest) -> sr.ModelResponse:
 
 
 shipper = sr.Agent(name="shipper", model=FunctionModel(_ship), tools=[slow_ship])
+
+
+@sr.tool(side_effects=True)
+def bank_check(order: str) -> str:
+    """Ask the bank; its answer comes later, recorded by the host.
+
+    Args:
+        order: The order.
+    """
+    raise await_external({"order": order})
+
+
+def _await(request: sr.ModelRequest) -> sr.ModelResponse:
+    tools = [m for m in request.messages if m.role == "tool"]
+    if not tools:
+        return tool_calls(("bank_check", {"order": "A-1"}))
+    return text("the bank said: " + "".join(getattr(p, "content", "") for p in tools[-1].parts))
+
+
+awaiter = sr.Agent(name="awaiter", model=FunctionModel(_await), tools=[bank_check])
 app = App(
     SqliteStore(os.environ.get("SERVE_DB", "runs.db")),
-    agents=[support_agent(), asking_agent(), shipper],
+    agents=[support_agent(), asking_agent(), shipper, awaiter],
     poll=0.5,
 )

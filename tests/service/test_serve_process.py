@@ -125,15 +125,27 @@ def test_cli_approve_answer_and_cancel_reach_a_running_serve(
     )
     _within(2, _status(serve, "an", "completed"), "answer took effect")
 
-    # Cancel a run the serve process executes right now (its tool sleeps 3 s).
+    serve.started("se", "awaiter", "Check with the bank.")
+    _within(20, _status(serve, "se", "suspended"), "se suspended")
+    capsys.readouterr()
+    assert main(["pending", "se", *store, "--json"]) == 0
+    awaited = json.loads(capsys.readouterr().out)[0]
+    assert awaited["kind"] == "result"
+    assert main(["settle", "se", awaited["call_id"], "--result", "no chargeback", *store]) == 0
+    _within(2, _status(serve, "se", "completed"), "settle took effect")
+
+    # Cancel a run the serve process executes right now (its tool sleeps 3 s): the executor is
+    # fenced out at once, its running body ends and is recorded as it ended, nothing more runs.
     serve.started("ca", "shipper", "Ship it.")
     _within(20, lambda: "start ca" in _read(serve.effects), "ca's tool started")
     assert main(["runs", "cancel", "ca", *store]) == 0
     _within(2, _status(serve, "ca", "cancelled"), "cancel shown")
-    time.sleep(TTL + 3.0)  # the tool would have ended and the run gone on by now
-    assert "end ca" not in _read(serve.effects)  # the executor was fenced out and stopped
+    time.sleep(TTL + 3.0)  # a second call would have started by now, were the run going on
     assert serve.run("ca")["status"] == "cancelled"
-    assert _read(serve.effects).count("start ca") == 1
+    calls = serve.run("ca")["calls"]
+    assert isinstance(calls, list)
+    assert [c["status"] for c in calls] == ["succeeded"]  # it finished: not called cancelled
+    assert _read(serve.effects).count("start ca") == 1  # the second call never started
     serve.stop()
     assert serve.proc is not None, serve.log.read_text()
     # uvicorn shuts down gracefully (the lifespan stops the worker) and then re-raises SIGTERM.

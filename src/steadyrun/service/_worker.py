@@ -241,10 +241,14 @@ class Worker:
         lost = False
 
         def on_lost() -> None:
+            # The run stops at its next safe point (no model call, no call start, fenced
+            # writes refused); a body running now may end and record how it ended. One that
+            # has not ended within the worker's grace is dropped, as at shutdown, so a hung
+            # tool does not hold a slot forever.
             nonlocal lost
             lost = True
             if me is not None:
-                me.cancel()  # a worker stops a run it lost at once; the next owner recovers it
+                asyncio.get_running_loop().call_later(max(self.grace, self.ttl), me.cancel)
 
         try:
             async with self._claims.holding(lease, on_lost=on_lost) as keeper:

@@ -48,6 +48,25 @@ def _example(section: str) -> str:
             ],
         ),
         (
+            "Usage budgets",
+            [
+                "suspended run total_tokens 6600 of 5000",
+                "completed - 5 pages.",
+                "6 requests, 22200 tokens, $0.0103",
+            ],
+        ),
+        (
+            "Agent versions",
+            [
+                "True",
+                "r-1: Told: refunded 500 cents on A-1",
+                "r-2: suspended decision m1.c1.v2",
+                "r-2: Told: refunded 500 cents on A-1 (no note)",
+                "r-3: Told: Call call_1 to refund did not run: the tool refund is no longer "
+                "available. Do not call it again; use the tools you have.",
+            ],
+        ),
+        (
             "Retention and deletion",
             [
                 "deleted ['t-1']",

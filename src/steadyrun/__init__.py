@@ -8,6 +8,7 @@ waits for the outside world, and resumes from its last checkpoint without repeat
 from typing import TYPE_CHECKING, Any
 
 from steadyrun._errors import (
+    BudgetExceeded,
     CallNotFoundError,
     ConflictError,
     ContentFiltered,
@@ -41,6 +42,7 @@ from steadyrun.records import CallRecord
 from steadyrun.runtime import (
     Accept,
     Agent,
+    Budget,
     Correct,
     Finish,
     Guard,
@@ -48,6 +50,7 @@ from steadyrun.runtime import (
     Limits,
     Observer,
     PendingItem,
+    Price,
     RunResult,
     Runtime,
     Texts,
@@ -64,6 +67,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Accept",
     "Agent",
+    "Budget",
+    "BudgetExceeded",
     "CallNotFoundError",
     "CallRecord",
     "ConflictError",
@@ -91,6 +96,7 @@ __all__ = [
     "NotPendingError",
     "Observer",
     "PendingItem",
+    "Price",
     "RunBusyError",
     "RunCancelledError",
     "RunFailure",

@@ -45,7 +45,8 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
         ├── ContentFiltered        the provider filtered the response
         ├── LimitExceeded          a Limits bound was reached
         │   ├── IterationLimitExceeded
-        │   └── TurnLimitExceeded
+        │   ├── TurnLimitExceeded
+        │   └── BudgetExceeded     a usage budget (``Limits.budget``, ``turn_budget``) is used up
         ├── CorrectionsExhausted   the model used up its corrections
         └── SubAgentInterrupted    a sub-agent run its parent's recovery ended (unknown effect)
 
@@ -64,6 +65,7 @@ from __future__ import annotations
 from datetime import datetime
 
 __all__ = [
+    "BudgetExceeded",
     "CallNotFoundError",
     "ConflictError",
     "ContentFiltered",
@@ -320,6 +322,46 @@ class TurnLimitExceeded(LimitExceeded):
     """The run would start more than ``Limits.max_turns`` turns."""
 
 
+class BudgetExceeded(LimitExceeded):
+    """A usage budget is used up: the run makes no further model call until it is raised.
+
+    The run is suspended (or failed, with ``Limits(on_budget="fail")``); raise the budget
+    (``Runtime.raise_budget``, or the agent's ``Limits``) and resume it.
+
+    Attributes:
+        scope: ``run`` (``Limits.budget``) or ``turn`` (``Limits.turn_budget``).
+        measure: What ran out: ``requests``, ``input_tokens``, ``output_tokens``,
+            ``total_tokens``, ``tool_calls`` or ``cost`` (a field of ``Budget``).
+        limit: The budget's limit.
+        used: What the run (or its turn) had used when it was checked.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        scope: str = "",
+        measure: str = "",
+        limit: float | None = None,
+        used: float | None = None,
+    ) -> None:
+        self.scope = scope
+        self.measure = measure
+        self.limit = limit
+        self.used = used
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword attributes do not survive the default pickling of an exception.
+        return (_budget_exceeded, (str(self), self.scope, self.measure, self.limit, self.used))
+
+
+def _budget_exceeded(
+    message: str, scope: str, measure: str, limit: float | None, used: float | None
+) -> BudgetExceeded:
+    return BudgetExceeded(message, scope=scope, measure=measure, limit=limit, used=used)
+
+
 class CorrectionsExhausted(RunFailure):
     """The model needed more corrections than ``Limits.corrections`` allows."""
 
@@ -343,6 +385,7 @@ _FAILURES: dict[str, type[RunFailure]] = {
         LimitExceeded,
         IterationLimitExceeded,
         TurnLimitExceeded,
+        BudgetExceeded,
         CorrectionsExhausted,
         SubAgentInterrupted,
     )

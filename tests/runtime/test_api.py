@@ -13,6 +13,8 @@ def test_public_names_are_pinned() -> None:
         [
             "Accept",
             "Agent",
+            "Budget",
+            "BudgetExceeded",
             "CallNotFoundError",
             "CallRecord",
             "ConflictError",
@@ -40,6 +42,7 @@ def test_public_names_are_pinned() -> None:
             "ModelResponse",
             "Observer",
             "PendingItem",
+            "Price",
             "RunBusyError",
             "RunCancelledError",
             "RunFailure",

@@ -310,6 +310,9 @@ def why_unfinished(result: RunResult, texts: Texts, limits: Limits) -> str:
         texts: The run's texts.
         limits: The sub-agent's limits.
     """
+    stop = result.budget_exceeded
+    if stop is not None:  # the error a reload gives has the message only: this has the budget
+        return texts.subagent_over_budget.format(measure=stop.measure, limit=f"{stop.limit:g}")
     error = result.error
     if error is None:
         return texts.subagent_would_wait

@@ -129,6 +129,8 @@ class RunRecord:
         created_at: When the run started.
         updated_at: When it last saved.
         steps: Steps saved so far.
+        agent_version: The fingerprint of the agent the run last ran under (see
+            ``steadyrun.runtime.agent_fingerprint``); ``None`` for runs saved before it.
     """
 
     run_id: str
@@ -144,6 +146,7 @@ class RunRecord:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     steps: int = 0
+    agent_version: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)

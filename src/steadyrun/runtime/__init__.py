@@ -2,6 +2,7 @@
 
 from steadyrun._errors import StepNotFoundError
 from steadyrun.runtime._agent import Agent, Limits
+from steadyrun.runtime._budgets import Budget, BudgetStatus, Price, Spent
 from steadyrun.runtime._completion import (
     Accept,
     CompletionFallback,
@@ -26,10 +27,14 @@ from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._runtime import PendingItem, Runtime
 from steadyrun.runtime._sync import run_sync
 from steadyrun.runtime._texts import Texts
+from steadyrun.runtime._versions import AgentFingerprint, agent_fingerprint, tool_version
 
 __all__ = [
     "Accept",
     "Agent",
+    "AgentFingerprint",
+    "Budget",
+    "BudgetStatus",
     "CompletionFallback",
     "CompletionValidator",
     "Correct",
@@ -43,15 +48,19 @@ __all__ = [
     "Limits",
     "Observer",
     "PendingItem",
+    "Price",
     "RunResult",
     "Runtime",
+    "Spent",
     "StepNotFoundError",
     "Texts",
     "Verdict",
+    "agent_fingerprint",
     "apply_answers",
     "blocks_run",
     "interrupted_outcome",
     "needs_recovery",
     "run_sync",
     "settle_interrupted",
+    "tool_version",
 ]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelSettings
 from steadyrun.context import ContextPolicy, read_tool
 from steadyrun.models import ModelClient, check_model_spec, resolve_model
+from steadyrun.runtime._budgets import Budget, Price, check_limits_budgets, check_prices
 from steadyrun.runtime._completion import CompletionFallback, CompletionValidator, Guard
 from steadyrun.runtime._extension import Extension
 from steadyrun.runtime._extset import check_extensions
@@ -50,12 +51,26 @@ class Limits:
         max_concurrent_tool_calls: Calls of one batch running at once.
         corrections: Corrections the model may use per run (e.g. retrying tool calls cut off
             by the length limit).
+        budget: What the whole run may use (requests, tokens, tool calls, cost); checked
+            before each model call (see ``Budget``). ``None``: no bound.
+        turn_budget: What each turn may use, counted from the turn's first model call.
+        prices: The price of each model, by the name the agent's model has (its spec such
+            as ``"openai:gpt-4.1"``, or the part after ``provider:``); a ``cost`` budget needs
+            the agent's model in it.
+        on_budget: What a used-up budget does: ``suspend`` the run (a person raises the budget
+            with ``Runtime.raise_budget`` and resumes it) or ``fail`` it with
+            ``BudgetExceeded`` (a raise and a resume continue it too). Sub-agent runs, which
+            cannot suspend, fail.
     """
 
     max_iterations: int = 20
     max_turns: int | None = None
     max_concurrent_tool_calls: int = 4
     corrections: int = 1
+    budget: Budget | None = None
+    turn_budget: Budget | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    on_budget: Literal["suspend", "fail"] = "suspend"
 
     def __post_init__(self) -> None:
         problems = []
@@ -70,6 +85,7 @@ class Limits:
             )
         if self.corrections < 0:
             problems.append(f"corrections must be 0 or more, got {self.corrections}")
+        problems += check_limits_budgets(self)
         if problems:
             raise UsageError("invalid Limits: " + "; ".join(problems))
 
@@ -137,6 +153,7 @@ class Agent:
                 f"got {type(self.model).__name__}"
             )
         check_extensions(self.extensions)
+        check_prices(self)
         _ = self.toolset  # report tool problems when the agent is defined, not mid-run
 
     @cached_property

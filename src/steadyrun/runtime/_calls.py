@@ -37,6 +37,7 @@ from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
 from steadyrun.runtime._scrub import scrub_record
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
+from steadyrun.runtime._versions import TOOL_VERSION, tool_version
 from steadyrun.stores import Journal
 from steadyrun.stores._leases import ensure_held
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, ToolSet, describe_issues
@@ -134,7 +135,9 @@ class CallRunner:
                 )
                 return None
             if isinstance(outcome, Confirm):
-                notes = {**record.notes, CONFIRM_PROMPT: outcome.prompt}
+                # The tool's version: a decision approves the call as its tool is now.
+                version = tool_version(tool)
+                notes = {**record.notes, CONFIRM_PROMPT: outcome.prompt, TOOL_VERSION: version}
                 await self._hand_over(
                     record, status="awaiting_decision", payload=outcome.payload, notes=notes
                 )

@@ -26,7 +26,7 @@ from steadyrun._errors import (
     UnknownCallError,
     UsageError,
 )
-from steadyrun.records import CallDecision, CallRecord, CallUpdate
+from steadyrun.records import CallDecision, CallRecord, CallUpdate, RunSnapshot
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.runtime._claims import check_writable
@@ -281,7 +281,7 @@ class HostOperations:
     async def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:
         # The tool of the run's own agent: another agent may have a tool of the same name.
         snap = await self.store.load(run_id)
-        agent = self._agents.get(snap.run.agent) if snap is not None else None
+        agent = self._agent_for(snap) if snap is not None else None
         tool = agent.toolset.get(call.name) if agent is not None else None
         if tool is None:
             raise UsageError(
@@ -295,6 +295,10 @@ class HostOperations:
                 f"edited arguments of call {call.id!r} ({call.name}) are invalid: {exc}"
             ) from None
         return arguments
+
+    def _agent_for(self, snap: RunSnapshot) -> Agent | None:
+        # The version the run resumes under (Runtime picks among versions of a name).
+        return self._agents.get(snap.run.agent)
 
     def _strict(self, agent_name: str) -> bool:
         agent = self._agents.get(agent_name)

@@ -14,6 +14,7 @@ from typing import Any
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import (
+    BudgetExceeded,
     ContentFiltered,
     CorrectionsExhausted,
     InvalidModelOutput,
@@ -38,6 +39,7 @@ from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
+from steadyrun.runtime._budgets import account_usage, check_budget, held_budget
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
 from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
@@ -68,6 +70,7 @@ from steadyrun.runtime._results import (
 )
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
+from steadyrun.runtime._versions import agent_fingerprint, reconcile_batch
 from steadyrun.stores import Store
 from steadyrun.stores._leases import ensure_held
 
@@ -95,6 +98,7 @@ class Execution:
         host_failure_details: bool = True,
     ) -> None:
         self.state = state
+        state.run.agent_version = agent_fingerprint(agent, state.run_id).version  # saved next
         self.agent = agent
         self.store = store
         self.observers = observers
@@ -221,6 +225,9 @@ class Execution:
                         "or resume the run to give it another turn's worth"
                     )
                 )
+            exceeded = check_budget(state, self.agent)
+            if exceeded is not None:
+                return await self._over_budget(exceeded)
             outcome = await self._model_turn()
             if outcome is not None:
                 return outcome
@@ -435,6 +442,8 @@ class Execution:
         """Settle what a crash left open, and carry out what people decided meanwhile."""
         state = self.state
         now = self.clock()
+        if reconcile_batch(state, self.agent, self.texts, now):  # the agent changed meanwhile
+            await self._save()  # replaced and settled calls with the batch, in one step
         for record in state.batch_calls():
             if needs_recovery(record):
                 recovered = await self.ext.recover(record) if self.ext is not None else None
@@ -553,6 +562,12 @@ class Execution:
             )
         )
 
+    async def _over_budget(self, exceeded: BudgetExceeded) -> RunResult:
+        # A sub-agent run cannot suspend: its delegation would wait on nothing.
+        if self.subagent or self.limits.on_budget == "fail":
+            return await self._fail(exceeded)
+        return await self._suspend()
+
     async def _suspend(self) -> RunResult:
         self.state.run.status = "suspended"
         await self._save()
@@ -571,6 +586,7 @@ class Execution:
             state = self.state
             state.cp.extra[EXT_STATE] = self.ext.all_states()
             state.run.usage = state.run.usage + self.ext.take_usage()
+        account_usage(self.state, self.agent)  # priced per model in the step it is saved in
         await self.store.save_step(self.state.run_id, self.state.take_step(self.clock()))
         if self.ext is not None and not self.subagent:
             for name, value in self.ext.changed_publications().items():
@@ -593,6 +609,7 @@ class Execution:
             calls=list(self.state.calls.values()),
             blocks=list(self.state.blocks),
             error=error,
+            budget_exceeded=held_budget(self.state.cp),
             messages=list(self.state.context),
             observer_errors=self.observers.errors,
             extensions=self.ext.published() if self.ext is not None else {},

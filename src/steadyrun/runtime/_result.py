@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from steadyrun._errors import CallNotFoundError, RunFailure
+from steadyrun._errors import BudgetExceeded, CallNotFoundError, RunFailure
 from steadyrun.chat import FinishReason, Message, Usage
 from steadyrun.records import Block, CallRecord
 
@@ -32,6 +32,8 @@ class RunResult:
         calls: Every call record of the run.
         blocks: The run's process, in model order.
         error: Why the run failed.
+        budget_exceeded: The budget that stopped the run, while one stops it (suspended, or
+            failed with ``Limits(on_budget="fail")``): raise it and resume.
         messages: The model context at the end.
         observer_errors: Observer callbacks that raised during this execution.
         extensions: What the run's extensions publish, by extension name (the plan, say).
@@ -47,6 +49,7 @@ class RunResult:
     calls: list[CallRecord] = field(default_factory=list)
     blocks: list[Block] = field(default_factory=list)
     error: RunFailure | None = None
+    budget_exceeded: BudgetExceeded | None = None
     messages: list[Message] = field(default_factory=list)
     observer_errors: int = 0
     extensions: dict[str, Any] = field(default_factory=dict)

@@ -12,6 +12,7 @@ from steadyrun.chat import MediaPart, Message
 from steadyrun.media import MediaOptions, MediaPreparer
 from steadyrun.records import RunSnapshot
 from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._budget_ops import BudgetOperations
 from steadyrun.runtime._calls import HandoverHook
 from steadyrun.runtime._claims import Claims, check_writable, owner_id
 from steadyrun.runtime._fork import ForkOperations
@@ -21,6 +22,7 @@ from steadyrun.runtime._observers import Observer, ObserverSet
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._texts import Texts
+from steadyrun.runtime._versions import AgentVersions
 from steadyrun.stores import FeedMessage, Store
 
 __all__ = ["PendingItem", "RunCancelledError", "Runtime"]
@@ -35,12 +37,15 @@ def default_owner() -> str:
     return owner_id(uuid.uuid4().hex[:6])
 
 
-class Runtime(HostOperations, ForkOperations):
+class Runtime(HostOperations, ForkOperations, BudgetOperations):
     """Runs agents durably on a store.
 
     Args:
         store: Where runs are kept (``MemoryStore`` for tests; a durable store in production).
         agents: Agents this runtime can resume by name; agents passed to ``run`` are added.
+            Several versions of one name may be listed: a run resumes under the version
+            whose fingerprint it recorded, else under the last one listed (see
+            docs/lifecycle.md, "Agent versions").
         observers: Callbacks on model responses and tool calls; they never change a run.
         texts: The sentences the runtime writes to the model.
         clock: Returns the current time (UTC); tests pass a fixed clock.
@@ -88,7 +93,8 @@ class Runtime(HostOperations, ForkOperations):
         self.store = store
         self.owner = owner or default_owner()
         self.claims = Claims(store.leases, self.owner, claim_ttl)
-        self._agents: dict[str, Agent] = {}
+        self._agents: dict[str, Agent] = {}  # by name: the current version
+        self._versions = AgentVersions()
         for agent in agents:
             self._register(agent)
         self._observers = list(observers)
@@ -103,13 +109,14 @@ class Runtime(HostOperations, ForkOperations):
         self.post_settlements = post_settlements
 
     def _register(self, agent: Agent) -> None:
-        known = self._agents.get(agent.name)
-        if known is not None and known is not agent:
-            raise UsageError(
-                f"two different agents are named {agent.name!r}; runs find their agent by name, "
-                "so names must be unique within a runtime"
-            )
-        self._agents[agent.name] = agent
+        self._versions.add(agent)
+        current = self._versions.current(agent.name)
+        assert current is not None
+        self._agents[agent.name] = current
+
+    def _agent_for(self, snap: RunSnapshot) -> Agent | None:
+        """The version of its agent a stored run resumes under (``None``: not known here)."""
+        return self._versions.for_run(snap.run.agent, snap.run.run_id, snap.run.agent_version)
 
     async def run(
         self,
@@ -187,7 +194,7 @@ class Runtime(HostOperations, ForkOperations):
             raise RunNotFoundError(run_id)
         if snap.run.status == "cancelled":
             raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
-        found = self._agents.get(snap.run.agent)
+        found = self._agent_for(snap)
         if found is None:
             raise UsageError(
                 f"run {run_id!r} belongs to agent {snap.run.agent!r}, which this runtime does not "

@@ -88,6 +88,11 @@ class RunState:
         self._new_blocks.append(block)
         self.cp.next_position = block.position + 1
 
+    def change_block(self, block: Block) -> None:
+        """Replace the block with ``block``'s id (same position); saved with the next step."""
+        self.blocks = [block if b.id == block.id else b for b in self.blocks]
+        self._new_blocks = [b for b in self._new_blocks if b.id != block.id] + [block]
+
     def put_call(self, call: CallRecord, *, saved: bool) -> None:
         """Record a call's new snapshot; ``saved`` when ``save_call`` already wrote it."""
         self.calls[call.id] = call

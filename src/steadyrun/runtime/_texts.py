@@ -48,6 +48,11 @@ class Texts:
         tool_cancelled: Why: the tool's task was cancelled.
         unknown_tool: The model called a tool that does not exist.
         no_tools: ``{available}`` of ``unknown_tool`` when the agent has no tools.
+        tool_removed: A call that waited (for a decision or an answer) while the run was
+            suspended, whose tool the agent no longer has when the run resumes; it never runs.
+        tool_changed: A call that waited for a decision, whose tool's schema changed while the
+            run was suspended and no longer accepts its arguments (``{error}``: the problems,
+            as in ``invalid_arguments``); it never runs.
         invalid_arguments: A call's arguments do not fit the tool's schema.
         garbled_arguments: ``{error}`` of ``invalid_arguments``: a call's name or arguments
             hold text no store can encode (a lone surrogate); the call never runs.
@@ -137,6 +142,8 @@ class Texts:
         submit_result_description: The description of a typed delegate's ``submit_result``.
         submit_result_arg: The description of the ``result`` argument of ``submit_result``.
         subagent_hit_limit: ``{why}`` of ``subagent_failed``: the sub-agent reached a limit.
+        subagent_over_budget: ``{why}`` of ``subagent_failed``: the sub-agent used up a budget
+            of its ``Limits`` (``{measure}``: requests, total_tokens...; ``{limit}``: its limit).
         subagent_bad_output: ``{why}`` of ``subagent_failed``: its answers could not be used.
         subagent_filtered: ``{why}`` of ``subagent_failed``: a content filter stopped it.
         subagent_model_failed: ``{why}`` of ``subagent_failed``: its model call failed.
@@ -215,6 +222,15 @@ class Texts:
     # -- errors the model can fix ----------------------------------------------------------
     unknown_tool: str = "There is no tool named {name!r}. Available tools: {available}."
     no_tools: str = "none"
+    tool_removed: str = (
+        "Call {call_id} to {name} did not run: the tool {name} is no longer available. Do not "
+        "call it again; use the tools you have."
+    )
+    tool_changed: str = (
+        "Call {call_id} to {name} did not run: the tool {name} changed while the call waited, "
+        "and its arguments no longer fit: {error}. Call it again with arguments that fit if it "
+        "is still needed."
+    )
     invalid_arguments: str = "Invalid arguments for {name}: {error}. Fix them and call again."
     garbled_arguments: str = "they are not valid Unicode text (a lone surrogate)"
     args_separator: str = "; "
@@ -357,6 +373,7 @@ class Texts:
     submit_result_description: str = "Submit your final result; it ends your work."
     submit_result_arg: str = "The result."
     subagent_hit_limit: str = "it reached its limit of model calls ({limit})"
+    subagent_over_budget: str = "it used up its budget of {measure} ({limit})"
     subagent_bad_output: str = "its answers could not be used"
     subagent_filtered: str = "a content filter stopped its model"
     subagent_model_failed: str = "its model call failed: {error}"

@@ -41,6 +41,14 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         # -- errors the model can fix ------------------------------------------------------
         "unknown_tool": "没有名为 {name!r} 的工具。可用的工具：{available}。",
         "no_tools": "无",
+        "tool_removed": (
+            "调用 {call_id}（{name}）没有执行：工具 {name} 已不再可用。"
+            "请不要再调用它，改用现有的工具。"
+        ),
+        "tool_changed": (
+            "调用 {call_id}（{name}）没有执行：在调用等待期间工具 {name} 发生了变化，"
+            "它的参数已不再符合：{error}。如果仍然需要，请用符合的参数重新调用。"
+        ),
         "invalid_arguments": "{name} 的参数无效：{error}。请修正后重新调用。",
         "garbled_arguments": "它们不是有效的 Unicode 文本（含有孤立的代理字符）",
         "args_separator": "；",
@@ -166,6 +174,7 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "submit_result_description": "提交你的最终结果；提交后你的工作即告结束。",
         "submit_result_arg": "结果。",
         "subagent_hit_limit": "它用完了模型调用次数的上限（{limit}）",
+        "subagent_over_budget": "它用完了 {measure} 的预算（{limit}）",
         "subagent_bad_output": "它的回答无法使用",
         "subagent_filtered": "它的模型回复被内容过滤器拦截",
         "subagent_model_failed": "它的模型调用失败：{error}",

@@ -224,7 +224,8 @@ async def test_a_run_cancelled_while_a_worker_executes_it(setup: Setup) -> None:
     before = await setup.leases.writers("c0")
     assert {x.owner for x in before} == {"worker-w"}
 
-    done = await setup.ops.cancel("c0")
+    # Its body is held at the gate past the cancel's grace: it is settled with an unknown effect.
+    done = await setup.ops.cancel("c0", grace=0.5)
     call_id = next(c for r, c, _ in setup.effects.done if r == "c0")
     assert done.runs == ["c0"] and done.calls == [("c0", call_id)]
     setup.effects.gate.set()  # c0's body returns into a run that is no longer the worker's

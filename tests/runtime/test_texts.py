@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyrun as sr
+from steadyrun._texts import LANGUAGES, PLACEHOLDERS, Texts
+from steadyrun._texts_zh import CHINESE
 from steadyrun.chat import ToolResultPart
-from steadyrun.runtime._texts import LANGUAGES, PLACEHOLDERS, Texts
-from steadyrun.runtime._texts_zh import CHINESE
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
 SRC = Path(sr.__file__).parent

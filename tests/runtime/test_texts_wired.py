@@ -21,6 +21,7 @@ from pydantic import Field
 
 import steadyrun as sr
 from crashkit import crash_when, hang
+from steadyrun._texts import Texts
 from steadyrun.chat import MediaPart, Message, ModelRequest, TextPart, ToolCallPart, ToolResultPart
 from steadyrun.context import (
     CALLS_META,
@@ -40,7 +41,6 @@ from steadyrun.control import Confirm, HostFailure
 from steadyrun.extensions import DeferredTools, Delegate, Memory, Planning, Skills, SubAgents
 from steadyrun.extensions.memory import InMemoryMemoryBank
 from steadyrun.media import MediaOptions, media_ref
-from steadyrun.runtime._texts import Texts
 from steadyrun.testing import FunctionModel, ScriptedModel, call, text, tool_calls
 from steadyrun.tools import schema_tool
 

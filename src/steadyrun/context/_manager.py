@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from steadyrun._texts import Texts
 from steadyrun.chat import Message, ModelRequest, ModelSettings, TextPart, Usage
 from steadyrun.context._policy import ContextPolicy
 from steadyrun.context._rounds import (
@@ -25,9 +25,6 @@ from steadyrun.context._rounds import (
 )
 from steadyrun.context._tokens import EstimateCounter, count_tokens, estimate_request
 from steadyrun.models import ModelClient
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._texts import Texts
 
 __all__ = ["ContextEvent", "ContextManager"]
 

@@ -14,13 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
+from steadyrun._texts import Texts, default_texts
 from steadyrun.chat import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from steadyrun.context._read_tool import READ_TOOL
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._texts import Texts
 
 __all__ = [
     "CALLS_META",
@@ -57,8 +54,6 @@ def texts_or_english(texts: Texts | None) -> Texts:
     """``texts``, or the English texts when it is ``None``."""
     if texts is not None:
         return texts
-    from steadyrun.runtime._texts import default_texts  # steadyrun.runtime imports this package
-
     return default_texts()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from steadyrun._errors import UsageError
-from steadyrun.runtime._texts import Texts, default_texts
+from steadyrun._texts import Texts, default_texts
 
 __all__ = [
     "SKILL_FILE",

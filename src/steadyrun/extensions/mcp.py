@@ -36,9 +36,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from steadyrun import __version__
 from steadyrun._errors import SteadyrunError, ToolDefinitionError, UsageError
+from steadyrun._texts import Texts
 from steadyrun.control import HostFailure
 from steadyrun.extensions._mcp_names import mcp_tool_names
-from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ConcurrencyKey, Policy, Retain, Tool, ToolContext
 from steadyrun.tools._schema_tool import schema_tool
 

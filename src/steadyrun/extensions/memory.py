@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from steadyrun._errors import UsageError
+from steadyrun._texts import Texts, default_texts, texts_of
 from steadyrun.chat import Message, Usage
 from steadyrun.extensions._memory_embed import SentenceEmbedder, minilm_embedder
 from steadyrun.extensions._memory_sqlite import SqliteMemoryBank
@@ -31,7 +32,6 @@ from steadyrun.extensions._memory_store import (
 from steadyrun.models._client import ModelClient
 from steadyrun.models._structured import StructuredOutputError, generate_object
 from steadyrun.runtime._extension import Extension, TurnView
-from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from steadyrun._errors import UsageError
+from steadyrun._texts import Texts, default_texts, texts_of
 from steadyrun.extensions._skill_files import Skill, load_skills, read_resource
 from steadyrun.extensions.subagents import (
     SubAgentFailed,
@@ -30,7 +31,6 @@ from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._extension import Extension, TurnView
 from steadyrun.runtime._handle import RunHandle
-from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool
 
 __all__ = ["Skill", "Skills", "resume_or_review"]

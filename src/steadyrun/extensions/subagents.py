@@ -27,6 +27,7 @@ from steadyrun._errors import (
     SubAgentInterrupted,
     UsageError,
 )
+from steadyrun._texts import Texts, default_texts, texts_of
 from steadyrun.chat import ModelResponse, ToolDefinition
 from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
@@ -36,7 +37,6 @@ from steadyrun.runtime._extension import Extension, ModelCall, ModelNext
 from steadyrun.runtime._handle import RunHandle
 from steadyrun.runtime._recovery import needs_recovery, outcome_unknown
 from steadyrun.runtime._result import RunResult
-from steadyrun.runtime._texts import Texts, default_texts, texts_of
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
 
 __all__ = [

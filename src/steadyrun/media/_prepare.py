@@ -15,9 +15,10 @@ import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from steadyrun._errors import UsageError
+from steadyrun._texts import Texts, default_texts
 from steadyrun.chat import (
     MediaPart,
     MediaRef,
@@ -28,9 +29,6 @@ from steadyrun.chat import (
     ToolResultPart,
 )
 from steadyrun.media._supply import MediaSupply
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._texts import Texts
 
 __all__ = [
     "MediaAdapter",
@@ -115,8 +113,6 @@ class _Spot:
 
 
 def _english() -> Texts:
-    from steadyrun.runtime._texts import default_texts  # steadyrun.runtime imports this package
-
     return default_texts()
 
 

@@ -1,6 +1,7 @@
 """The run: agents, limits, the loop, recovery, observers and results."""
 
 from steadyrun._errors import StepNotFoundError
+from steadyrun._texts import Texts
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._budgets import Budget, BudgetStatus, Price, Spent
 from steadyrun.runtime._completion import (
@@ -26,7 +27,6 @@ from steadyrun.runtime._recovery import (
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._runtime import PendingItem, Runtime
 from steadyrun.runtime._sync import run_sync
-from steadyrun.runtime._texts import Texts
 from steadyrun.runtime._versions import AgentFingerprint, agent_fingerprint, tool_version
 
 __all__ = [

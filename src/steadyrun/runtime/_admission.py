@@ -8,6 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from steadyrun._codec import from_plain
+from steadyrun._texts import Texts
 from steadyrun.chat import (
     Message,
     ModelResponse,
@@ -23,7 +24,6 @@ from steadyrun.runtime._results import call_id
 from steadyrun.runtime._scrub import scrub as _clean
 from steadyrun.runtime._scrub import storable as _valid
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 from steadyrun.tools import ToolSet
 
 __all__ = ["open_batch", "record_message", "scrub_response", "tools_usage"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from steadyrun._codec import encode, to_plain
 from steadyrun._errors import StoreError, UsageError
+from steadyrun._texts import Texts
 from steadyrun.control import (
     AwaitExternal,
     CallRejected,
@@ -36,7 +37,6 @@ from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
 from steadyrun.runtime._scrub import scrub_record
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 from steadyrun.runtime._versions import TOOL_VERSION, tool_version
 from steadyrun.stores import Journal
 from steadyrun.stores._leases import ensure_held

@@ -6,12 +6,12 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from steadyrun._texts import Texts
 from steadyrun.chat import Message, ModelRequest
 from steadyrun.context import ContextEvent, ContextManager
 from steadyrun.models import resolve_model
 from steadyrun.runtime._agent import Agent, ReducerView
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 
 __all__ = ["context_manager", "reduce_context"]
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from steadyrun._codec import to_plain
 from steadyrun._errors import ConflictError, RunNotFoundError, StepNotFoundError, UsageError
-from steadyrun.runtime._texts import Texts
+from steadyrun._texts import Texts
 from steadyrun.chat import Message, TextPart, ToolCallPart, Usage
 from steadyrun.records import (
     SETTLED_STATUSES,

@@ -21,10 +21,10 @@ from steadyrun.stores import FeedMessage, Store
 from steadyrun.tools import Tool
 
 if TYPE_CHECKING:
+    from steadyrun._texts import Texts
     from steadyrun.runtime._agent import Agent
     from steadyrun.runtime._extset import ExtensionSet
     from steadyrun.runtime._observers import ObserverSet
-    from steadyrun.runtime._texts import Texts
 
 __all__ = ["RunHandle", "child_run_id"]
 

@@ -26,12 +26,12 @@ from steadyrun._errors import (
     UnknownCallError,
     UsageError,
 )
+from steadyrun._texts import Texts
 from steadyrun.records import CallDecision, CallRecord, CallUpdate, RunSnapshot
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.runtime._claims import check_writable
 from steadyrun.runtime._settlements import settlement_notice
-from steadyrun.runtime._texts import Texts
 from steadyrun.stores import Store
 from steadyrun.tools import ToolArgumentsError, validate_strictly
 

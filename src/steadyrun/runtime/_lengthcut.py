@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, cast
 
+from steadyrun._texts import Texts
 from steadyrun.chat import FinishReason, Message, ModelResponse, Part, TextPart, ToolCallPart
 from steadyrun.records import Checkpoint
 from steadyrun.runtime._admission import record_message
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 
 __all__ = ["FINISH_REASON", "correct_length_cut", "finish_reason"]
 

@@ -24,6 +24,7 @@ from steadyrun._errors import (
     StoreError,
     failure_from_record,
 )
+from steadyrun._texts import Texts
 from steadyrun.chat import (
     Message,
     ModelRequest,
@@ -69,7 +70,6 @@ from steadyrun.runtime._results import (
     uses_correction,
 )
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 from steadyrun.runtime._versions import agent_fingerprint, reconcile_batch
 from steadyrun.stores import Store
 from steadyrun.stores._leases import ensure_held

@@ -10,8 +10,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from steadyrun._errors import SubAgentInterrupted
+from steadyrun._texts import Texts
 from steadyrun.records import CallRecord, RunSnapshot, Step
-from steadyrun.runtime._texts import Texts
 
 __all__ = [
     "ORIGINAL_ARGUMENTS",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from steadyrun._texts import Texts, default_texts
 from steadyrun.chat import Message, Part, ToolResultPart
 from steadyrun.context import (
     CALLS_META,
@@ -15,7 +16,6 @@ from steadyrun.context import (
     result_key,
 )
 from steadyrun.records import CallRecord
-from steadyrun.runtime._texts import Texts, default_texts
 from steadyrun.tools import DEFAULT_MAX_RESULT_CHARS, ToolSet
 
 __all__ = [

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from steadyrun._errors import RunCancelledError, RunNotFoundError, UsageError
+from steadyrun._texts import Texts
 from steadyrun.chat import MediaPart, Message
 from steadyrun.media import MediaOptions, MediaPreparer
 from steadyrun.records import RunSnapshot
@@ -21,7 +22,6 @@ from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._texts import Texts
 from steadyrun.runtime._versions import AgentVersions
 from steadyrun.stores import FeedMessage, Store
 

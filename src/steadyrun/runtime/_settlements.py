@@ -8,9 +8,9 @@ learns it at the run's next turn (the worker resumes the run, as for any input).
 
 from __future__ import annotations
 
+from steadyrun._texts import Texts
 from steadyrun.records import CallRecord
 from steadyrun.runtime._results import truncated
-from steadyrun.runtime._texts import Texts
 from steadyrun.stores import FeedMessage
 from steadyrun.tools import DEFAULT_MAX_RESULT_CHARS
 

@@ -25,6 +25,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain
+    from steadyrun._texts import Texts
     from steadyrun.chat import Usage
     from steadyrun.control import HostFailure
     from steadyrun.extensions.subagents import (
@@ -37,7 +38,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime import Agent, Limits
     from steadyrun.runtime._extension import ToolCall
     from steadyrun.runtime._handle import RunHandle, child_run_id
-    from steadyrun.runtime._texts import Texts
     from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
     from steadyrun.tools import Tool
 

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import to_plain
     from steadyrun._errors import UsageError
+    from steadyrun._texts import Texts
     from steadyrun.chat import Usage
     from steadyrun.media import MediaOptions
     from steadyrun.records import (
@@ -29,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime import Agent, PendingItem, RunResult
     from steadyrun.runtime._observers import ObserverSet
     from steadyrun.runtime._state import RunState
-    from steadyrun.runtime._texts import Texts
     from steadyrun.stores import FeedMessage
     from steadyrun.stream import DisplaySnapshot, display_from_run
     from steadyrun.temporal._payloads import (

@@ -12,16 +12,14 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from steadyrun._errors import SteadyrunError
+from steadyrun._texts import Texts, default_texts
 from steadyrun.tools._signature import Binding
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._texts import Texts
 
 __all__ = [
     "ArgumentIssue",
@@ -346,8 +344,5 @@ def short_json(value: Any) -> str:
 
 
 def _english(issues: Sequence[ArgumentIssue]) -> list[str]:
-    # Imported here: the runtime's package imports this one (its texts hold the English).
-    from steadyrun.runtime._texts import default_texts
-
     texts = default_texts()
     return [describe_issue(issue, texts) for issue in issues]

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from steadyrun._texts import Texts, default_texts
 from steadyrun.chat import MediaRef
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._texts import Texts
 
 __all__ = ["ToolContext"]
 
 
 def _english() -> Texts:
-    # Imported here: steadyrun.runtime imports steadyrun.tools.
-    from steadyrun.runtime._texts import default_texts
-
     return default_texts()
 
 

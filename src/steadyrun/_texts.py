@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from steadyrun._errors import UsageError
-from steadyrun.runtime._texts_check import check_field, check_names, language_code, names
-from steadyrun.runtime._texts_zh import CHINESE
+from steadyrun._texts_check import check_field, check_names, language_code, names
+from steadyrun._texts_zh import CHINESE
 
 __all__ = ["LANGUAGES", "PLACEHOLDERS", "Texts", "default_texts", "texts_of"]
 

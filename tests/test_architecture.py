@@ -70,7 +70,6 @@ UNTIED_YET: frozenset[str] = frozenset(
 )
 UPWARD_YET: frozenset[tuple[str, str]] = frozenset(
     {
-        ("steadyrun.models.google", "steadyrun.context"),
         ("steadyrun.runtime._host", "steadyrun.background"),
         ("steadyrun.stores._export", "steadyrun"),
     }

@@ -1,12 +1,8 @@
 """Counting the tokens of a model request.
 
-The default is an estimate with a documented rule, good enough to keep a run inside its window
-with the margins ``ContextPolicy`` leaves; exact counters plug in per model.
-
-The estimate: every 4 bytes of UTF-8 text (message text, thinking, tool-call arguments, tool
-results, instructions, and each tool definition's JSON) count as one token, rounded up per
-piece; each message adds 4 tokens and each tool definition 8 for the provider's framing; an
-image counts as 1,000 tokens and any other media (a PDF, audio) as 2,000.
+The default is an estimate with a documented rule (``steadyrun.chat._estimate``), good enough
+to keep a run inside its window with the margins ``ContextPolicy`` leaves; exact counters plug
+in per model.
 """
 
 from __future__ import annotations
@@ -21,14 +17,21 @@ from typing import Any, Protocol, runtime_checkable
 from steadyrun._errors import UsageError
 from steadyrun.chat import (
     MediaPart,
-    MediaRef,
     Message,
     ModelRequest,
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolDefinition,
     ToolResultPart,
+)
+from steadyrun.chat._estimate import (
+    MESSAGE_OVERHEAD,
+    TOOL_OVERHEAD,
+    estimate_message,
+    estimate_request,
+    media_tokens,
+    text_tokens,
+    tool_tokens,
 )
 
 __all__ = [
@@ -42,11 +45,6 @@ __all__ = [
     "estimate_request",
 ]
 
-MESSAGE_OVERHEAD = 4
-TOOL_OVERHEAD = 8
-IMAGE_TOKENS = 1_000
-OTHER_MEDIA_TOKENS = 2_000
-
 
 @runtime_checkable
 class TokenCounter(Protocol):
@@ -55,45 +53,6 @@ class TokenCounter(Protocol):
     def count(self, request: ModelRequest) -> int | Awaitable[int]:
         """Tokens the request takes in the model's window."""
         ...
-
-
-def _text_tokens(text: str) -> int:
-    return (len(text.encode()) + 3) // 4
-
-
-def _media_tokens(ref: MediaRef) -> int:
-    return IMAGE_TOKENS if ref.mime.startswith("image/") else OTHER_MEDIA_TOKENS
-
-
-def estimate_message(message: Message) -> int:
-    """The estimated tokens of one message (see the module docstring for the rule)."""
-    total = MESSAGE_OVERHEAD
-    for part in message.parts:
-        if isinstance(part, TextPart | ThinkingPart):
-            total += _text_tokens(part.text)
-        elif isinstance(part, ToolCallPart):
-            total += _text_tokens(part.name) + _text_tokens(part.arguments) + 4
-        elif isinstance(part, ToolResultPart):
-            total += _text_tokens(part.content) + 4
-            total += sum(_media_tokens(m) for m in part.media)
-        elif isinstance(part, MediaPart):
-            total += _media_tokens(part.ref)
-    return total
-
-
-def _tool_tokens(tool: ToolDefinition) -> int:
-    return TOOL_OVERHEAD + _text_tokens(
-        tool.name + tool.description + json.dumps(tool.parameters, separators=(",", ":"))
-    )
-
-
-def estimate_request(request: ModelRequest) -> int:
-    """The estimated tokens of a whole request: instructions, messages and tool definitions."""
-    return (
-        _text_tokens(request.instructions)
-        + sum(estimate_message(m) for m in request.messages)
-        + sum(_tool_tokens(t) for t in request.tools)
-    )
 
 
 class EstimateCounter:
@@ -109,7 +68,7 @@ class EstimateCounter:
     def count(self, request: ModelRequest) -> int:
         """The estimate of ``request``."""
         known: dict[int, tuple[Message, int]] = {}
-        total = _text_tokens(request.instructions) + sum(_tool_tokens(t) for t in request.tools)
+        total = text_tokens(request.instructions) + sum(tool_tokens(t) for t in request.tools)
         for message in request.messages:
             # Keyed by identity, holding the message so its id cannot be reused meanwhile.
             hit = self._known.get(id(message))
@@ -155,9 +114,9 @@ class TiktokenCounter:
                     total += self._text(part.name) + self._text(part.arguments) + 4
                 elif isinstance(part, ToolResultPart):
                     total += self._text(part.content) + 4
-                    total += sum(_media_tokens(m) for m in part.media)
+                    total += sum(media_tokens(m) for m in part.media)
                 elif isinstance(part, MediaPart):
-                    total += _media_tokens(part.ref)
+                    total += media_tokens(part.ref)
         for tool in request.tools:
             total += TOOL_OVERHEAD + self._text(
                 tool.name + tool.description + json.dumps(tool.parameters)

@@ -21,7 +21,7 @@ from google.genai.client import AsyncClient
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelRequest, ModelResponse, ModelSettings, ResponseDelta
-from steadyrun.context import estimate_request
+from steadyrun.chat._estimate import estimate_request
 from steadyrun.models._client import check_model_requests_allowed
 from steadyrun.models._errors import ServerError
 from steadyrun.models._google_errors import map_error

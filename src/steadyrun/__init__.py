@@ -35,6 +35,7 @@ from steadyrun._errors import (
     UnknownCallError,
     UsageError,
 )
+from steadyrun._version import __version__
 from steadyrun.chat import Message, ModelRequest, ModelResponse, Usage
 from steadyrun.context import ContextPolicy
 from steadyrun.models import ModelClient, StructuredOutputError, generate_object
@@ -61,8 +62,6 @@ from steadyrun.tools import Tool, ToolArgumentsError, ToolContext, tool
 
 if TYPE_CHECKING:
     from steadyrun.stores import PostgresStore as PostgresStore
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accept",

@@ -34,9 +34,9 @@ from mcp.client import Transport
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from steadyrun import __version__
 from steadyrun._errors import SteadyrunError, ToolDefinitionError, UsageError
 from steadyrun._texts import Texts
+from steadyrun._version import __version__
 from steadyrun.control import HostFailure
 from steadyrun.extensions._mcp_names import mcp_tool_names
 from steadyrun.tools import ConcurrencyKey, Policy, Retain, Tool, ToolContext

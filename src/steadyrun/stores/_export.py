@@ -31,6 +31,7 @@ from typing import Any
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun._version import __version__
 from steadyrun.records import CHECKPOINT_FORMAT
 from steadyrun.stores._lifecycle import RunDump
 
@@ -55,8 +56,6 @@ def export_document(dump: RunDump, *, now: datetime | None = None) -> dict[str, 
     Raises:
         StoreError: Part of a record has no JSON form.
     """
-    from steadyrun import __version__  # steadyrun imports this package
-
     moment = now or datetime.now(UTC)
     body = to_plain(dump, RunDump)
     return {

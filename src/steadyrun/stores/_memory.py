@@ -7,8 +7,6 @@ never the object it saved.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -30,6 +28,7 @@ from steadyrun.records import (
 )
 from steadyrun.records._history import StepEntry
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_memory import MemoryHistory
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
@@ -71,7 +70,7 @@ class MemoryStore(MemoryLifecycle):
     def __init__(self) -> None:
         self._runs: dict[str, _Run] = {}
         self._feeds: dict[str, _Feed] = {}
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters = FeedWaiters()
         self.leases = MemoryLeases()
         self.bytes_written = 0
         self.step_bytes: list[int] = []
@@ -205,8 +204,7 @@ class MemoryStore(MemoryLifecycle):
         feed.keys[pair] = stored.seq
         self.bytes_written += len(data)
         self.leases.woken(run_id)
-        for waiter in self._waiters.get(run_id, ()):
-            waiter.set()
+        self._waiters.wake(run_id)
         return stored
 
     async def pending(self, run_id: str, after: int) -> int:
@@ -239,20 +237,7 @@ class MemoryStore(MemoryLifecycle):
 
     async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
         """Wait for input above ``after``; woken by ``append``."""
-        deadline = time.monotonic() + max_wait
-        while True:
-            seq = await self.pending(run_id, after)
-            left = deadline - time.monotonic()
-            if seq or left <= 0:
-                return seq
-            waiter = asyncio.Event()
-            self._waiters.setdefault(run_id, set()).add(waiter)
-            try:
-                await asyncio.wait_for(waiter.wait(), left)
-            except TimeoutError:
-                pass
-            finally:
-                self._waiters[run_id].discard(waiter)
+        return await self._waiters.wait(run_id, lambda: self.pending(run_id, after), max_wait)
 
     # -- run index -------------------------------------------------------------------------
 

@@ -8,9 +8,7 @@ at any time (WAL) and write to it (they wait up to ``busy_timeout``).
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +32,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
@@ -86,7 +85,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         self.synchronous = synchronous
         self._busy_ms = int(busy_timeout * 1000)
         self._db = SqliteThread(self._open, f"SQLite store {self.path}", "steadyrun-sqlite")
-        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._waiters = FeedWaiters()
         self.leases = SqliteLeases(self)
         self.bytes_written = 0
         self.step_bytes: list[int] = []
@@ -361,8 +360,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             return stored
 
         stored = await self._run(write)
-        for waiter in self._waiters.get(run_id, ()):
-            waiter.set()
+        self._waiters.wake(run_id)
         if woke:
             self.leases.notify()
         return stored
@@ -424,21 +422,9 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         Appends of this process wake the waiter at once; appends of other processes are seen
         by polling, backing off to every 0.5 s.
         """
-        deadline = time.monotonic() + max_wait
-        interval = _POLL_FIRST
-        while True:
-            seq = await self.pending(run_id, after)
-            left = deadline - time.monotonic()
-            if seq or left <= 0:
-                return seq
-            waiter = asyncio.Event()
-            self._waiters.setdefault(run_id, set()).add(waiter)
-            try:
-                await asyncio.wait_for(waiter.wait(), min(interval, left))
-            except TimeoutError:
-                interval = min(interval * 2, _POLL_MAX)
-            finally:
-                self._waiters[run_id].discard(waiter)
+        return await self._waiters.wait(
+            run_id, lambda: self.pending(run_id, after), max_wait, poll=(_POLL_FIRST, _POLL_MAX)
+        )
 
     # -- run index -------------------------------------------------------------------------
 

@@ -70,7 +70,6 @@ UNTIED_YET: frozenset[str] = frozenset(
 )
 UPWARD_YET: frozenset[tuple[str, str]] = frozenset(
     {
-        ("steadyrun.runtime._host", "steadyrun.background"),
     }
 )
 

@@ -26,6 +26,7 @@ from steadyrun.background._store import TaskStore
 from steadyrun.background._tool import AdoptionView, BackgroundTool, Operation, TaskRef, outcome_of
 from steadyrun.control import HostFailure
 from steadyrun.runtime._extension import Extension
+from steadyrun.runtime._host import PendingItem
 from steadyrun.stores import Feed, FeedMessage
 from steadyrun.tools import Tool, ToolContext, schema_tool
 
@@ -439,6 +440,37 @@ class TaskManager:
         return [
             t for t in tasks if t.status == "waiting_input" and t.input and not t.input.answered
         ]
+
+    async def pending_questions(self, run_id: str) -> list[PendingItem]:
+        """The run's tasks' questions as ``Runtime.pending`` lists them (``Runtime.use_tasks``)."""
+        items = []
+        for task in await self.pending_inputs(run_id):
+            assert task.input is not None
+            items.append(
+                PendingItem(
+                    kind="task_input",
+                    blocking=False,
+                    call_id=task.call_id,
+                    name=task.tool,
+                    arguments=task.arguments,
+                    prompt=task.input.prompt,
+                    wait_id=task.input.wait_id,
+                    response_schema=task.input.response_schema,
+                )
+            )
+        return items
+
+    async def answer_question(self, run_id: str, wait_id: str, response: Any) -> str | None:
+        """Answer the question of the run's task on ``wait_id`` (``Runtime.answer``).
+
+        Returns:
+            The task's call id, or ``None`` when no task of the run asked on ``wait_id``.
+        """
+        for task in await self.store.list_tasks(run_id):
+            if task.input is not None and task.input.wait_id == wait_id:
+                await self.answer(task.id, wait_id, response)
+                return task.call_id
+        return None
 
     async def answer(self, task_id: str, wait_id: str, answer: Any) -> bool:
         """Answer a waiting task's question (validated against its schema), exactly once.

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import jsonschema
 
@@ -35,10 +35,7 @@ from steadyrun.runtime._settlements import settlement_notice
 from steadyrun.stores import Store
 from steadyrun.tools import ToolArgumentsError, validate_strictly
 
-if TYPE_CHECKING:
-    from steadyrun.background import TaskManager
-
-__all__ = ["HostOperations", "PendingItem", "pending_items"]
+__all__ = ["HostOperations", "PendingItem", "TaskQuestions", "pending_items"]
 
 PendingKind = Literal[
     "result", "decision", "input", "review", "submission", "detached", "task_input"
@@ -113,6 +110,25 @@ def pending_items(
     return items
 
 
+class TaskQuestions(Protocol):
+    """What ``pending`` and ``answer`` ask of background tasks (a ``TaskManager`` is one).
+
+    The runtime names the port; the background layer, below it, implements it.
+    """
+
+    async def pending_questions(self, run_id: str) -> list[PendingItem]:
+        """The questions the run's tasks wait on (kind ``task_input``; the run does not wait)."""
+        ...
+
+    async def answer_question(self, run_id: str, wait_id: str, response: Any) -> str | None:
+        """Answer the question of the run's task on ``wait_id`` (once; a repeat changes nothing).
+
+        Returns:
+            The task's call id, or ``None`` when no task of the run asked on ``wait_id``.
+        """
+        ...
+
+
 class HostOperations:
     """The host's writes; mixed into ``Runtime``."""
 
@@ -121,9 +137,9 @@ class HostOperations:
     _clock: Callable[[], datetime]
     texts: Texts
     post_settlements: bool = False
-    tasks: TaskManager | None = None
+    tasks: TaskQuestions | None = None
 
-    def use_tasks(self, manager: TaskManager) -> None:
+    def use_tasks(self, manager: TaskQuestions) -> None:
         """Route background tasks' questions through ``pending`` and ``answer``.
 
         ``pending`` then lists the questions of a run's tasks (kind ``task_input``), and
@@ -138,20 +154,7 @@ class HostOperations:
             raise RunNotFoundError(run_id)
         items = pending_items(snap.calls, strict_settlement=self._strict(snap.run.agent))
         if self.tasks is not None:
-            for task in await self.tasks.pending_inputs(run_id):
-                assert task.input is not None
-                items.append(
-                    PendingItem(
-                        kind="task_input",
-                        blocking=False,
-                        call_id=task.call_id,
-                        name=task.tool,
-                        arguments=task.arguments,
-                        prompt=task.input.prompt,
-                        wait_id=task.input.wait_id,
-                        response_schema=task.input.response_schema,
-                    )
-                )
+            items.extend(await self.tasks.pending_questions(run_id))
         return items
 
     async def settle(
@@ -244,11 +247,10 @@ class HostOperations:
         """
         await check_writable(self.store.leases, run_id)
         if self.tasks is not None:
-            for task in await self.tasks.store.list_tasks(run_id):
-                if task.input is not None and task.input.wait_id == wait_id:
-                    # A background task's question: answered once (a repeat changes nothing).
-                    await self.tasks.answer(task.id, wait_id, response)
-                    return await self._call(run_id, task.call_id)
+            # A background task's question: answered once (a repeat changes nothing).
+            task_call = await self.tasks.answer_question(run_id, wait_id, response)
+            if task_call is not None:
+                return await self._call(run_id, task_call)
         call_id = wait_id.rpartition(".w")[0]
         if not call_id:
             raise UnknownCallError(f"{wait_id!r} is not a wait id of run {run_id!r}")

@@ -23,6 +23,7 @@ from steadyrun._errors import (
     SteadyrunError,
     UsageError,
 )
+from steadyrun.background import TaskManager
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
@@ -342,7 +343,7 @@ class App:
         from steadyrun.service._ops import Operations
 
         manager = self.runtime.tasks
-        tasks = manager.store if manager is not None else None
+        tasks = manager.store if isinstance(manager, TaskManager) else None
         ops = Operations(self.runtime, tasks=tasks, leases=self.store.leases)
         done = await ops.cancel(run_id)
         task = self.worker._tasks.get(run_id) if self.worker is not None else None

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from steadyrun._errors import UsageError
 from steadyrun.chat import ModelSettings
 from steadyrun.context import ContextPolicy, read_tool
 from steadyrun.models import ModelClient, check_model_spec, resolve_model
-from steadyrun.runtime._budgets import Budget, Price, check_limits_budgets, check_prices
 from steadyrun.runtime._completion import CompletionFallback, CompletionValidator, Guard
 from steadyrun.runtime._extension import Extension
 from steadyrun.runtime._extset import check_extensions
+from steadyrun.runtime._limits import Limits, price_of, prices_cost
 from steadyrun.tools import Tool, ToolSet
 
-__all__ = ["Agent", "ContextReducer", "Limits", "ReducerView"]
+__all__ = ["Agent", "ContextReducer", "Limits", "ReducerView", "check_prices", "model_key"]
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -39,55 +39,6 @@ class ReducerView:
 
 ContextReducer = Callable[..., Any]
 """``(view: ReducerView, request: ModelRequest) -> list[Message] | None`` (sync or async)."""
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Limits:
-    """Bounds of a run.
-
-    Attributes:
-        max_iterations: Model calls per turn; new input resets the count.
-        max_turns: Turns per run (``None``: no limit). A turn answers one claim of input.
-        max_concurrent_tool_calls: Calls of one batch running at once.
-        corrections: Corrections the model may use per run (e.g. retrying tool calls cut off
-            by the length limit).
-        budget: What the whole run may use (requests, tokens, tool calls, cost); checked
-            before each model call (see ``Budget``). ``None``: no bound.
-        turn_budget: What each turn may use, counted from the turn's first model call.
-        prices: The price of each model, by the name the agent's model has (its spec such
-            as ``"openai:gpt-4.1"``, or the part after ``provider:``); a ``cost`` budget needs
-            the agent's model in it.
-        on_budget: What a used-up budget does: ``suspend`` the run (a person raises the budget
-            with ``Runtime.raise_budget`` and resumes it) or ``fail`` it with
-            ``BudgetExceeded`` (a raise and a resume continue it too). Sub-agent runs, which
-            cannot suspend, fail.
-    """
-
-    max_iterations: int = 20
-    max_turns: int | None = None
-    max_concurrent_tool_calls: int = 4
-    corrections: int = 1
-    budget: Budget | None = None
-    turn_budget: Budget | None = None
-    prices: Mapping[str, Price] = field(default_factory=dict)
-    on_budget: Literal["suspend", "fail"] = "suspend"
-
-    def __post_init__(self) -> None:
-        problems = []
-        if self.max_iterations < 1:
-            problems.append(f"max_iterations must be at least 1, got {self.max_iterations}")
-        if self.max_turns is not None and self.max_turns < 1:
-            problems.append(f"max_turns must be at least 1 or None, got {self.max_turns}")
-        if self.max_concurrent_tool_calls < 1:
-            problems.append(
-                "max_concurrent_tool_calls must be at least 1, "
-                f"got {self.max_concurrent_tool_calls}"
-            )
-        if self.corrections < 0:
-            problems.append(f"corrections must be 0 or more, got {self.corrections}")
-        problems += check_limits_budgets(self)
-        if problems:
-            raise UsageError("invalid Limits: " + "; ".join(problems))
 
 
 @dataclass(kw_only=True, eq=False)
@@ -175,3 +126,32 @@ class Agent:
     def instructions_for(self, run_id: str) -> str:
         """The instructions for one run."""
         return self.instructions(run_id) if callable(self.instructions) else self.instructions
+
+
+def model_key(agent: Agent) -> str:
+    """The name a price table knows the agent's model by.
+
+    The model's spec (``"openai:gpt-4.1"``) when it is named by one; for a client object its
+    ``model`` attribute, else its ``name``, else its class name.
+    """
+    if isinstance(agent.model, str):
+        return agent.model
+    for attribute in ("model", "name"):
+        value = getattr(agent.model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(agent.model).__name__
+
+
+def check_prices(agent: Agent) -> None:
+    """Refuse an agent whose cost budget cannot be priced (when it is defined, not mid-run)."""
+    limits = agent.limits
+    if not prices_cost(limits.budget, limits.turn_budget):
+        return
+    key = model_key(agent)
+    if price_of(limits.prices, key) is None:
+        known = ", ".join(sorted(limits.prices)) or "none"
+        raise UsageError(
+            f"agent {agent.name!r} has a cost budget but Limits.prices has no price for model "
+            f"{key!r} (prices for: {known})"
+        )

@@ -13,18 +13,18 @@ usage priced per model, the budgets a person raised for this run, and why it sto
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import BudgetExceeded, UsageError
 from steadyrun.chat import Usage
 from steadyrun.records import CallRecord, Checkpoint
+from steadyrun.runtime._agent import Agent, model_key
+from steadyrun.runtime._limits import MEASURES, Budget, Limits, Price, price_of, prices_cost
 
 if TYPE_CHECKING:
-    from steadyrun.runtime._agent import Agent, Limits
     from steadyrun.runtime._state import RunState
 
 __all__ = [
@@ -36,9 +36,7 @@ __all__ = [
     "account_usage",
     "budget_status",
     "check_budget",
-    "check_prices",
     "held_budget",
-    "model_key",
     "raise_in",
 ]
 
@@ -46,99 +44,6 @@ BUDGET_STATE = "steadyrun.budget"
 """Checkpoint ``extra`` key of the budget state (see the module docstring)."""
 
 Scope = Literal["run", "turn"]
-MEASURES = ("requests", "input_tokens", "output_tokens", "total_tokens", "tool_calls", "cost")
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Budget:
-    """Limits on what a run (or one of its turns) may use; ``None`` leaves a measure unbounded.
-
-    Before each model call the runtime compares what was used so far with each limit. The
-    call is made only if it fits: a request is left (``requests``), a token is left (the
-    token limits), the cost has not reached ``cost``, and the tool calls made are not more
-    than ``tool_calls``. A call that is made is never cut, so the last one may take the
-    tokens or cost past the limit, and a batch the model asked for runs whole.
-
-    Attributes:
-        requests: Model calls.
-        input_tokens: Prompt tokens (cached ones included).
-        output_tokens: Generated tokens (reasoning included).
-        total_tokens: Input plus output tokens.
-        tool_calls: Tool calls that started (calls refused before they ran are not counted;
-            sub-agents' own calls neither).
-        cost: Cost in the currency of ``Limits.prices``, which it needs.
-    """
-
-    requests: int | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    total_tokens: int | None = None
-    tool_calls: int | None = None
-    cost: float | None = None
-
-    def __post_init__(self) -> None:
-        problems = []
-        for name in MEASURES:
-            value = getattr(self, name)
-            if value is None:
-                continue
-            number = isinstance(value, int | float) and not isinstance(value, bool)
-            if name != "cost" and not isinstance(value, int):
-                number = False
-            if not number or not math.isfinite(value) or value < 0:
-                kind = "a number" if name == "cost" else "an int"
-                problems.append(f"{name} must be {kind} of 0 or more, or None; got {value!r}")
-        if problems:
-            raise UsageError("invalid Budget: " + "; ".join(problems))
-
-    def updated(self, other: Budget) -> Budget:
-        """This budget with the limits ``other`` sets (those it leaves ``None`` are kept)."""
-        given = {f.name: getattr(other, f.name) for f in fields(other)}
-        return replace(self, **{k: v for k, v in given.items() if v is not None})
-
-
-@dataclass(kw_only=True, frozen=True, slots=True)
-class Price:
-    """What one model costs, per million tokens, in a currency of your choice.
-
-    Attributes:
-        input: Per million prompt tokens that were not served from or written to a cache.
-        output: Per million generated tokens (reasoning included).
-        cache_read: Per million prompt tokens read from a provider cache (default: ``input``).
-        cache_write: Per million prompt tokens written to a provider cache (default:
-            ``input``).
-    """
-
-    input: float
-    output: float
-    cache_read: float | None = None
-    cache_write: float | None = None
-
-    def __post_init__(self) -> None:
-        problems = []
-        for name in ("input", "output", "cache_read", "cache_write"):
-            value = getattr(self, name)
-            if value is None and name.startswith("cache"):
-                continue
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            if not ok or not math.isfinite(value) or value < 0:
-                problems.append(f"{name} must be a number of 0 or more, got {value!r}")
-        if problems:
-            raise UsageError("invalid Price: " + "; ".join(problems))
-
-    def cost(self, usage: Usage) -> float:
-        """The cost of ``usage`` at this price."""
-        read = self.cache_read if self.cache_read is not None else self.input
-        write = self.cache_write if self.cache_write is not None else self.input
-        # Usage counts cached prompt tokens, read and written, inside input_tokens.
-        plain = max(0, usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens)
-        total = (
-            plain * self.input
-            + usage.cache_read_tokens * read
-            + usage.cache_write_tokens * write
-            + usage.output_tokens * self.output
-        )
-        return total / 1_000_000
 
 
 @dataclass(kw_only=True, frozen=True, slots=True)
@@ -185,67 +90,6 @@ class BudgetStatus:
     spent: Spent
     turn_spent: Spent
     exceeded: BudgetExceeded | None
-
-
-# -- configuration -------------------------------------------------------------------------
-
-
-def model_key(agent: Agent) -> str:
-    """The name a price table knows the agent's model by.
-
-    The model's spec (``"openai:gpt-4.1"``) when it is named by one; for a client object its
-    ``model`` attribute, else its ``name``, else its class name.
-    """
-    if isinstance(agent.model, str):
-        return agent.model
-    for attribute in ("model", "name"):
-        value = getattr(agent.model, attribute, None)
-        if isinstance(value, str) and value:
-            return value
-    return type(agent.model).__name__
-
-
-def price_of(prices: Mapping[str, Price], model: str) -> Price | None:
-    """The price of ``model``: by its full name, else by the part after ``provider:``."""
-    found = prices.get(model)
-    if found is None and ":" in model:
-        found = prices.get(model.split(":", 1)[1])
-    return found
-
-
-def check_prices(agent: Agent) -> None:
-    """Refuse an agent whose cost budget cannot be priced (when it is defined, not mid-run)."""
-    limits = agent.limits
-    if not _prices_cost(limits.budget, limits.turn_budget):
-        return
-    key = model_key(agent)
-    if price_of(limits.prices, key) is None:
-        known = ", ".join(sorted(limits.prices)) or "none"
-        raise UsageError(
-            f"agent {agent.name!r} has a cost budget but Limits.prices has no price for model "
-            f"{key!r} (prices for: {known})"
-        )
-
-
-def check_limits_budgets(limits: Limits) -> list[str]:
-    """Problems of the budget settings of ``Limits`` (for its own check)."""
-    problems = []
-    for name in ("budget", "turn_budget"):
-        value = getattr(limits, name)
-        if value is not None and not isinstance(value, Budget):
-            problems.append(f"{name} must be a Budget or None, got {type(value).__name__}")
-    if limits.on_budget not in ("suspend", "fail"):
-        problems.append(f"on_budget must be 'suspend' or 'fail', got {limits.on_budget!r}")
-    bad = [k for k, v in limits.prices.items() if not isinstance(v, Price)]
-    if bad:
-        problems.append(f"prices must map model names to Price, not for {sorted(bad)}")
-    if _prices_cost(limits.budget, limits.turn_budget) and not limits.prices:
-        problems.append("a cost budget needs prices (Limits.prices: model name -> Price)")
-    return problems
-
-
-def _prices_cost(*budgets: Budget | None) -> bool:
-    return any(b is not None and b.cost is not None for b in budgets)
 
 
 # -- the state in the checkpoint -----------------------------------------------------------
@@ -414,7 +258,7 @@ def raise_in(
     for given in (budget, turn_budget):
         if given is not None and not isinstance(given, Budget):
             raise UsageError(f"a budget must be a Budget, got {type(given).__name__}")
-    if _prices_cost(budget, turn_budget) and (limits is None or not limits.prices):
+    if prices_cost(budget, turn_budget) and (limits is None or not limits.prices):
         raise UsageError(
             "a cost budget needs prices: give the agent Limits(prices={model: Price(...)}) "
             "(and this runtime the agent)"
@@ -432,8 +276,6 @@ def budget_status(
     usage: Usage, cp: Checkpoint, calls: list[CallRecord], agent: Agent | None
 ) -> BudgetStatus:
     """A stored run's budgets and what it used (``agent``: its agent, when known)."""
-    from steadyrun.runtime._agent import Limits
-
     limits = agent.limits if agent is not None else Limits()
     model = model_key(agent) if agent is not None else ""
     current = _state(cp)

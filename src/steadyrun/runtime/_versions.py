@@ -38,7 +38,7 @@ from steadyrun.records import CallRecord
 from steadyrun.tools import Tool, ToolArgumentsError, describe_issues
 
 if TYPE_CHECKING:
-    from steadyrun.runtime import Texts
+    from steadyrun._texts import Texts
     from steadyrun.runtime._agent import Agent
     from steadyrun.runtime._state import RunState
 
@@ -135,7 +135,7 @@ def agent_fingerprint(agent: Agent, run_id: str = "") -> AgentFingerprint:
         agent: The agent.
         run_id: The run; only an agent whose instructions are a function of it needs it.
     """
-    from steadyrun.runtime._budgets import model_key
+    from steadyrun.runtime._agent import model_key
 
     instructions = _digest(agent.instructions_for(run_id), 16)
     model = model_key(agent)
@@ -152,7 +152,7 @@ def _static_version(agent: Agent) -> str:
         if isinstance(words, str)
         else f"{getattr(words, '__module__', '')}.{getattr(words, '__qualname__', id(words))}"
     )
-    from steadyrun.runtime._budgets import model_key
+    from steadyrun.runtime._agent import model_key
 
     return _digest({"instructions": key, "model": model_key(agent), "t": _tool_versions(agent)}, 16)
 

@@ -13,8 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from steadyrun.records import CallRecord
-from steadyrun.runtime._extension import Extension
-from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._extension import Extension, RunHandle
 
 if TYPE_CHECKING:
     from steadyrun.background._manager import TaskManager

@@ -25,12 +25,13 @@ from steadyrun.runtime._extension import (
     Extension,
     ModelCall,
     ModelNext,
+    RunHandle,
     ToolBatch,
     ToolCall,
     ToolNext,
     TurnView,
 )
-from steadyrun.runtime._handle import RunHandle, child_run_id
+from steadyrun.runtime._handle import child_run_id
 
 if TYPE_CHECKING:
     from steadyrun.extensions.mcp import McpError as McpError

@@ -35,7 +35,7 @@ from steadyrun.runtime._extension import Extension, TurnView
 from steadyrun.tools import Tool, ToolContext, tool
 
 if TYPE_CHECKING:
-    from steadyrun.runtime._handle import RunHandle
+    from steadyrun.runtime._extension import RunHandle
 
 __all__ = [
     "EXTRACT_INSTRUCTIONS",

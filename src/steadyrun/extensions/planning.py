@@ -9,8 +9,7 @@ from typing import Any, Literal
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._texts import Texts, default_texts, texts_of
-from steadyrun.runtime._extension import Extension, TurnView
-from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._extension import Extension, RunHandle, TurnView
 from steadyrun.tools import Tool, ToolContext, tool
 
 __all__ = ["PlanItem", "Planning", "TaskStatus"]

@@ -29,8 +29,7 @@ from steadyrun.extensions.subagents import (
 )
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
-from steadyrun.runtime._extension import Extension, TurnView
-from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._extension import Extension, RunHandle, TurnView
 from steadyrun.tools import Tool, ToolContext, tool
 
 __all__ = ["Skill", "Skills", "resume_or_review"]

@@ -33,8 +33,7 @@ from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._completion import Correct, GuardView, Verdict
-from steadyrun.runtime._extension import Extension, ModelCall, ModelNext
-from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._extension import Extension, ModelCall, ModelNext, RunHandle
 from steadyrun.runtime._recovery import needs_recovery, outcome_unknown
 from steadyrun.runtime._result import RunResult
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name

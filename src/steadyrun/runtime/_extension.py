@@ -11,21 +11,25 @@ from __future__ import annotations
 import copy
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from steadyrun._errors import UsageError
-from steadyrun.chat import Message, ModelRequest, ModelResponse, ToolCallPart, Usage
-from steadyrun.records import CallRecord
-from steadyrun.tools import Tool, ToolContext
-
-if TYPE_CHECKING:
-    from steadyrun.runtime._handle import RunHandle
+from steadyrun._texts import Texts
+from steadyrun.chat import Message, ModelRequest, ModelResponse, ModelSettings, ToolCallPart, Usage
+from steadyrun.models import ModelClient
+from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime._limits import Limits
+from steadyrun.runtime._result import RunResult
+from steadyrun.stores import Store
+from steadyrun.tools import Tool, ToolContext, ToolSet
 
 __all__ = [
+    "AgentView",
     "BatchNext",
     "Extension",
     "ModelCall",
     "ModelNext",
+    "RunHandle",
     "ToolBatch",
     "ToolCall",
     "ToolNext",
@@ -115,6 +119,99 @@ class ToolCall:
     tool: Tool
     args: dict[str, Any]
     context: ToolContext
+
+
+class AgentView(Protocol):
+    """What an extension reads of the run's agent (an ``Agent``), through ``RunHandle.agent``."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name."""
+        ...
+
+    @property
+    def client(self) -> ModelClient:
+        """The agent's model client."""
+        ...
+
+    @property
+    def limits(self) -> Limits:
+        """The bounds of the agent's runs."""
+        ...
+
+    @property
+    def settings(self) -> ModelSettings:
+        """The options of the agent's model calls."""
+        ...
+
+    @property
+    def deps(self) -> Any:
+        """What the agent's tools receive through ``ToolContext.deps``."""
+        ...
+
+    @property
+    def toolset(self) -> ToolSet:
+        """The agent's tools."""
+        ...
+
+
+class RunHandle(Protocol):
+    """A run, as its extensions see it (given to ``Extension.attach``).
+
+    Chiefly: drive a sub-agent as a durable child run. The child's id is derived from the
+    delegation call, so running the same delegation again resumes the child from its own
+    checkpoint instead of starting it over; its calls are copied under the delegation call.
+    The runtime's implementation is ``ExecutionHandle`` (``_handle.py``).
+    """
+
+    @property
+    def run_id(self) -> str:
+        """The run."""
+        ...
+
+    @property
+    def agent(self) -> AgentView:
+        """The run's agent (for a sub-agent run: the sub-agent)."""
+        ...
+
+    @property
+    def subagent(self) -> bool:
+        """Whether this execution is a sub-agent's."""
+        ...
+
+    @property
+    def store(self) -> Store:
+        """The run's store."""
+        ...
+
+    @property
+    def texts(self) -> Texts:
+        """The sentences the runtime writes to the model (extensions write theirs from it)."""
+        ...
+
+    def subagent_tools(self) -> list[Tool]:
+        """The main agent's tools a sub-agent may use: all but ``main_only`` ones."""
+        ...
+
+    async def child_snapshot_calls(self, call_id: str) -> list[CallRecord] | None:
+        """The call records of the sub-agent run a delegation call drives (``None``: none yet)."""
+        ...
+
+    async def child_snapshot(self, call_id: str) -> RunSnapshot | None:
+        """The sub-agent run a delegation call drives, as stored (``None``: none yet)."""
+        ...
+
+    async def end_child(self, call_id: str, child: RunSnapshot, reason: str) -> list[CallRecord]:
+        """End the sub-agent run of a delegation that will not resume, and copy its records."""
+        ...
+
+    async def run_subagent(self, agent: AgentView, *, call_id: str, task: str) -> RunResult:
+        """Drive the sub-agent run (``agent``: an ``Agent``) of delegation ``call_id``."""
+        ...
+
+    async def record_subcalls(self, parent_id: str, calls: list[CallRecord]) -> list[CallRecord]:
+        """Copy a sub-agent's call records into this run, under the delegation call."""
+        ...
 
 
 ModelNext = Callable[[ModelCall], Awaitable[ModelResponse]]

@@ -1,8 +1,10 @@
-"""``RunHandle``: what an extension may do with the run it belongs to.
+"""``ExecutionHandle``: the runtime's ``RunHandle``, what an extension may do with its run.
 
 Chiefly: drive a sub-agent as a durable child run. The child's id is derived from the
 delegation call, so running the same delegation again resumes the child from its own
-checkpoint instead of starting it over; its calls are copied under the delegation call.
+checkpoint instead of starting it over; its calls are copied under the delegation call. The
+execution that makes the handle passes in how to make the child's execution (``ChildFactory``),
+so this module does not import the loop that imports it.
 """
 
 from __future__ import annotations
@@ -10,23 +12,40 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from steadyrun.media import MediaPreparer
+from steadyrun._errors import UsageError
+from steadyrun._texts import Texts
 from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._extension import AgentView
 from steadyrun.runtime._recovery import end_child_run
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.tools import Tool
 
-if TYPE_CHECKING:
-    from steadyrun._texts import Texts
-    from steadyrun.runtime._agent import Agent
-    from steadyrun.runtime._extset import ExtensionSet
-    from steadyrun.runtime._observers import ObserverSet
+__all__ = ["ChildExecution", "ChildFactory", "ExecutionHandle", "child_run_id"]
 
-__all__ = ["RunHandle", "child_run_id"]
+
+class ChildExecution(Protocol):
+    """A sub-agent run's execution: started when new, resumed when stored."""
+
+    async def start(self) -> RunResult:
+        """Drive the new run."""
+        ...
+
+    async def resume(self) -> RunResult:
+        """Drive the stored run on."""
+        ...
+
+
+class ChildFactory(Protocol):
+    """Makes a sub-agent run's execution, sharing the parent's store, texts and extensions."""
+
+    def __call__(self, *, state: RunState, agent: Agent) -> ChildExecution:
+        """The execution of ``agent`` on ``state``."""
+        ...
 
 
 def child_run_id(run_id: str, call_id: str) -> str:
@@ -34,8 +53,8 @@ def child_run_id(run_id: str, call_id: str) -> str:
     return f"{run_id}/{call_id}"
 
 
-class RunHandle:
-    """A run, as its extensions see it.
+class ExecutionHandle:
+    """A run, as its extensions see it (``RunHandle``).
 
     Attributes:
         run_id: The run.
@@ -51,25 +70,19 @@ class RunHandle:
         agent: Agent,
         subagent: bool,
         store: Store,
-        observers: ObserverSet,
         texts: Texts,
         clock: Callable[[], datetime],
-        extensions: ExtensionSet,
         save_call: Callable[[CallRecord], Awaitable[None]],
-        media: MediaPreparer | None = None,
-        host_failure_details: bool = True,
+        child: ChildFactory,
     ) -> None:
         self.run_id = run_id
         self.agent = agent
         self.subagent = subagent
         self.store = store
-        self._observers = observers
         self._texts = texts
         self._clock = clock
-        self._extensions = extensions
         self._save_call = save_call
-        self._media = media
-        self._host_failure_details = host_failure_details  # the host's choice holds in sub-agents
+        self._child = child
 
     @property
     def texts(self) -> Texts:
@@ -114,14 +127,17 @@ class RunHandle:
             calls = [settled.get(c.id, c) for c in calls]
         return await self.record_subcalls(call_id, calls)
 
-    async def run_subagent(self, agent: Agent, *, call_id: str, task: str) -> RunResult:
+    async def run_subagent(self, agent: AgentView, *, call_id: str, task: str) -> RunResult:
         """Drive the sub-agent run of delegation ``call_id`` until it ends; start it if new.
 
         The sub-agent cannot suspend: a call of it that would wait for a person or a system
         fails with a reason its model sees. It shares this run's extension instances.
-        """
-        from steadyrun.runtime._loop import Execution
 
+        Raises:
+            UsageError: ``agent`` is not an ``Agent``.
+        """
+        if not isinstance(agent, Agent):
+            raise UsageError(f"run_subagent needs an Agent, got {type(agent).__name__}")
         run_id = child_run_id(self.run_id, call_id)
         snap = await self.store.load(run_id)
         if snap is None:
@@ -131,20 +147,7 @@ class RunHandle:
             state = RunState.new(run_id, agent.name, self._clock())
         else:
             state = RunState.restore(snap)
-        execution = Execution(
-            state=state,
-            agent=agent,
-            store=self.store,
-            observers=self._observers,
-            texts=self._texts,
-            clock=self._clock,
-            can_suspend=False,
-            extensions=self._extensions,
-            subagent=True,
-            media=self._media.options if self._media is not None else None,
-            media_preparer=self._media,
-            host_failure_details=self._host_failure_details,
-        )
+        execution = self._child(state=state, agent=agent)
         return await (execution.start() if snap is None else execution.resume())
 
     async def record_subcalls(self, parent_id: str, calls: list[CallRecord]) -> list[CallRecord]:

@@ -10,6 +10,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from steadyrun._codec import from_plain, to_plain
@@ -46,7 +47,7 @@ from steadyrun.runtime._completion import Correct, FallbackReason, Finish, Guard
 from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._fitting import context_manager, reduce_context
-from steadyrun.runtime._handle import RunHandle
+from steadyrun.runtime._handle import ExecutionHandle
 from steadyrun.runtime._input import (
     Fresh,
     TurnLimit,
@@ -131,18 +132,28 @@ class Execution:
             host_failure_details=host_failure_details,
         )
         if self.ext is not None and not subagent:
-            handle = RunHandle(
-                run_id=state.run_id,
-                agent=agent,
-                subagent=subagent,
+            child = partial(  # a sub-agent's run shares the store, texts and extensions
+                Execution,
                 store=store,
                 observers=observers,
                 texts=texts,
                 clock=clock,
+                can_suspend=False,
                 extensions=self.ext,
+                subagent=True,
+                media=self.media.options,
+                media_preparer=self.media,
+                host_failure_details=host_failure_details,  # the host's choice holds there too
+            )
+            handle = ExecutionHandle(
+                run_id=state.run_id,
+                agent=agent,
+                subagent=subagent,
+                store=store,
+                texts=texts,
+                clock=clock,
                 save_call=self.calls.save,
-                media=self.media,
-                host_failure_details=host_failure_details,
+                child=child,
             )
             for ext in self.ext.instances:
                 ext.attach(handle)

@@ -36,8 +36,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyrun.records import CallRecord
     from steadyrun.runtime import Agent, Limits
-    from steadyrun.runtime._extension import ToolCall
-    from steadyrun.runtime._handle import RunHandle, child_run_id
+    from steadyrun.runtime._extension import RunHandle, ToolCall
+    from steadyrun.runtime._handle import child_run_id
     from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
     from steadyrun.tools import Tool
 

@@ -6,7 +6,7 @@ first and, past the tool's foreground timeout, adopts the same operation into a 
 and tells the run when a task ends. See docs/background.md.
 """
 
-from steadyrun.background._manager import TaskManager, task_id_of
+from steadyrun.background._manager import TaskManager
 from steadyrun.background._model import (
     TASK_FORMAT,
     Outcome,
@@ -14,6 +14,7 @@ from steadyrun.background._model import (
     TaskInput,
     TaskStatus,
     Update,
+    task_id_of,
 )
 from steadyrun.background._progress import Materializer, render_progress
 from steadyrun.background._sql import TASK_SCHEMA_VERSION, PostgresTaskStore, SqliteTaskStore

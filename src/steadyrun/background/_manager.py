@@ -20,9 +20,11 @@ import jsonschema
 import pydantic
 
 from steadyrun._errors import InvalidResponseError, UsageError
-from steadyrun.background._model import Outcome, Task, Update
+from steadyrun.background._model import Outcome, Task, Update, receipt_of, task_id_of
 from steadyrun.background._progress import Materializer, render_progress
+from steadyrun.background._recovery import TaskRecovery
 from steadyrun.background._store import TaskStore
+from steadyrun.background._task_tools import task_tools
 from steadyrun.background._tool import AdoptionView, BackgroundTool, Operation, TaskRef, outcome_of
 from steadyrun.control import HostFailure
 from steadyrun.runtime._extension import Extension
@@ -30,18 +32,13 @@ from steadyrun.runtime._host import PendingItem
 from steadyrun.stores import Feed, FeedMessage
 from steadyrun.tools import Tool, ToolContext, schema_tool
 
-__all__ = ["TaskManager", "receipt_of", "task_id_of"]
+__all__ = ["TaskManager"]
 
 log = logging.getLogger("steadyrun.background")
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def task_id_of(run_id: str, call_id: str) -> str:
-    """The id of the task a tool call starts (stable: a repeated call finds its task)."""
-    return f"{run_id}/{call_id}"
 
 
 class TaskManager:
@@ -124,8 +121,6 @@ class TaskManager:
 
     def tools(self) -> list[Tool]:
         """Every background tool, and ``task_status``, ``task_output``, ``cancel_task``."""
-        from steadyrun.background._task_tools import task_tools
-
         return [*(self.tool(t) for t in self.by_name.values()), *task_tools(self)]
 
     def recovery(self) -> Extension:
@@ -135,8 +130,6 @@ class TaskManager:
         a task before a crash then gets its receipt instead of needing review, and a call of a
         recoverable tool that died in its foreground wait re-attaches to its operation.
         """
-        from steadyrun.background._recovery import TaskRecovery
-
         return TaskRecovery(self)
 
     # -- foreground first, then adopt --------------------------------------------------------
@@ -153,7 +146,7 @@ class TaskManager:
         task_id = task_id_of(ctx.run_id, ctx.call_id)
         existing = await self.store.get(task_id)
         if existing is not None:  # the call runs again after a crash: never start it twice
-            return _receipt(existing)
+            return receipt_of(existing)
         now = self.clock()
         task = Task(
             id=task_id,
@@ -168,7 +161,7 @@ class TaskManager:
         if background:
             stored = await self.store.insert(task)
             self._wake.set()
-            return _receipt(stored)
+            return receipt_of(stored)
         op = await bt.start(TaskRef(task_id=task_id, attempt=0, run_id=ctx.run_id), args)
         buffered: list[Update] = []
         pump = _pump(op, buffered)
@@ -217,7 +210,7 @@ class TaskManager:
             await self._add_update(task_id, update)
         if outcome is None:
             self._spawn(task_id, self._watch(stored, op, waiter, pump, buffered))
-        return _receipt(stored)
+        return receipt_of(stored)
 
     # -- the worker --------------------------------------------------------------------------
 
@@ -510,23 +503,6 @@ def _pump(op: Operation, buffered: list[Update]) -> asyncio.Task[None] | None:
             buffered.append(update)
 
     return asyncio.ensure_future(drain())
-
-
-def receipt_of(task: Task) -> str:
-    """The launch receipt the model gets for a task."""
-    return _receipt(task)
-
-
-def _receipt(task: Task) -> str:
-    return json.dumps(
-        {
-            "task_id": task.id,
-            "description": task.description,
-            "status": task.status,
-            "note": "This runs in the background; you will be told when it ends. "
-            "Use task_status, task_output or cancel_task with this task_id.",
-        }
-    )
 
 
 def _render(output: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -20,6 +21,8 @@ __all__ = [
     "TaskStatus",
     "Update",
     "check_update",
+    "receipt_of",
+    "task_id_of",
 ]
 
 TASK_FORMAT = 1
@@ -174,3 +177,21 @@ class Task:
     def final(self) -> bool:
         """Whether the task ended (completed, failed or cancelled)."""
         return self.status in FINAL
+
+
+def task_id_of(run_id: str, call_id: str) -> str:
+    """The id of the task a tool call starts (stable: a repeated call finds its task)."""
+    return f"{run_id}/{call_id}"
+
+
+def receipt_of(task: Task) -> str:
+    """The launch receipt the model gets for a task."""
+    return json.dumps(
+        {
+            "task_id": task.id,
+            "description": task.description,
+            "status": task.status,
+            "note": "This runs in the background; you will be told when it ends. "
+            "Use task_status, task_output or cancel_task with this task_id.",
+        }
+    )

@@ -9,16 +9,31 @@ wait runs again, which re-attaches to the same operation (``start`` is idempoten
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from steadyrun.background._model import receipt_of, task_id_of
+from steadyrun.background._store import TaskStore
+from steadyrun.background._tool import BackgroundTool
 from steadyrun.records import CallRecord
 from steadyrun.runtime._extension import Extension, RunHandle
 
-if TYPE_CHECKING:
-    from steadyrun.background._manager import TaskManager
+__all__ = ["TaskRecovery", "TaskSource"]
 
-__all__ = ["TaskRecovery"]
+
+class TaskSource(Protocol):
+    """Where recovery finds a call's task and its tool (a ``TaskManager``)."""
+
+    @property
+    def store(self) -> TaskStore:
+        """Where tasks live."""
+        ...
+
+    @property
+    def by_name(self) -> Mapping[str, BackgroundTool]:
+        """The background tools, by name."""
+        ...
 
 
 class TaskRecovery(Extension):
@@ -26,7 +41,7 @@ class TaskRecovery(Extension):
 
     name = "background_tasks"
 
-    def __init__(self, manager: TaskManager) -> None:
+    def __init__(self, manager: TaskSource) -> None:
         self.manager = manager
         self.run_id: str | None = None
 
@@ -40,8 +55,6 @@ class TaskRecovery(Extension):
 
     async def recover_call(self, record: CallRecord) -> CallRecord | None:
         """The receipt of the call's task, a re-run of a recoverable call, or ``None``."""
-        from steadyrun.background._manager import receipt_of, task_id_of
-
         bt = self.manager.by_name.get(record.name)
         if bt is None or self.run_id is None:
             return None

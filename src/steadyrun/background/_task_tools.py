@@ -3,17 +3,31 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from steadyrun.background._model import Task
 from steadyrun.tools import Tool, ToolContext, tool
 
-if TYPE_CHECKING:
-    from steadyrun.background._manager import TaskManager
-
-__all__ = ["task_tools"]
+__all__ = ["TaskControls", "task_tools"]
 
 
-def task_tools(manager: TaskManager) -> list[Tool]:
+class TaskControls(Protocol):
+    """What the task tools do with tasks (a ``TaskManager`` does it)."""
+
+    async def status(self, task_id: str) -> Task:
+        """A task; ``UsageError`` for an unknown id."""
+        ...
+
+    async def progress(self, task_id: str, last: int = 20) -> str:
+        """The task's recent updates, formatted for the model."""
+        ...
+
+    async def cancel(self, task_id: str) -> Task:
+        """Ask for a task's cancellation."""
+        ...
+
+
+def task_tools(manager: TaskControls) -> list[Tool]:
     """``task_status``, ``task_output`` and ``cancel_task``, bound to ``manager``."""
 
     async def own(task_id: str, ctx: ToolContext) -> None:

@@ -11,9 +11,10 @@ from steadyrun.chat import Message, ModelRequest
 from steadyrun.context import ContextEvent, ContextManager
 from steadyrun.models import resolve_model
 from steadyrun.runtime._agent import Agent, ReducerView
+from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._state import RunState
 
-__all__ = ["context_manager", "reduce_context"]
+__all__ = ["context_manager", "fit_context", "reduce_context"]
 
 
 def context_manager(
@@ -65,3 +66,30 @@ async def reduce_context(
         return False
     state.rewrite(list(reduced))
     return True
+
+
+async def fit_context(
+    manager: ContextManager | None,
+    agent: Agent,
+    state: RunState,
+    observers: ObserverSet,
+    model_call_id: str,
+    build: Callable[[list[Message]], ModelRequest],
+) -> bool:
+    """Context management, then the reducer, before a model call; whether they rewrote it.
+
+    A rewritten context must be saved before the model sees it (the caller saves).
+    """
+    rewritten = False
+    if manager is not None:
+        new, usage = await manager.fit(state.context, build)
+        if new is not None:
+            state.rewrite(new)
+            rewritten = True
+        if usage.requests:  # a summary is a model call of the run's own
+            state.run.usage = state.run.usage + usage
+    if await reduce_context(agent, state, model_call_id, build):
+        rewritten = True
+        event = ContextEvent(kind="reduced", tokens_before=0, tokens_after=0)
+        await observers.emit("on_context", state.run_id, event)
+    return rewritten

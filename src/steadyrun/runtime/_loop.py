@@ -2,6 +2,42 @@
 
 One ``Execution`` drives one run from its stored state until it completes, suspends or fails.
 Every safe point saves a step; a crash anywhere resumes from the last one.
+
+A run stands in a phase (``Checkpoint.phase``) with a status (``RunRecord.status``). ``_loop``
+dispatches on the phase; each row's ways out are the transitions below, all saved.
+
+========  ==========  =====================================  ==================================
+phase     status      the run                                the executor
+========  ==========  =====================================  ==================================
+model     running     asks the model next                    ``_model_phase``: the limits, the
+                                                             request, the response admitted
+model     suspended   stopped by a used-up budget            resume: running, the same call
+model     failed      a model call failed, a response was    resume: running, the same call
+                      refused, a limit or correction ran
+                      out
+batch     running     has a batch of tool calls open         ``_batch_phase``: runs the calls,
+                                                             then their results in
+batch     suspended   a call waits for a decision, an        resume: recovers the batch, then
+                      answer or a handed-over body           running
+done      completed   answered the turn; waits for input     resume with input: a new turn
+done      failed      more input would pass max_turns        resume with input: the same check
+any       cancelled   cancelled by the host                  never resumed (``Runtime``
+                                                             refuses)
+========  ==========  =====================================  ==================================
+
+Transitions (``admit_by_finish`` decides those out of ``model`` by the response):
+
+- start, or ``done`` with new input -> ``model``/running (``_start``, ``_resume``);
+  ``done``/failed instead when the input would pass ``Limits.max_turns``.
+- ``model``/running -> ``batch``/running: tool calls asked for (``_open_batch``);
+  -> ``model``/running: a correction (a guard's, a length cut's) or new input superseding the
+  answer; -> ``done``/completed: the answer (``_complete``, also a fallback completion);
+  -> ``model``/failed: a limit, a refused response, a failed call (``_fail``);
+  -> ``model``/suspended: a used-up budget (``_over_budget``; failed where it cannot wait).
+- ``batch``/running -> ``batch``/suspended: a call blocks the run (``_suspend``);
+  -> ``model``/running: the results are in; -> ``done``/completed: a completion tool or a
+  direct result; -> ``model``/failed: out of corrections.
+- suspended or failed -> the same phase, running, on resume (``_resume``).
 """
 
 from __future__ import annotations
@@ -13,12 +49,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from steadyrun._codec import from_plain, to_plain
+from steadyrun._codec import to_plain
 from steadyrun._errors import (
     BudgetExceeded,
-    ContentFiltered,
     CorrectionsExhausted,
-    InvalidModelOutput,
     IterationLimitExceeded,
     ModelCallFailed,
     RunFailure,
@@ -32,10 +66,7 @@ from steadyrun.chat import (
     ModelResponse,
     TextPart,
 )
-from steadyrun.context import (
-    ContextEvent,
-    verbatim_refs,
-)
+from steadyrun.context import ContextEvent, verbatim_refs
 from steadyrun.media import MediaOptions, MediaPreparer, MediaWatch, supplying
 from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
@@ -44,9 +75,10 @@ from steadyrun.runtime._batch import BatchRunner
 from steadyrun.runtime._budgets import account_usage, check_budget, held_budget
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
-from steadyrun.runtime._extension import ModelCall, ToolBatch, TurnView
+from steadyrun.runtime._extension import ModelCall, ToolBatch
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
-from steadyrun.runtime._fitting import context_manager, reduce_context
+from steadyrun.runtime._finish_rule import admit_by_finish, refusal
+from steadyrun.runtime._fitting import context_manager, fit_context
 from steadyrun.runtime._handle import ExecutionHandle
 from steadyrun.runtime._input import (
     Fresh,
@@ -63,6 +95,7 @@ from steadyrun.runtime._recovery import (
     needs_recovery,
     settle_interrupted,
 )
+from steadyrun.runtime._request import CORRECTION, request_builder
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._results import (
     completion_of,
@@ -216,74 +249,38 @@ class Execution:
             await self._recover_batch()
         return await self._loop()
 
-    # -- the loop --------------------------------------------------------------------------
+    # -- the loop (see the module's table) -------------------------------------------------
 
     async def _loop(self) -> RunResult:
-        state = self.state
         while True:
-            if state.cp.phase == "batch":
-                outcome = await self._finish_batch()
-                if outcome is not None:
-                    return outcome
-                continue
-            if state.cp.iteration >= self.limits.max_iterations:
-                if self.agent.completion_fallback is not None:
-                    return await self._fallback("budget_exhausted")
-                return await self._fail(
-                    IterationLimitExceeded(
-                        f"the turn made {state.cp.iteration} model calls without finishing "
-                        f"(Limits.max_iterations={self.limits.max_iterations}); raise the limit "
-                        "or resume the run to give it another turn's worth"
-                    )
-                )
-            exceeded = check_budget(state, self.agent)
-            if exceeded is not None:
-                return await self._over_budget(exceeded)
-            outcome = await self._model_turn()
+            if self.state.cp.phase == "batch":
+                outcome = await self._batch_phase()
+            else:  # "model": a run leaves "done" only by new input, in _resume
+                outcome = await self._model_phase()
             if outcome is not None:
                 return outcome
 
-    async def _model_turn(self) -> RunResult | None:
-        state, cp = self.state, self.state.cp
+    async def _model_phase(self) -> RunResult | None:
+        """``model``/running: the limits, then one model call and its response admitted."""
+        cp = self.state.cp
+        if cp.iteration >= self.limits.max_iterations:
+            if self.agent.completion_fallback is not None:
+                return await self._fallback("budget_exhausted")
+            return await self._fail(
+                IterationLimitExceeded(
+                    f"the turn made {cp.iteration} model calls without finishing "
+                    f"(Limits.max_iterations={self.limits.max_iterations}); raise the limit "
+                    "or resume the run to give it another turn's worth"
+                )
+            )
+        exceeded = check_budget(self.state, self.agent)
+        if exceeded is not None:
+            return await self._over_budget(exceeded)
         model_call_id = f"m{cp.model_calls + 1}"
-        # A guard's correction is shown to this one model call and never enters the history.
-        correction = cp.extra.get(_CORRECTION)
-        extra = from_plain(correction, list[Message]) if correction else []
-        instructions = self.agent.instructions_for(state.run_id)
-        if self.ext is not None:
-            view = TurnView(
-                run_id=state.run_id,
-                agent=self.agent.name,
-                subagent=self.subagent,
-                turn=cp.turn,
-                iteration=cp.iteration + 1,
-            )
-            instructions = self.ext.instructions(instructions, view)
-        tools = self.agent.toolset.definitions()
-
-        def build(context: list[Message]) -> ModelRequest:
-            return ModelRequest(
-                instructions=instructions,
-                messages=[*context, *extra],
-                tools=tools,
-                settings=self.agent.settings,
-            )
-
-        # Fitting may save a rewritten context: the counters and a pending correction change
-        # only after it, so a crash in between replays this model call as it was.
-        await self._fit_context(model_call_id, build)
-        cp.iteration += 1
-        cp.model_calls += 1
-        cp.extra.pop(_CORRECTION, None)
-        request = build(state.context)
-        await self.observers.emit("on_model_request", state.run_id, model_call_id, request)
+        request = await self._request(model_call_id)
         ensure_held()  # an executor that lost its claim makes no model call
         try:
-            supply = None
-            if self._media_watch.needs(state.context, state.generation, request):
-                request, supply = await self.media.prepare(request, self.agent.client)
-            with supplying(supply):
-                response = await self._call_model(model_call_id, request)
+            response = await self._respond(model_call_id, request)
         except Exception as exc:
             return await self._fail(
                 ModelCallFailed(
@@ -291,44 +288,63 @@ class Execution:
                     "resume the run to retry from its last checkpoint"
                 )
             )
+        return await self._admit(model_call_id, response)
+
+    async def _request(self, model_call_id: str) -> ModelRequest:
+        """The next model call's request, from a context fitted (and saved) for it."""
+        state, cp = self.state, self.state.cp
+        build = request_builder(self.agent, state, self.ext, subagent=self.subagent)
+        # Fitting may save a rewritten context: the counters and a pending correction change
+        # only after it, so a crash in between replays this model call as it was.
+        if await fit_context(self.context, self.agent, state, self.observers, model_call_id, build):
+            await self._save()  # the new base is durable before the model sees it
+        cp.iteration += 1
+        cp.model_calls += 1
+        cp.extra.pop(CORRECTION, None)
+        request = build(state.context)
+        await self.observers.emit("on_model_request", state.run_id, model_call_id, request)
+        return request
+
+    async def _respond(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
+        """The model's response, with the media the request refers to supplied."""
+        supply = None
+        if self._media_watch.needs(self.state.context, self.state.generation, request):
+            request, supply = await self.media.prepare(request, self.agent.client)
+        with supplying(supply):
+            return await self._call_model(model_call_id, request)
+
+    async def _admit(self, model_call_id: str, response: ModelResponse) -> RunResult | None:
+        """Take a response into the run by its finish reason (``admit_by_finish``)."""
+        state = self.state
         response, self._garbled = scrub_response(response)
         await self.observers.emit("on_model_response", state.run_id, model_call_id, response)
         if self.ext is not None:
             await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
         # The runtime counts requests itself: a provider's usage may leave them out.
         state.run.usage = state.run.usage + replace(response.usage, requests=1)
-        cp.extra[FINISH_REASON] = response.finish_reason
-        calls = response.message.tool_calls
-        finish = response.finish_reason
-        if calls and finish == "tool_calls":
-            await self._open_batch(model_call_id, response)
-            await self._save()
-            return None
-        if finish == "length" and (calls or self.agent.correct_length_cut):
-            return await self._correct_length(model_call_id, response)
-        if calls:
-            return await self._fail(
-                InvalidModelOutput(
-                    f"model call {model_call_id} asked for {len(calls)} tool call(s) with finish "
-                    f"reason {finish!r}; only 'tool_calls' executes tools, so none ran"
-                )
-            )
-        if finish == "content_filter":
-            return await self._fail(
-                ContentFiltered(f"model call {model_call_id} was stopped by a content filter")
-            )
-        if finish == "error":
-            return await self._fail(
-                ModelCallFailed(f"model call {model_call_id} ended with finish reason 'error'")
-            )
+        state.cp.extra[FINISH_REASON] = response.finish_reason
+        match admit_by_finish(response, correct_length_cut=self.agent.correct_length_cut):
+            case "batch":
+                await self._open_batch(model_call_id, response)
+                await self._save()
+                return None
+            case "length_cut":
+                return await self._correct_length(model_call_id, response)
+            case "calls_refused" | "content_filter" | "error" as refused:
+                return await self._fail(refusal(refused, model_call_id, response))
+            case "answer":
+                return await self._answer(model_call_id, response.message)
+
+    async def _answer(self, model_call_id: str, message: Message) -> RunResult | None:
+        """A text answer: new input supersedes it (it stays in the history), else delivered."""
         fresh = await fresh_input(self.store, self.state)
-        if fresh:  # new input supersedes this text: it stays in the history, the run answers
-            self._record_message(model_call_id, response.message)
-            take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
-            await self._claimed(fresh)
-            await self._save()
-            return None
-        return await self._deliver(model_call_id, response.message)
+        if not fresh:
+            return await self._deliver(model_call_id, message)
+        self._record_message(model_call_id, message)
+        take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
+        await self._claimed(fresh)
+        await self._save()
+        return None
 
     async def _call_model(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
         """The model call, inside the extensions' model middleware."""
@@ -371,33 +387,13 @@ class Execution:
                 return await self._out_of_corrections("guard_rejected", "the guard rejected")
             cp.corrections += 1
             rejected = [message, Message(role="user", parts=[TextPart(text=verdict.prompt)])]
-            cp.extra[_CORRECTION] = to_plain(rejected, list[Message])
+            cp.extra[CORRECTION] = to_plain(rejected, list[Message])
             await self._save()
             return None
         self._record_message(model_call_id, message)
         if isinstance(verdict, Finish):
             return await self._complete(text, completion=verdict.value)
         return await self._complete(text)
-
-    async def _fit_context(
-        self, model_call_id: str, build: Callable[[list[Message]], ModelRequest]
-    ) -> None:
-        """Context management and the reducer, before a model call; rewrites are saved."""
-        state = self.state
-        rewritten = False
-        if self.context is not None:
-            new, usage = await self.context.fit(state.context, build)
-            if new is not None:
-                state.rewrite(new)
-                rewritten = True
-            if usage.requests:
-                state.run.usage = state.run.usage + usage
-        if await reduce_context(self.agent, state, model_call_id, build):
-            rewritten = True
-            event = ContextEvent(kind="reduced", tokens_before=0, tokens_after=0)
-            await self.observers.emit("on_context", state.run_id, event)
-        if rewritten:
-            await self._save()  # the new base is durable before the model sees it
 
     async def _context_event(self, event: ContextEvent) -> None:
         await self.observers.emit("on_context", self.state.run_id, event)
@@ -450,7 +446,7 @@ class Execution:
     # -- batches ---------------------------------------------------------------------------
 
     async def _recover_batch(self) -> None:
-        """Settle what a crash left open, and carry out what people decided meanwhile."""
+        """On resume in ``batch``: settle what a crash left open, carry out what people decided."""
         state = self.state
         now = self.clock()
         if reconcile_batch(state, self.agent, self.texts, now):  # the agent changed meanwhile
@@ -472,7 +468,8 @@ class Execution:
                 if answered.settled:
                     await self.observers.emit("on_tool_settle", state.run_id, answered)
 
-    async def _finish_batch(self) -> RunResult | None:
+    async def _batch_phase(self) -> RunResult | None:
+        """``batch``/running: run the queued calls, then take their results in (or suspend)."""
         state = self.state
         runner = BatchRunner(
             calls=self.calls,
@@ -625,6 +622,3 @@ class Execution:
             observer_errors=self.observers.errors,
             extensions=self.ext.published() if self.ext is not None else {},
         )
-
-
-_CORRECTION = "steadyrun.correction"

@@ -14,9 +14,10 @@ See docs/service.md and docs/worker.md.
 
 from typing import TYPE_CHECKING, Any
 
-from steadyrun.service._app import App, NotSupportedError, Started, start_fingerprint
+from steadyrun.service._app import App, NotSupportedError
 from steadyrun.service._lifecycle import Deleted, Imported, Retention, RetentionPass
 from steadyrun.service._ops import Cancelled, Operations
+from steadyrun.service._start import Started, start_fingerprint
 from steadyrun.service._worker import Worker, WorkerStats
 
 if TYPE_CHECKING:

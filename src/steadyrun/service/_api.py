@@ -34,7 +34,7 @@ from steadyrun._errors import (
 )
 from steadyrun.records import CallRecord, RunStatus
 from steadyrun.runtime import Runtime
-from steadyrun.service._app import App, NotSupportedError, start_fingerprint
+from steadyrun.service._app import App, NotSupportedError
 from steadyrun.service._guard import Guard
 from steadyrun.service._history import edit_message, fork_out, step_out
 from steadyrun.service._schemas import (
@@ -58,6 +58,7 @@ from steadyrun.service._schemas import (
     StartOut,
     StartRequest,
 )
+from steadyrun.service._start import start_fingerprint
 from steadyrun.stream import display_call, to_json
 
 __all__ = ["TOKENS_ENV", "create_app"]

@@ -10,12 +10,9 @@ processes therefore share runs without ever executing one twice.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from steadyrun._errors import (
     RunCancelledError,
@@ -27,45 +24,19 @@ from steadyrun.background import TaskManager
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
+from steadyrun.service._ops import Cancelled, Operations
+from steadyrun.service._start import Started, start_fingerprint
 from steadyrun.service._worker import Worker
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import Publisher
 
-if TYPE_CHECKING:
-    from steadyrun.service._ops import Cancelled
-
-__all__ = ["App", "NotSupportedError", "Started", "start_fingerprint"]
+__all__ = ["App", "NotSupportedError"]
 
 log = logging.getLogger("steadyrun.service")
-
-START_META = "steadyrun.start"
-"""Key of the start request's fingerprint in the meta of a run's first input message."""
 
 
 class NotSupportedError(SteadyrunError):
     """The operation is not available in this release (the HTTP API answers 501)."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Started:
-    """The outcome of ``App.start``.
-
-    Attributes:
-        run_id: The run.
-        created: Whether this request started it (``False``: the same request came before).
-        status: The run's status as stored (``running`` while it starts).
-    """
-
-    run_id: str
-    created: bool
-    status: str
-
-
-def start_fingerprint(agent: str, input: str, extra: dict[str, Any] | None = None) -> str:
-    """The hash that tells two start requests apart (canonical JSON, SHA-256)."""
-    body = {"agent": agent, "input": input, **(extra or {})}
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class App:
@@ -218,8 +189,6 @@ class App:
             ConflictError: A different request (or a run started otherwise) has this id.
             UsageError: No agent has that name.
         """
-        from steadyrun.service._ops import Operations
-
         found = self.agent(agent)
         fingerprint = fingerprint or start_fingerprint(agent, input)
         started = await Operations(self.runtime)._start(run_id, found.name, input, fingerprint, {})
@@ -340,8 +309,6 @@ class App:
         executor of the run wherever it runs: its next write fails and it stops. An
         execution in this app's worker is stopped at once, the way a crash would stop it.
         """
-        from steadyrun.service._ops import Operations
-
         manager = self.runtime.tasks
         tasks = manager.store if isinstance(manager, TaskManager) else None
         ops = Operations(self.runtime, tasks=tasks, leases=self.store.leases)

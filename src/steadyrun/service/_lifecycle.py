@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from steadyrun._errors import RunBusyError, RunNotFoundError, UsageError
 from steadyrun.records import RunStatus
 from steadyrun.runtime._claims import owner_died
+from steadyrun.service._start import successor_key
 from steadyrun.stores import SqliteStore, Store
 from steadyrun.stores._export import export_document, read_document
 from steadyrun.stores._leases import fenced
@@ -186,8 +187,6 @@ async def delete_run(
         if lease is not None:
             await store.leases.release(lease)
         raise
-    from steadyrun.service._ops import successor_key  # (it imports this module)
-
     # Which run continued this one, kept in a feed of its own: a new run of this id starts
     # with no successor.
     await lifecycle.delete_run(successor_key(run_id))

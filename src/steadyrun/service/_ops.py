@@ -43,7 +43,6 @@ from steadyrun.records._step import ContextChange
 from steadyrun.runtime import Agent, Runtime
 from steadyrun.runtime._claims import check_writable, owner_died
 from steadyrun.runtime._handle import child_run_id
-from steadyrun.service._app import START_META, Started, start_fingerprint
 from steadyrun.service._lifecycle import (
     Deleted,
     Imported,
@@ -54,6 +53,7 @@ from steadyrun.service._lifecycle import (
     export_run,
     import_run,
 )
+from steadyrun.service._start import START_META, Started, start_fingerprint, successor_key
 from steadyrun.service._worker import AGENT_META, drive_run
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import Fence, Leases, fenced
@@ -65,11 +65,6 @@ __all__ = ["CONTINUES_META", "Cancelled", "Operations", "successor_key"]
 
 CONTINUES_META = "steadyrun.continues"
 """Key of the predecessor's run id in the meta of a successor's first input."""
-
-
-def successor_key(run_id: str) -> str:
-    """The feed key whose first message names the successor of ``run_id``."""
-    return f"steadyrun:successor:{run_id}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

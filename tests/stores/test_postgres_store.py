@@ -313,7 +313,7 @@ async def test_a_version_2_feed_is_migrated_to_dedup_on_the_id_revision_pair(
 ) -> None:
     from steadyrun._codec import encode
     from steadyrun.stores._postgres_schema import MIGRATIONS, VERSION_TABLE
-    from steadyrun.stores._sqlite import _statements
+    from steadyrun.stores._sql_values import statements as _statements
 
     old = [
         FeedMessage(seq=1, id="a@b", revision="1", content="first"),

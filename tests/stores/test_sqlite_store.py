@@ -127,7 +127,7 @@ async def test_a_version_2_feed_is_migrated_to_dedup_on_the_id_revision_pair(
 ) -> None:
     from steadyrun._codec import encode
     from steadyrun.stores import FeedMessage
-    from steadyrun.stores._sqlite import _statements
+    from steadyrun.stores._sql_values import statements as _statements
     from steadyrun.stores._sqlite_schema import MIGRATIONS
 
     db = tmp_path / "runs.db"

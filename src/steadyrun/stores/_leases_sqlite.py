@@ -19,13 +19,10 @@ import contextlib
 import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from steadyrun._errors import UsageError
+from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.stores._leases import Fence, Holder, Lease, LeaseLostError, StepWriter
-
-if TYPE_CHECKING:
-    from steadyrun.stores._sqlite import SqliteStore
 
 __all__ = ["SqliteLeases", "fence_check", "wake_in"]
 
@@ -86,7 +83,8 @@ class SqliteLeases:
     """The ``Leases`` of a ``SqliteStore`` (same file, same connection thread).
 
     Args:
-        store: The store; its writes are fenced by the claims taken here.
+        db: The store's connection thread (``SqliteStore``'s); the store's writes are fenced
+            by the claims taken here.
         poll_max: Longest wait of ``wait_runnable`` between looks at the file (wake-ups
             written by other processes are seen this late at most).
 
@@ -94,10 +92,10 @@ class SqliteLeases:
         ``lease = await store.leases.acquire("r-1", "w1", 30)``
     """
 
-    def __init__(self, store: SqliteStore, *, poll_max: float = 0.25) -> None:
+    def __init__(self, db: SqliteThread, *, poll_max: float = 0.25) -> None:
         if poll_max <= 0:
             raise UsageError(f"poll_max must be above 0, not {poll_max}")
-        self.store = store
+        self.db = db
         self.poll_max = poll_max
         self._event = asyncio.Event()
 
@@ -113,7 +111,7 @@ class SqliteLeases:
             _wake(conn, run_id)
             conn.execute("COMMIT")
 
-        await self.store._run(write)
+        await self.db.run(write)
         self.notify()
 
     async def runnable(self, *, limit: int = 10) -> list[str]:
@@ -127,7 +125,7 @@ class SqliteLeases:
             ).fetchall()
             return [r[0] for r in rows]
 
-        return await self.store._run(read)
+        return await self.db.run(read)
 
     async def wait_runnable(self, max_wait: float) -> None:
         """Wait for a wake-up of this process, at most ``min(max_wait, poll_max)`` seconds."""
@@ -164,7 +162,7 @@ class SqliteLeases:
             ).fetchone()
             return None if row is None else (row[0], int(row[1]), int(row[2]))
 
-        row = await self.store._run(read)
+        row = await self.db.run(read)
         if row is None:
             return None
         expires = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row[2])
@@ -183,7 +181,7 @@ class SqliteLeases:
             conn.execute("COMMIT")
             return cur.rowcount == 1
 
-        return await self.store._run(write)
+        return await self.db.run(write)
 
     async def release(self, lease: Lease, *, handled: bool = True) -> None:
         """End the claim; wake this process's workers when the run is still runnable."""
@@ -199,7 +197,7 @@ class SqliteLeases:
             conn.execute("COMMIT")
             return bool(row is not None and row[0])
 
-        if await self.store._run(write):
+        if await self.db.run(write):
             self.notify()
 
     async def writers(self, run_id: str) -> list[StepWriter]:
@@ -212,7 +210,7 @@ class SqliteLeases:
             ).fetchall()
             return [StepWriter(r[0], int(r[1]), r[2], int(r[3])) for r in rows]
 
-        return await self.store._run(read)
+        return await self.db.run(read)
 
     async def close(self) -> None:
         """Nothing to stop (the store closes its own connection)."""
@@ -256,7 +254,7 @@ class SqliteLeases:
         self, run_id: str, owner: str, ttl: float, *, force: bool, wake: bool, dead: int | None
     ) -> Lease | None:
         span = _micros(ttl)
-        return await self.store._run(
+        return await self.db.run(
             lambda conn: self._take_sync(conn, run_id, owner, span, force, wake, dead)
         )
 

@@ -42,6 +42,7 @@ from steadyrun.stores._lifecycle import (
     root_of,
 )
 from steadyrun.stores._ports import FeedMessage
+from steadyrun.stores._sql_values import to_us
 
 if TYPE_CHECKING:
     from steadyrun.stores._postgres import Connection
@@ -193,8 +194,6 @@ class PostgresLifecycle:
             ConflictError: A run of the tree has a row or input here already.
             UsageError: The dump names a run outside its tree.
         """
-        from steadyrun.stores._sqlite import _us
-
         s = self._s
         ids = check_dump(dump)
         runs = [
@@ -202,8 +201,8 @@ class PostgresLifecycle:
                 x.run.run_id,
                 x.run.agent,
                 x.run.status,
-                _us(x.run.created_at),
-                _us(x.run.updated_at),
+                to_us(x.run.created_at),
+                to_us(x.run.updated_at),
                 x.run.steps,
                 encode(x.run),
                 encode(x.checkpoint),

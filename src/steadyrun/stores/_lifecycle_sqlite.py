@@ -47,6 +47,7 @@ from steadyrun.stores._lifecycle import (
     root_of,
 )
 from steadyrun.stores._ports import FeedMessage
+from steadyrun.stores._sql_values import to_us
 
 T = TypeVar("T")
 
@@ -231,16 +232,14 @@ class SqliteLifecycle:
             ConflictError: A run of the tree has a row or input here already.
             UsageError: The dump names a run outside its tree.
         """
-        from steadyrun.stores._sqlite import _us
-
         ids = json.dumps(check_dump(dump))
         runs = [
             (
                 s.run.run_id,
                 s.run.agent,
                 s.run.status,
-                _us(s.run.created_at),
-                _us(s.run.updated_at),
+                to_us(s.run.created_at),
+                to_us(s.run.updated_at),
                 s.run.steps,
                 encode(s.run),
                 encode(s.checkpoint),

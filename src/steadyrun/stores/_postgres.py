@@ -50,7 +50,7 @@ from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_schema import migrate
-from steadyrun.stores._sqlite import _dt, _us
+from steadyrun.stores._sql_values import from_us, to_us
 
 __all__ = ["PostgresStore"]
 
@@ -228,7 +228,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         enc = encode_step(run_id, step)
         run_b, cp_b, base, appended = enc.run, enc.checkpoint, enc.base, enc.append
         written, blocks = enc.size, enc.blocks
-        times = (_us(run.created_at), _us(run.updated_at))
+        times = (to_us(run.created_at), to_us(run.updated_at))
 
         async with self._transaction() as conn:
             cur = conn.cursor()
@@ -527,7 +527,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
     ) -> list[RunSummary]:
         """Runs by last activity, newest first, through the listing indexes."""
         wanted = RunFilter(status=status, agent=agent, updated_before=updated_before)
-        where, args = wanted.where("%s", _us)
+        where, args = wanted.where("%s", to_us)
         sql = (
             f"SELECT {LISTED_COLUMNS} FROM {self._s}.runs{where}"
             " ORDER BY updated_us DESC NULLS LAST, run_id DESC LIMIT %s"
@@ -535,7 +535,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         async with self._connection() as conn:
             cur = await conn.execute(sql, [*args, limit])
             rows = await cur.fetchall()
-        return [summary_of(r, _dt) for r in rows]
+        return [summary_of(r, from_us) for r in rows]
 
 
 async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord) -> int:

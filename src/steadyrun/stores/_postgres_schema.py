@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 
 from steadyrun._errors import FormatVersionError
-from steadyrun.stores._sqlite import _statements, _us
+from steadyrun.stores._sql_values import statements, to_us
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERSION_TABLE", "migrate"]
 
@@ -178,9 +178,9 @@ async def migrate(conn: psycopg.AsyncConnection[Any], schema: str, where: str) -
             await conn.execute(f"CREATE SCHEMA {s}")
         await conn.execute(VERSION_TABLE.format(s=s))
         version = await _version(conn, s, where)
-        now = _us(datetime.now(UTC))
+        now = to_us(datetime.now(UTC))
         for number in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in _statements(MIGRATIONS[number - 1].format(s=s)):
+            for statement in statements(MIGRATIONS[number - 1].format(s=s)):
                 await conn.execute(statement)
             await conn.execute(
                 f"INSERT INTO {s}.steadyrun_schema (version, applied_us) VALUES (%s, %s)",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
@@ -39,6 +39,7 @@ from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
+from steadyrun.stores._sql_values import from_us, statements, to_us
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = ["SqliteStore"]
@@ -86,7 +87,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         self._busy_ms = int(busy_timeout * 1000)
         self._db = SqliteThread(self._open, f"SQLite store {self.path}", "steadyrun-sqlite")
         self._waiters = FeedWaiters()
-        self.leases = SqliteLeases(self)
+        self.leases = SqliteLeases(self._db)
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -123,7 +124,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             # Another process may have migrated while we waited for the lock.
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _statements(MIGRATIONS[number - 1]):
+                for statement in statements(MIGRATIONS[number - 1]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {number}")
             conn.execute("COMMIT")
@@ -171,8 +172,8 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     run_id,
                     run.agent,
                     run.status,
-                    _us(run.created_at),
-                    _us(run.updated_at),
+                    to_us(run.created_at),
+                    to_us(run.updated_at),
                     run.steps,
                     run_b,
                     cp_b,
@@ -438,13 +439,13 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
     ) -> list[RunSummary]:
         """Runs by last activity, newest first, through the listing indexes."""
         wanted = RunFilter(status=status, agent=agent, updated_before=updated_before)
-        where, args = wanted.where("?", _us)
+        where, args = wanted.where("?", to_us)
         # DESC puts NULL times last in SQLite, where runs never saved belong.
         sql = f"SELECT {LISTED_COLUMNS} FROM runs{where} ORDER BY updated_us DESC, run_id DESC"
 
         def read(conn: sqlite3.Connection) -> list[RunSummary]:
             rows = conn.execute(sql + " LIMIT ?", [*args, limit]).fetchall()
-            return [summary_of(r, _dt) for r in rows]
+            return [summary_of(r, from_us) for r in rows]
 
         return await self._run(read)
 
@@ -479,24 +480,3 @@ def _feed_bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:
         (run_id, run_id),
     ).fetchone()
     return int(row[0]), int(row[1])
-
-
-def _statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
-
-
-def _us(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    # Integer arithmetic: a float timestamp would round some microseconds away.
-    return (value - _EPOCH) // _US
-
-
-def _dt(value: Any) -> datetime | None:
-    return None if value is None else _EPOCH + value * _US
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)

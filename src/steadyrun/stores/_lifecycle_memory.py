@@ -19,12 +19,12 @@ from steadyrun.stores._lifecycle import (
     refuse_held,
     root_of,
 )
+from steadyrun.stores._memory_rows import StoredFeed, StoredRun
 from steadyrun.stores._ports import FeedMessage
 
 if TYPE_CHECKING:
     from steadyrun.records import RunSnapshot
     from steadyrun.stores._leases_memory import MemoryLeases
-    from steadyrun.stores._memory import _Feed, _Run
 
 __all__ = ["MemoryLifecycle"]
 
@@ -32,14 +32,14 @@ __all__ = ["MemoryLifecycle"]
 class _Host(Protocol):
     """What the mixin uses of ``MemoryStore``."""
 
-    _runs: dict[str, _Run]
-    _feeds: dict[str, _Feed]
+    _runs: dict[str, StoredRun]
+    _feeds: dict[str, StoredFeed]
     leases: MemoryLeases
 
     async def load(self, run_id: str) -> RunSnapshot | None: ...
 
 
-def _tree(runs: dict[str, _Run], run_id: str) -> list[str]:
+def _tree(runs: dict[str, StoredRun], run_id: str) -> list[str]:
     """The run and its sub-agent runs, found through their delegation calls, sorted."""
     found: list[str] = []
     todo = [run_id]
@@ -101,8 +101,6 @@ class MemoryLifecycle:
             ConflictError: A run of the tree has a row or input here already.
             UsageError: The dump names a run outside its tree.
         """
-        from steadyrun.stores._memory import _Feed, _Run  # (it imports this module)
-
         for member in check_dump(dump):
             feed = self._feeds.get(member)
             if member in self._runs or (feed is not None and (feed.messages or feed.consumed)):
@@ -111,7 +109,7 @@ class MemoryLifecycle:
                     f"{dump.run_id!r}"
                 )
         runs = {
-            snap.run.run_id: _Run(
+            snap.run.run_id: StoredRun(
                 run=encode(snap.run),
                 checkpoint=encode(snap.checkpoint),
                 context=[encode(m) for m in snap.context],
@@ -122,7 +120,9 @@ class MemoryLifecycle:
         }
         feeds = {}
         for dumped in dump.feeds:
-            feed = _Feed(messages=[encode(m) for m in dumped.messages], consumed=dumped.consumed)
+            feed = StoredFeed(
+                messages=[encode(m) for m in dumped.messages], consumed=dumped.consumed
+            )
             feed.keys = {(m.id, m.revision): m.seq for m in dumped.messages}
             feeds[dumped.run_id] = feed
         self._runs.update(runs)

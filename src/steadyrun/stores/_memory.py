@@ -7,7 +7,6 @@ never the object it saved.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from steadyrun._codec import decode, encode
@@ -34,26 +33,10 @@ from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_memory import MemoryLeases
 from steadyrun.stores._lifecycle_memory import MemoryLifecycle
 from steadyrun.stores._listing import RunFilter, record_summary
+from steadyrun.stores._memory_rows import StoredFeed, StoredRun
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 
 __all__ = ["MemoryStore"]
-
-
-@dataclass(slots=True)
-class _Run:
-    run: bytes
-    checkpoint: bytes
-    context: list[bytes] = field(default_factory=list)
-    calls: dict[str, bytes] = field(default_factory=dict)
-    blocks: dict[str, bytes] = field(default_factory=dict)
-    history: MemoryHistory = field(default_factory=MemoryHistory)
-
-
-@dataclass(slots=True)
-class _Feed:
-    messages: list[bytes] = field(default_factory=list)
-    keys: dict[tuple[str, str], int] = field(default_factory=dict)  # (id, revision) -> seq
-    consumed: int = 0
 
 
 class MemoryStore(MemoryLifecycle):
@@ -68,8 +51,8 @@ class MemoryStore(MemoryLifecycle):
     """
 
     def __init__(self) -> None:
-        self._runs: dict[str, _Run] = {}
-        self._feeds: dict[str, _Feed] = {}
+        self._runs: dict[str, StoredRun] = {}
+        self._feeds: dict[str, StoredFeed] = {}
         self._waiters = FeedWaiters()
         self.leases = MemoryLeases()
         self.bytes_written = 0
@@ -106,7 +89,7 @@ class MemoryStore(MemoryLifecycle):
             written += len(calls[call.id])
 
         if stored is None:
-            stored = self._runs[run_id] = _Run(run=run_b, checkpoint=cp_b, history=history)
+            stored = self._runs[run_id] = StoredRun(run=run_b, checkpoint=cp_b, history=history)
         for block_id in step.removed_blocks:
             stored.blocks.pop(block_id, None)
         for call_id in step.removed_calls:
@@ -185,7 +168,7 @@ class MemoryStore(MemoryLifecycle):
 
     async def append(self, run_id: str, message: FeedMessage) -> FeedMessage:
         """Append input; a message whose id and revision are already there is returned as is."""
-        feed = self._feeds.setdefault(run_id, _Feed())
+        feed = self._feeds.setdefault(run_id, StoredFeed())
         pair = (message.id, message.revision)  # compared as a pair: no joined text
         seq = feed.keys.get(pair)
         if seq is not None:
@@ -232,7 +215,7 @@ class MemoryStore(MemoryLifecycle):
 
     async def consume(self, run_id: str, through: int) -> None:
         """Mark input delivered up to ``through``."""
-        feed = self._feeds.setdefault(run_id, _Feed())
+        feed = self._feeds.setdefault(run_id, StoredFeed())
         feed.consumed = max(feed.consumed, min(through, len(feed.messages)))
 
     async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:

@@ -61,7 +61,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 UNTIED_YET: frozenset[str] = frozenset(
     {
         "steadyrun",
-        "steadyrun.stores",
         "steadyrun.temporal",
     }
 )

@@ -26,7 +26,7 @@ from steadyrun.stores._history_sql import (
 )
 
 if TYPE_CHECKING:
-    from steadyrun.stores._postgres import Connection
+    from steadyrun.stores._postgres_db import Connection
 
 __all__ = ["PostgresHistory", "pg_context_at", "pg_entry", "pg_history", "pg_segment"]
 

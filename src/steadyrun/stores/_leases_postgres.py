@@ -14,16 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from steadyrun._errors import UsageError
 from steadyrun.stores._leases import Holder, Lease, LeaseLostError, StepWriter, current_fence
-
-if TYPE_CHECKING:
-    from steadyrun.stores._postgres import PostgresStore
+from steadyrun.stores._postgres_db import PostgresDatabase
 
 __all__ = ["WORK_CHANNEL", "PostgresLeases", "fence_check", "wake_in"]
 
@@ -83,6 +81,15 @@ async def _wake(cur: Cursor, s: str, run_id: str) -> None:
     await cur.execute("SELECT pg_notify(%s, '')", (WORK_CHANNEL,))
 
 
+class OnDatabase(Protocol):
+    """What the leases need of a ``PostgresStore``: its database (the same pool)."""
+
+    @property
+    def database(self) -> PostgresDatabase:
+        """The store's database."""
+        ...
+
+
 class PostgresLeases:
     """The ``Leases`` of a ``PostgresStore`` (same database, same schema, same pool).
 
@@ -94,11 +101,11 @@ class PostgresLeases:
         ``leases = PostgresLeases(store); lease = await leases.acquire("r-1", "w1", 30)``
     """
 
-    def __init__(self, store: PostgresStore, *, poll_max: float = 2.0) -> None:
+    def __init__(self, store: OnDatabase, *, poll_max: float = 2.0) -> None:
         if poll_max <= 0:
             raise UsageError(f"poll_max must be above 0, not {poll_max}")
-        self.store = store
-        self._s = store._s
+        self.db = store.database
+        self._s = self.db.sql_schema
         self._poll_max = poll_max
         self._event = asyncio.Event()
         self._conn: psycopg.AsyncConnection[TupleRow] | None = None
@@ -106,12 +113,12 @@ class PostgresLeases:
 
     async def wake(self, run_id: str) -> None:
         """Count a wake-up of ``run_id`` and notify the workers."""
-        async with self.store._transaction() as conn:
+        async with self.db.transaction() as conn:
             await _wake(conn.cursor(), self._s, run_id)
 
     async def runnable(self, *, limit: int = 10) -> list[str]:
         """Runs with unhandled wake-ups and no live lease, oldest wake-up first."""
-        async with self.store._connection() as conn:
+        async with self.db.connection() as conn:
             cur = await conn.execute(
                 f"SELECT run_id FROM {self._s}.work WHERE wanted > handled AND"
                 f" (owner IS NULL OR expires_us < {_NOW}) ORDER BY woken_us LIMIT %s",
@@ -140,7 +147,7 @@ class PostgresLeases:
 
     async def holder(self, run_id: str) -> Holder | None:
         """Who holds the run's lease now, or ``None``."""
-        async with self.store._connection() as conn:
+        async with self.db.connection() as conn:
             cur = await conn.execute(
                 f"SELECT owner, token, expires_us FROM {self._s}.work WHERE run_id = %s"
                 f" AND owner IS NOT NULL AND expires_us >= {_NOW}",
@@ -160,7 +167,7 @@ class PostgresLeases:
 
     async def renew(self, lease: Lease, ttl: float) -> bool:
         """Extend a held lease by ``ttl`` seconds from now; ``False`` when it was lost."""
-        async with self.store._transaction() as conn:
+        async with self.db.transaction() as conn:
             cur = await conn.execute(
                 f"UPDATE {self._s}.work SET expires_us = {_NOW} + %s"
                 " WHERE run_id = %s AND owner = %s AND token = %s RETURNING 1",
@@ -170,7 +177,7 @@ class PostgresLeases:
 
     async def release(self, lease: Lease, *, handled: bool = True) -> None:
         """End the lease; notify the workers when the run is still runnable."""
-        async with self.store._transaction() as conn:
+        async with self.db.transaction() as conn:
             cur = await conn.execute(
                 f"UPDATE {self._s}.work SET owner = NULL, expires_us = NULL, handled ="
                 " CASE WHEN %s THEN GREATEST(handled, %s) ELSE handled END"
@@ -183,7 +190,7 @@ class PostgresLeases:
 
     async def writers(self, run_id: str) -> list[StepWriter]:
         """Who wrote each fenced step of the run and its sub-agent runs, in write order."""
-        async with self.store._connection() as conn:
+        async with self.db.connection() as conn:
             cur = await conn.execute(
                 f"SELECT run_id, steps, owner, token FROM {self._s}.work_log"
                 " WHERE root = %s ORDER BY row_id",
@@ -221,7 +228,7 @@ class PostgresLeases:
             if wake
             else ""
         )
-        async with self.store._transaction() as conn:
+        async with self.db.transaction() as conn:
             cur = await conn.execute(
                 f"INSERT INTO {self._s}.work (run_id) VALUES (%s) ON CONFLICT DO NOTHING",
                 (run_id,),
@@ -242,10 +249,10 @@ class PostgresLeases:
     async def _listen(self) -> None:
         if self._listener is not None and not self._listener.done():
             return
-        await self.store._ready()
+        await self.db.ready()
         if self._conn is not None:
             await self._conn.close()
-        self._conn = await self.store._connect()
+        self._conn = await self.db.connect()
         await self._conn.execute(f"LISTEN {WORK_CHANNEL}")
         self._listener = asyncio.create_task(self._dispatch(self._conn), name="steadyrun-work")
 

@@ -42,10 +42,11 @@ from steadyrun.stores._lifecycle import (
     root_of,
 )
 from steadyrun.stores._ports import FeedMessage
+from steadyrun.stores._postgres_db import LOCK_FEED
 from steadyrun.stores._sql_values import to_us
 
 if TYPE_CHECKING:
-    from steadyrun.stores._postgres import Connection
+    from steadyrun.stores._postgres_db import Connection
 
 __all__ = ["PostgresLifecycle"]
 
@@ -75,11 +76,9 @@ async def _tree(conn: Connection, s: str, run_id: str) -> list[str]:
 
 async def _lock_feeds(conn: Connection, schema: str, run_ids: list[str]) -> None:
     """The feeds' advisory locks, as appends take them (``PostgresStore.append``)."""
-    from steadyrun.stores._postgres import _LOCK_FEED  # (it imports this module)
-
     for run_id in sorted(run_ids):  # one order for every locker: no deadlock
         await conn.execute(
-            f"SELECT pg_advisory_xact_lock({_LOCK_FEED}, hashtext(%s))", (f"{schema}/{run_id}",)
+            f"SELECT pg_advisory_xact_lock({LOCK_FEED}, hashtext(%s))", (f"{schema}/{run_id}",)
         )
 
 

@@ -12,14 +12,11 @@ a lost notification.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -49,21 +46,17 @@ from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
-from steadyrun.stores._postgres_schema import migrate
+from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
 from steadyrun.stores._sql_values import from_us, to_us
 
 __all__ = ["PostgresStore"]
-
-Connection = psycopg.AsyncConnection[TupleRow]
 
 CHANNEL = "steadyrun_feed"
 """The notification channel of appends; the payload is the run id ("" wakes every waiter)."""
 
 _POLL_FIRST = 0.02
-_LOCK_FEED = 0x53524644  # "SRFD": the namespace (first key) of the feed's advisory locks
 _NOTIFY_MAX = 7900  # NOTIFY payloads must stay below 8000 bytes
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 or later
 
 
 class PostgresStore(PostgresLifecycle, PostgresHistory):
@@ -82,6 +75,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
 
     Attributes:
         schema: The PostgreSQL schema of the tables.
+        database: Its connection pool (shared with ``leases``).
         leases: The claims of runs in the same database (``PostgresLeases``).
         bytes_written: Bytes of encoded records written (not counting PostgreSQL's overhead).
         step_bytes: Encoded bytes of each ``save_step``, in order.
@@ -113,19 +107,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         if not _SCHEMA_NAME.fullmatch(schema):
             raise UsageError(f"schema must be a plain identifier (letters, digits, _): {schema!r}")
         self.schema = schema
-        self._s = f'"{schema}"'
-        self._dsn = dsn
-        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
-        if "connect_timeout" not in params:
-            self._connect_kwargs["connect_timeout"] = max(2, math.ceil(timeout))
-        self._where = _describe(params, schema)
-        self._min_size = min_size
-        self._max_size = max_size
-        self._timeout = timeout
+        self.database = PostgresDatabase(
+            dsn, params, schema=schema, min_size=min_size, max_size=max_size, timeout=timeout
+        )
+        self._s = self.database.sql_schema
         self._poll_max = poll_max
-        self._pool: AsyncConnectionPool[Connection] | None = None
-        self._migrated = False
-        self._opening = asyncio.Lock()
+        self._listening = asyncio.Lock()
         self._listen_conn: Connection | None = None
         self._listener: asyncio.Task[None] | None = None
         self._waiters: dict[str, set[asyncio.Event]] = {}
@@ -133,71 +120,22 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
-    # -- plumbing --------------------------------------------------------------------------
+    # -- plumbing (the store's code and its mixins reach the database through these) -------
 
     async def _ready(self) -> AsyncConnectionPool[Connection]:
-        if self._pool is not None:
-            return self._pool
-        async with self._opening:
-            if self._pool is None:
-                if not self._migrated:
-                    conn = await self._connect()
-                    try:
-                        await migrate(conn, self.schema, self._where)
-                    except psycopg.Error as exc:
-                        raise self._error(exc) from exc
-                    finally:
-                        await conn.close()
-                    self._migrated = True
-                pool = AsyncConnectionPool(
-                    self._dsn,
-                    kwargs=self._connect_kwargs,
-                    min_size=self._min_size,
-                    max_size=self._max_size,
-                    timeout=self._timeout,
-                    name="steadyrun",
-                    open=False,
-                )
-                try:
-                    await pool.open(wait=True, timeout=self._timeout)
-                except psycopg.Error as exc:
-                    await pool.close()
-                    raise self._error(exc, "cannot connect to ") from exc
-                self._pool = pool
-        return self._pool
+        return await self.database.ready()
 
     async def _connect(self) -> Connection:
-        try:
-            return await psycopg.AsyncConnection.connect(self._dsn, **self._connect_kwargs)
-        except psycopg.Error as exc:
-            raise self._error(exc, "cannot connect to ") from exc
+        return await self.database.connect()
 
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Connection]:
-        pool = await self._ready()
-        try:
-            async with pool.connection() as conn:
-                yield conn
-        except psycopg.Error as exc:
-            raise self._error(exc) from exc
+    def _connection(self) -> AbstractAsyncContextManager[Connection]:
+        return self.database.connection()
 
-    @asynccontextmanager
-    async def _transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
-        """A transaction; ``snapshot`` makes it read-only with one view of the data.
-
-        It runs in pipeline mode: statements go out without waiting for each other and a
-        round trip happens only where a result is fetched (and at the commit).
-        """
-        async with self._connection() as conn:
-            pipeline = conn.pipeline() if _PIPELINE else nullcontext()
-            async with pipeline, conn.transaction():
-                if snapshot:
-                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield conn
+    def _transaction(self, *, snapshot: bool = False) -> AbstractAsyncContextManager[Connection]:
+        return self.database.transaction(snapshot=snapshot)
 
     def _error(self, exc: psycopg.Error, doing: str = "") -> StoreError:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        return StoreError(f"{doing}PostgreSQL store {self._where}: {text}")
+        return self.database.error(exc, doing)
 
     async def close(self) -> None:
         """Stop listening and close the pool's connections."""
@@ -209,9 +147,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         if self._listen_conn is not None:
             conn, self._listen_conn = self._listen_conn, None
             await conn.close()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await self.database.close()
 
     async def __aenter__(self) -> PostgresStore:
         return self
@@ -372,7 +308,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         s = self._s
         async with self._transaction() as conn:
             await conn.execute(
-                f"SELECT pg_advisory_xact_lock({_LOCK_FEED}, hashtext(%s))",
+                f"SELECT pg_advisory_xact_lock({LOCK_FEED}, hashtext(%s))",
                 (f"{self.schema}/{run_id}",),
             )
             # A statement after the lock: its snapshot sees every append committed before.
@@ -475,7 +411,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         if self._listener is not None and not self._listener.done():
             return
         await self._ready()
-        async with self._opening:
+        async with self._listening:
             if self._listener is not None and not self._listener.done():
                 return
             if self._listen_conn is not None:
@@ -577,13 +513,3 @@ async def _one(cur: psycopg.AsyncCursor[TupleRow]) -> TupleRow:
     if row is None:  # pragma: no cover - aggregates always return a row
         raise StoreError("PostgreSQL returned no row for an aggregate")
     return row
-
-
-def _describe(params: dict[str, Any], schema: str) -> str:
-    """Where the store is, for messages: never the password."""
-    parts = [
-        f"{key}={params[key]}"
-        for key in ("host", "hostaddr", "port", "dbname", "user")
-        if params.get(key)
-    ]
-    return " ".join([*parts, f"schema={schema}"])

@@ -1,0 +1,145 @@
+"""The database of a ``PostgresStore``: its connection pool, opened and migrated on first use.
+
+The store, its mixins and its leases (``PostgresLeases``) all reach PostgreSQL through one
+``PostgresDatabase`` (the store's ``database``), so none borrows another's private plumbing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, nullcontext
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from steadyrun._errors import StoreError
+from steadyrun.stores._postgres_schema import migrate
+
+__all__ = ["LOCK_FEED", "Connection", "PostgresDatabase"]
+
+Connection = psycopg.AsyncConnection[TupleRow]
+
+LOCK_FEED = 0x53524644  # "SRFD": the namespace (first key) of the feed's advisory locks
+_PIPELINE = psycopg.Pipeline.is_supported()  # libpq 14 or later
+
+
+class PostgresDatabase:
+    """A pool of connections to one schema of one database (see ``PostgresStore`` for the args).
+
+    Attributes:
+        schema: The PostgreSQL schema of the tables.
+        sql_schema: The schema as SQL names it (quoted).
+        where: Where the database is, for messages: never the password.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        params: dict[str, Any],
+        *,
+        schema: str,
+        min_size: int,
+        max_size: int,
+        timeout: float,
+    ) -> None:
+        self.schema = schema
+        self.sql_schema = f'"{schema}"'
+        self.where = _describe(params, schema)
+        self._dsn = dsn
+        self._connect_kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in params:
+            self._connect_kwargs["connect_timeout"] = max(2, math.ceil(timeout))
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout = timeout
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._migrated = False
+        self._opening = asyncio.Lock()
+
+    async def ready(self) -> AsyncConnectionPool[Connection]:
+        """The pool; on first use the schema is migrated and the pool opened."""
+        if self._pool is not None:
+            return self._pool
+        async with self._opening:
+            if self._pool is None:
+                if not self._migrated:
+                    conn = await self.connect()
+                    try:
+                        await migrate(conn, self.schema, self.where)
+                    except psycopg.Error as exc:
+                        raise self.error(exc) from exc
+                    finally:
+                        await conn.close()
+                    self._migrated = True
+                pool = AsyncConnectionPool(
+                    self._dsn,
+                    kwargs=self._connect_kwargs,
+                    min_size=self._min_size,
+                    max_size=self._max_size,
+                    timeout=self._timeout,
+                    name="steadyrun",
+                    open=False,
+                )
+                try:
+                    await pool.open(wait=True, timeout=self._timeout)
+                except psycopg.Error as exc:
+                    await pool.close()
+                    raise self.error(exc, "cannot connect to ") from exc
+                self._pool = pool
+        return self._pool
+
+    async def connect(self) -> Connection:
+        """A connection of its own, outside the pool (to ``LISTEN`` on)."""
+        try:
+            return await psycopg.AsyncConnection.connect(self._dsn, **self._connect_kwargs)
+        except psycopg.Error as exc:
+            raise self.error(exc, "cannot connect to ") from exc
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[Connection]:
+        """A connection of the pool (autocommit)."""
+        pool = await self.ready()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.Error as exc:
+            raise self.error(exc) from exc
+
+    @asynccontextmanager
+    async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
+        """A transaction; ``snapshot`` makes it read-only with one view of the data.
+
+        It runs in pipeline mode: statements go out without waiting for each other and a
+        round trip happens only where a result is fetched (and at the commit).
+        """
+        async with self.connection() as conn:
+            pipeline = conn.pipeline() if _PIPELINE else nullcontext()
+            async with pipeline, conn.transaction():
+                if snapshot:
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield conn
+
+    def error(self, exc: psycopg.Error, doing: str = "") -> StoreError:
+        """A driver error as the ``StoreError`` that names the store."""
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        return StoreError(f"{doing}PostgreSQL store {self.where}: {text}")
+
+    async def close(self) -> None:
+        """Close the pool's connections."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+
+def _describe(params: dict[str, Any], schema: str) -> str:
+    """Where the store is, for messages: never the password."""
+    parts = [
+        f"{key}={params[key]}"
+        for key in ("host", "hostaddr", "port", "dbname", "user")
+        if params.get(key)
+    ]
+    return " ".join([*parts, f"schema={schema}"])

@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 import typer
 
+from steadyrun._cli_history import history_commands
+from steadyrun._cli_lifecycle import lifecycle_commands
 from steadyrun._cli_runs import AppOpt, JsonOpt, fail, runs, write_commands
 from steadyrun._cli_target import load_target
 from steadyrun._errors import SteadyrunError
@@ -157,8 +159,11 @@ def build_app() -> typer.Typer:
     ) -> None:
         _run(_work(app, concurrency, ttl, grace, json_out))
 
+    group = runs()
+    lifecycle_commands(group)
+    history_commands(group)
     cli.add_typer(
-        runs(),
+        group,
         name="runs",
         help="List, show, follow, cancel, fork, export, import and delete runs; list their steps.",
     )

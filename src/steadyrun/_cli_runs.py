@@ -1,7 +1,8 @@
 """The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands.
 
 ``runs export|import|delete`` live in ``steadyrun._cli_lifecycle``, ``runs history|fork`` in
-``steadyrun._cli_history``.
+``steadyrun._cli_history``; ``steadyrun._cli`` adds them to the ``runs`` group (they import the
+options and helpers of this module).
 """
 
 from __future__ import annotations
@@ -180,11 +181,6 @@ def runs() -> typer.Typer:
 
         _with(app, store, go)
 
-    from steadyrun._cli_history import history_commands  # (they import this module)
-    from steadyrun._cli_lifecycle import lifecycle_commands
-
-    lifecycle_commands(group)
-    history_commands(group)
     return group
 
 

@@ -31,10 +31,10 @@ Transitions (``admit_by_finish`` decides those out of ``model`` by the response)
   ``done``/failed instead when the input would pass ``Limits.max_turns``.
 - ``model``/running -> ``batch``/running: tool calls asked for (``_open_batch``);
   -> ``model``/running: a correction (a guard's, a length cut's) or new input superseding the
-  answer; -> ``done``/completed: the answer (``_complete``, also a fallback completion);
-  -> ``model``/failed: a limit, a refused response, a failed call (``_fail``);
-  -> ``model``/suspended: a used-up budget (``_over_budget``; failed where it cannot wait).
-- ``batch``/running -> ``batch``/suspended: a call blocks the run (``_suspend``);
+  answer; -> ``done``/completed: the answer (``Endings.complete``, or a fallback completion);
+  -> ``model``/failed: a limit, a refused response, a failed call (``Endings.fail``);
+  -> ``model``/suspended: a used-up budget (``Endings.over_budget``; failed if it cannot wait).
+- ``batch``/running -> ``batch``/suspended: a call blocks the run (``Endings.suspend``);
   -> ``model``/running: the results are in; -> ``done``/completed: a completion tool or a
   direct result; -> ``model``/failed: out of corrections.
 - suspended or failed -> the same phase, running, on resume (``_resume``).
@@ -47,17 +47,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from functools import partial
-from typing import Any
 
 from steadyrun._codec import to_plain
 from steadyrun._errors import (
-    BudgetExceeded,
     CorrectionsExhausted,
     IterationLimitExceeded,
     ModelCallFailed,
-    RunFailure,
     StoreError,
-    failure_from_record,
 )
 from steadyrun._texts import Texts
 from steadyrun.chat import (
@@ -72,9 +68,10 @@ from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
-from steadyrun.runtime._budgets import account_usage, check_budget, held_budget
+from steadyrun.runtime._budgets import check_budget
 from steadyrun.runtime._calls import CallRunner, HandoverHook
-from steadyrun.runtime._completion import Correct, FallbackReason, Finish, GuardView
+from steadyrun.runtime._completion import Correct, Finish, GuardView
+from steadyrun.runtime._endings import Endings
 from steadyrun.runtime._extension import ModelCall, ToolBatch
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._finish_rule import admit_by_finish, refusal
@@ -87,7 +84,7 @@ from steadyrun.runtime._input import (
     take_input,
     turn_limit_failure,
 )
-from steadyrun.runtime._lengthcut import FINISH_REASON, correct_length_cut, finish_reason
+from steadyrun.runtime._lengthcut import FINISH_REASON, correct_length_cut
 from steadyrun.runtime._observers import ObserverSet, observed
 from steadyrun.runtime._recovery import (
     apply_answers,
@@ -147,6 +144,15 @@ class Execution:
         self.ext = extensions
         if self.ext is None and agent.extensions:
             self.ext = self._restore_extensions(agent)
+        self.end = Endings(
+            state=state,
+            agent=agent,
+            store=store,
+            observers=observers,
+            clock=clock,
+            ext=self.ext,
+            subagent=subagent,
+        )
         reserved = self.ext.reserved_tokens if self.ext is not None else 0
         self.context = context_manager(agent, reserved, self._context_event, self.texts)
         self.calls = CallRunner(
@@ -215,10 +221,10 @@ class Execution:
         try:
             claimed = await self._claim_input(new_turn=True)
         except TurnLimit as exc:
-            return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
+            return await self.end.fail(turn_limit_failure(exc, self.limits.max_turns))
         if not claimed:
             raise StoreError(f"run {self.state.run_id!r}: the store's feed lost the run's input")
-        await self._save()
+        await self.end.save()
         return await self._loop()
 
     async def _resume(self) -> RunResult:
@@ -235,12 +241,12 @@ class Execution:
             try:
                 claimed = await self._claim_input(new_turn=True)
             except TurnLimit as exc:
-                return await self._fail(turn_limit_failure(exc, self.limits.max_turns))
+                return await self.end.fail(turn_limit_failure(exc, self.limits.max_turns))
             if not claimed:
                 await self.store.consume(state.run_id, cp.claimed_through)  # crash before it
-                return self._result()  # nothing new: the run stays as it ended
+                return self.end.result()  # nothing new: the run stays as it ended
             state.run.status = "running"
-            await self._save()
+            await self.end.save()
             return await self._loop()
         if state.run.status == "failed" and state.run.error_kind == "IterationLimitExceeded":
             cp.iteration = 0  # the host asked for more: give the turn another full budget
@@ -265,8 +271,8 @@ class Execution:
         cp = self.state.cp
         if cp.iteration >= self.limits.max_iterations:
             if self.agent.completion_fallback is not None:
-                return await self._fallback("budget_exhausted")
-            return await self._fail(
+                return await self.end.fallback("budget_exhausted")
+            return await self.end.fail(
                 IterationLimitExceeded(
                     f"the turn made {cp.iteration} model calls without finishing "
                     f"(Limits.max_iterations={self.limits.max_iterations}); raise the limit "
@@ -275,14 +281,14 @@ class Execution:
             )
         exceeded = check_budget(self.state, self.agent)
         if exceeded is not None:
-            return await self._over_budget(exceeded)
+            return await self.end.over_budget(exceeded)
         model_call_id = f"m{cp.model_calls + 1}"
         request = await self._request(model_call_id)
         ensure_held()  # an executor that lost its claim makes no model call
         try:
             response = await self._respond(model_call_id, request)
         except Exception as exc:
-            return await self._fail(
+            return await self.end.fail(
                 ModelCallFailed(
                     f"model call {model_call_id} failed: {type(exc).__name__}: {exc}; "
                     "resume the run to retry from its last checkpoint"
@@ -297,7 +303,7 @@ class Execution:
         # Fitting may save a rewritten context: the counters and a pending correction change
         # only after it, so a crash in between replays this model call as it was.
         if await fit_context(self.context, self.agent, state, self.observers, model_call_id, build):
-            await self._save()  # the new base is durable before the model sees it
+            await self.end.save()  # the new base is durable before the model sees it
         cp.iteration += 1
         cp.model_calls += 1
         cp.extra.pop(CORRECTION, None)
@@ -326,12 +332,12 @@ class Execution:
         match admit_by_finish(response, correct_length_cut=self.agent.correct_length_cut):
             case "batch":
                 await self._open_batch(model_call_id, response)
-                await self._save()
+                await self.end.save()
                 return None
             case "length_cut":
                 return await self._correct_length(model_call_id, response)
             case "calls_refused" | "content_filter" | "error" as refused:
-                return await self._fail(refusal(refused, model_call_id, response))
+                return await self.end.fail(refusal(refused, model_call_id, response))
             case "answer":
                 return await self._answer(model_call_id, response.message)
 
@@ -343,7 +349,7 @@ class Execution:
         self._record_message(model_call_id, message)
         take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
         await self._claimed(fresh)
-        await self._save()
+        await self.end.save()
         return None
 
     async def _call_model(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
@@ -370,7 +376,7 @@ class Execution:
         text = message.text
         if guard is None:
             self._record_message(model_call_id, message)
-            return await self._complete(text)
+            return await self.end.complete(text)
         cp = self.state.cp
         view = GuardView(
             run_id=self.state.run_id,
@@ -384,16 +390,16 @@ class Execution:
             verdict = await verdict
         if isinstance(verdict, Correct):
             if cp.corrections >= self.limits.corrections:
-                return await self._out_of_corrections("guard_rejected", "the guard rejected")
+                return await self.end.out_of_corrections("guard_rejected", "the guard rejected")
             cp.corrections += 1
             rejected = [message, Message(role="user", parts=[TextPart(text=verdict.prompt)])]
             cp.extra[CORRECTION] = to_plain(rejected, list[Message])
-            await self._save()
+            await self.end.save()
             return None
         self._record_message(model_call_id, message)
         if isinstance(verdict, Finish):
-            return await self._complete(text, completion=verdict.value)
-        return await self._complete(text)
+            return await self.end.complete(text, completion=verdict.value)
+        return await self.end.complete(text)
 
     async def _context_event(self, event: ContextEvent) -> None:
         await self.observers.emit("on_context", self.state.run_id, event)
@@ -431,12 +437,12 @@ class Execution:
     ) -> RunResult | None:
         n = self.limits.corrections
         if correct_length_cut(self.state, model_call_id, response, corrections=n, texts=self.texts):
-            await self._save()
+            await self.end.save()
             return None
         what = f"model call {model_call_id} was cut by the length limit"
         if not response.message.tool_calls:  # a cut answer: as a guard's rejection would be
-            return await self._out_of_corrections("corrections_exhausted", what)
-        return await self._fail(
+            return await self.end.out_of_corrections("corrections_exhausted", what)
+        return await self.end.fail(
             CorrectionsExhausted(
                 f"{what} inside tool calls and the run has used its {n} correction(s); raise "
                 "ModelSettings.max_tokens or Limits.corrections"
@@ -450,7 +456,7 @@ class Execution:
         state = self.state
         now = self.clock()
         if reconcile_batch(state, self.agent, self.texts, now):  # the agent changed meanwhile
-            await self._save()  # replaced and settled calls with the batch, in one step
+            await self.end.save()  # replaced and settled calls with the batch, in one step
         for record in state.batch_calls():
             if needs_recovery(record):
                 recovered = await self.ext.recover(record) if self.ext is not None else None
@@ -480,7 +486,7 @@ class Execution:
         records = state.batch_calls()
         strict = self.agent.strict_settlement
         if any(blocks_run(r, strict_settlement=strict) for r in records):
-            return await self._suspend()
+            return await self.end.suspend()
         state.append(tool_message(records, self.agent.toolset, self.agent.context, self.texts))
         state.run.usage = state.run.usage + tools_usage(records)
         state.cp.phase = "model"
@@ -490,20 +496,20 @@ class Execution:
             value, fixed = completion
             if fixed or not await self._claim_input(new_turn=False):
                 text = next(r.result for r in records if r.completion is not None)
-                return await self._complete(text or "", completion=value)
-            await self._save()  # new input supersedes the completion: answer it
+                return await self.end.complete(text or "", completion=value)
+            await self.end.save()  # new input supersedes the completion: answer it
             return None
         if uses_correction(records, self.agent.toolset):
             if state.cp.corrections >= self.limits.corrections:
-                return await self._out_of_corrections(
+                return await self.end.out_of_corrections(
                     "corrections_exhausted", "a completion was not accepted"
                 )
             state.cp.corrections += 1
         direct = direct_text(records, self.agent.toolset)
         if direct is not None:
-            return await self._complete(direct)
+            return await self.end.complete(direct)
         await self._claim_input(new_turn=False)
-        await self._save()
+        await self.end.save()
         return None
 
     def read_result(self, ref: str) -> str | None:
@@ -533,92 +539,3 @@ class Execution:
         if self.ext is not None and not self.subagent:
             taken = self.state.context[-len(fresh.messages) :]
             await self.ext.claimed(self.state.run_id, taken)
-
-    # -- endings and saves -----------------------------------------------------------------
-
-    async def _complete(
-        self, text: str, *, completion: Any = None, reason: FallbackReason | None = None
-    ) -> RunResult:
-        state = self.state
-        state.run.status = "completed"
-        state.run.text = text
-        state.run.completion = completion
-        state.run.completion_reason = reason
-        state.run.error_kind = state.run.error = None
-        state.cp.phase = "done"
-        state.cp.batch = []
-        if self.ext is not None and not self.subagent:
-            await self.ext.notify("on_complete", state.run_id, list(state.context))
-        await self._save()
-        await self.store.consume(state.run_id, state.cp.claimed_through)
-        return self._result()
-
-    async def _fallback(self, reason: FallbackReason) -> RunResult:
-        """End the run with the agent's fallback completion, fixed, saying why."""
-        fallback = self.agent.completion_fallback
-        assert fallback is not None
-        value = fallback(reason)
-        return await self._complete("", completion=value, reason=reason)
-
-    async def _out_of_corrections(self, reason: FallbackReason, what: str) -> RunResult:
-        if self.agent.completion_fallback is not None:
-            return await self._fallback(reason)
-        return await self._fail(
-            CorrectionsExhausted(
-                f"{what} and the run has used its {self.limits.corrections} correction(s); "
-                "raise Limits.corrections or give the agent a completion_fallback"
-            )
-        )
-
-    async def _over_budget(self, exceeded: BudgetExceeded) -> RunResult:
-        # A sub-agent run cannot suspend: its delegation would wait on nothing.
-        if self.subagent or self.limits.on_budget == "fail":
-            return await self._fail(exceeded)
-        return await self._suspend()
-
-    async def _suspend(self) -> RunResult:
-        self.state.run.status = "suspended"
-        await self._save()
-        return self._result()
-
-    async def _fail(self, failure: RunFailure) -> RunResult:
-        state = self.state
-        state.run.status = "failed"
-        state.run.error_kind = type(failure).__name__
-        state.run.error = str(failure)
-        await self._save()
-        return self._result()
-
-    async def _save(self) -> None:
-        if self.ext is not None and not self.subagent:
-            state = self.state
-            state.cp.extra[EXT_STATE] = self.ext.all_states()
-            state.run.usage = state.run.usage + self.ext.take_usage()
-        account_usage(self.state, self.agent)  # priced per model in the step it is saved in
-        await self.store.save_step(self.state.run_id, self.state.take_step(self.clock()))
-        if self.ext is not None and not self.subagent:
-            for name, value in self.ext.changed_publications().items():
-                await self.observers.emit("on_publish", self.state.run_id, name, value)
-
-    def _result(self) -> RunResult:
-        run = self.state.run
-        status = run.status if run.status != "running" else "suspended"
-        error = None
-        if run.status == "failed" and run.error_kind:
-            error = failure_from_record(run.error_kind, run.error or "")
-        return RunResult(
-            run_id=run.run_id,
-            status=status,
-            text=run.text if run.status == "completed" else None,
-            completion=run.completion,
-            completion_reason=run.completion_reason,
-            finish_reason=finish_reason(self.state.cp),
-            usage=run.usage,
-            calls=list(self.state.calls.values()),
-            blocks=list(self.state.blocks),
-            error=error,
-            budget_exceeded=held_budget(self.state.cp),
-            messages=list(self.state.context),
-            observer_errors=self.observers.errors,
-            extensions=self.ext.published() if self.ext is not None else {},
-        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -67,8 +67,17 @@ def open_batch(
     texts: Texts,
     now: datetime,
     denied: Mapping[int, str],
+    garbled: Collection[int] = (),
 ) -> None:
-    """Queue a record per tool call (or fail it at once) and open the batch."""
+    """Queue a record per tool call (or fail it at once) and open the batch.
+
+    ``denied`` holds the refusals the extensions made, by call index; a call in ``garbled``
+    (see ``scrub_response``) is refused too, unless an extension refused it first.
+    """
+    denied = dict(denied)
+    for i in garbled:
+        error = texts.invalid_arguments.format(name=parts[i].name, error=texts.garbled_arguments)
+        denied.setdefault(i, error)
     batch = []
     found = [tools.get(p.name) for p in parts]
     # A completion tool must be the only call of its response; otherwise none runs.

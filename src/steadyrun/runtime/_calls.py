@@ -34,7 +34,14 @@ from steadyrun.records import CallCompletion, CallRecord, InputRequest
 from steadyrun.runtime._extension import ToolCall
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._observers import ObserverSet
-from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS, interrupted_outcome
+from steadyrun.runtime._recovery import (
+    ORIGINAL_ARGUMENTS,
+    apply_answers,
+    blocks_run,
+    interrupted_outcome,
+    needs_recovery,
+    settle_interrupted,
+)
 from steadyrun.runtime._scrub import scrub_record
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import TOOL_VERSION, tool_version
@@ -421,6 +428,33 @@ class CallRunner:
                 completed_at=self.clock(),
             )
         )
+
+    async def recover_batch(self, now: datetime, *, strict_settlement: bool) -> None:
+        """On resume: settle what a crash left open, and carry out what people decided meanwhile.
+
+        A call that started and never settled gets the extensions' recovery or the recovery
+        rule (``settle_interrupted``). Decisions and answers apply only once every call that
+        blocks the run has one: until then the batch stays as it is.
+        """
+        run_id = self.state.run_id
+        for record in self.state.batch_calls():
+            if needs_recovery(record):
+                ext = self.extensions
+                recovered = await ext.recover(record) if ext is not None else None
+                settled = recovered or settle_interrupted(record, now, self.texts)
+                await self.save(settled)
+                if settled.settled:
+                    await self.observers.emit("on_tool_settle", run_id, settled)
+        answers = [(r, apply_answers(r, now, self.texts)) for r in self.state.batch_calls()]
+        if any(
+            blocks_run(r, strict_settlement=strict_settlement) and a is None for r, a in answers
+        ):
+            return  # the batch goes on only when every decision and answer is in
+        for _, answered in answers:
+            if answered is not None:
+                await self.save(answered)
+                if answered.settled:
+                    await self.observers.emit("on_tool_settle", run_id, answered)
 
     async def save(self, record: CallRecord) -> None:
         """Write a record snapshot and keep it as the run's current one.

@@ -11,7 +11,7 @@ from typing import Any
 from steadyrun._codec import to_plain
 from steadyrun._errors import UsageError
 from steadyrun.chat import Message, ModelResponse, Usage
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, Checkpoint
 from steadyrun.runtime._extension import (
     Extension,
     ModelCall,
@@ -67,6 +67,18 @@ class ExtensionSet:
         out = cls(instances)
         out._saved = {k: v for k, v in saved.items() if k in out.by_name}
         return out
+
+    @classmethod
+    def restored(
+        cls, templates: Sequence[Extension], checkpoint: Checkpoint, batch: Sequence[CallRecord]
+    ) -> ExtensionSet:
+        """A run's instances, in the state its checkpoint and the calls of its open batch left."""
+        ext = cls.for_run(templates, dict(checkpoint.extra.get(EXT_STATE) or {}))
+        if checkpoint.phase == "batch":  # states changed by calls settled after the checkpoint
+            settled = [r for r in batch if r.completed_at is not None]
+            settled.sort(key=lambda r: (r.completed_at, r.rev))
+            ext.overlay(settled)
+        return ext
 
     def overlay(self, records: Sequence[CallRecord]) -> None:
         """Apply extension states that settled call records carry, oldest first."""

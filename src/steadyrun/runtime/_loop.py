@@ -73,7 +73,7 @@ from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, Finish, GuardView
 from steadyrun.runtime._endings import Endings
 from steadyrun.runtime._extension import ModelCall, ToolBatch
-from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
+from steadyrun.runtime._extset import ExtensionSet
 from steadyrun.runtime._finish_rule import admit_by_finish, refusal
 from steadyrun.runtime._fitting import context_manager, fit_context
 from steadyrun.runtime._handle import ExecutionHandle
@@ -86,12 +86,7 @@ from steadyrun.runtime._input import (
 )
 from steadyrun.runtime._lengthcut import FINISH_REASON, correct_length_cut
 from steadyrun.runtime._observers import ObserverSet, observed
-from steadyrun.runtime._recovery import (
-    apply_answers,
-    blocks_run,
-    needs_recovery,
-    settle_interrupted,
-)
+from steadyrun.runtime._recovery import blocks_run
 from steadyrun.runtime._request import CORRECTION, request_builder
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._results import (
@@ -143,7 +138,7 @@ class Execution:
         self.media = media_preparer or MediaPreparer(self.media_options, texts)
         self.ext = extensions
         if self.ext is None and agent.extensions:
-            self.ext = self._restore_extensions(agent)
+            self.ext = ExtensionSet.restored(agent.extensions, state.cp, state.batch_calls())
         self.end = Endings(
             state=state,
             agent=agent,
@@ -197,16 +192,6 @@ class Execution:
             for ext in self.ext.instances:
                 ext.attach(handle)
 
-    def _restore_extensions(self, agent: Agent) -> ExtensionSet:
-        """The run's extension instances, in the state its last records and checkpoint left."""
-        cp = self.state.cp
-        ext = ExtensionSet.for_run(agent.extensions, dict(cp.extra.get(EXT_STATE) or {}))
-        if cp.phase == "batch":  # states changed by calls settled after the last checkpoint
-            settled = [r for r in self.state.batch_calls() if r.completed_at is not None]
-            settled.sort(key=lambda r: (r.completed_at, r.rev))
-            ext.overlay(settled)
-        return ext
-
     # -- entry points ----------------------------------------------------------------------
 
     async def start(self) -> RunResult:
@@ -237,7 +222,7 @@ class Execution:
                 f"run {state.run_id!r}: context log has {len(state.context)} messages, "
                 f"checkpoint expects {cp.context_length}; the store lost part of the log"
             )
-        if cp.phase == "done":
+        if cp.phase == "done":  # completed, or failed at max_turns: only new input goes on
             try:
                 claimed = await self._claim_input(new_turn=True)
             except TurnLimit as exc:
@@ -248,6 +233,7 @@ class Execution:
             state.run.status = "running"
             await self.end.save()
             return await self._loop()
+        # Suspended or failed in "model" or "batch": running again, in the same phase.
         if state.run.status == "failed" and state.run.error_kind == "IterationLimitExceeded":
             cp.iteration = 0  # the host asked for more: give the turn another full budget
         state.run.status = "running"
@@ -394,7 +380,7 @@ class Execution:
             cp.corrections += 1
             rejected = [message, Message(role="user", parts=[TextPart(text=verdict.prompt)])]
             cp.extra[CORRECTION] = to_plain(rejected, list[Message])
-            await self.end.save()
+            await self.end.save()  # -> model/running: the next call sees the correction
             return None
         self._record_message(model_call_id, message)
         if isinstance(verdict, Finish):
@@ -410,26 +396,24 @@ class Execution:
         return record_message(self.state, model_call_id, message)
 
     async def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
-        state = self.state
+        """``model`` -> ``batch``: the response's calls queued, or refused at once."""
         parts = response.message.tool_calls
         denied: dict[int, str] = {}
         if self.ext is not None:
-            review = ToolBatch(run_id=state.run_id, model_call_id=model_call_id, calls=tuple(parts))
-            denied = dict((await self.ext.review_batch(review)).denied)
-        for i in self._garbled:
-            error = self.texts.garbled_arguments
-            denied.setdefault(
-                i, self.texts.invalid_arguments.format(name=parts[i].name, error=error)
+            review = ToolBatch(
+                run_id=self.state.run_id, model_call_id=model_call_id, calls=tuple(parts)
             )
-        record_message(state, model_call_id, response.message)
+            denied = dict((await self.ext.review_batch(review)).denied)
+        record_message(self.state, model_call_id, response.message)
         open_batch(
-            state,
+            self.state,
             model_call_id,
             parts,
             tools=self.agent.toolset,
             texts=self.texts,
             now=self.clock(),
             denied=denied,
+            garbled=self._garbled,
         )
 
     async def _correct_length(
@@ -452,27 +436,11 @@ class Execution:
     # -- batches ---------------------------------------------------------------------------
 
     async def _recover_batch(self) -> None:
-        """On resume in ``batch``: settle what a crash left open, carry out what people decided."""
-        state = self.state
+        """On resume in ``batch``: the agent's changes first, then crashes and decisions."""
         now = self.clock()
-        if reconcile_batch(state, self.agent, self.texts, now):  # the agent changed meanwhile
+        if reconcile_batch(self.state, self.agent, self.texts, now):
             await self.end.save()  # replaced and settled calls with the batch, in one step
-        for record in state.batch_calls():
-            if needs_recovery(record):
-                recovered = await self.ext.recover(record) if self.ext is not None else None
-                settled = recovered or settle_interrupted(record, now, self.texts)
-                await self.calls.save(settled)
-                if settled.settled:
-                    await self.observers.emit("on_tool_settle", state.run_id, settled)
-        strict = self.agent.strict_settlement
-        answers = [(r, apply_answers(r, now, self.texts)) for r in state.batch_calls()]
-        if any(blocks_run(r, strict_settlement=strict) and a is None for r, a in answers):
-            return  # the batch goes on only when every decision and answer is in
-        for _, answered in answers:
-            if answered is not None:
-                await self.calls.save(answered)
-                if answered.settled:
-                    await self.observers.emit("on_tool_settle", state.run_id, answered)
+        await self.calls.recover_batch(now, strict_settlement=self.agent.strict_settlement)
 
     async def _batch_phase(self) -> RunResult | None:
         """``batch``/running: run the queued calls, then take their results in (or suspend)."""
@@ -486,7 +454,8 @@ class Execution:
         records = state.batch_calls()
         strict = self.agent.strict_settlement
         if any(blocks_run(r, strict_settlement=strict) for r in records):
-            return await self.end.suspend()
+            return await self.end.suspend()  # -> batch/suspended
+        # -> model/running with the results in, unless a completion or direct result ends it
         state.append(tool_message(records, self.agent.toolset, self.agent.context, self.texts))
         state.run.usage = state.run.usage + tools_usage(records)
         state.cp.phase = "model"

@@ -57,17 +57,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """The layers, from the top. A name is a subpackage or module directly under ``steadyrun``
 (``steadyrun`` itself: its ``__init__``)."""
 
-# Circles and upward imports being untied (issue 19); each commit that unties one removes it.
-UNTIED_YET: frozenset[str] = frozenset(
-    {
-        "steadyrun.temporal",
-    }
-)
-UPWARD_YET: frozenset[tuple[str, str]] = frozenset(
-    {
-    }
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Import:
@@ -278,7 +267,7 @@ def test_every_module_has_a_layer_and_every_layer_a_module(modules: dict[str, Mo
 
 
 def test_no_import_circle_inside_a_package(modules: dict[str, Module]) -> None:
-    found = {p: c for p, c in circles(modules).items() if p not in UNTIED_YET}
+    found = circles(modules)
     assert not found, "import circles:\n" + "\n".join(
         f"  in {package}: {describe_tangle(path, modules)}"
         for package, paths in found.items()
@@ -287,7 +276,7 @@ def test_no_import_circle_inside_a_package(modules: dict[str, Module]) -> None:
 
 
 def test_no_import_against_the_layer_order(modules: dict[str, Module]) -> None:
-    found = [i for i in upward(modules) if (i.source, i.target) not in UPWARD_YET]
+    found = upward(modules)
     assert not found, "imports against the layer order:\n" + "\n".join(
         f"  {describe_upward(i)}" for i in found
     )

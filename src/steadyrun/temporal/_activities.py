@@ -49,7 +49,7 @@ from steadyrun.temporal._payloads import (
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext
 
 if TYPE_CHECKING:
-    from steadyrun.temporal._app import TemporalApp
+    from steadyrun.temporal._options import AppView
 
 __all__ = ["Activities"]
 
@@ -61,7 +61,7 @@ def _describe(exc: BaseException) -> str:
 class Activities:
     """The activities of one ``TemporalApp`` (bound methods, registered with its worker)."""
 
-    def __init__(self, app: TemporalApp) -> None:
+    def __init__(self, app: AppView) -> None:
         self.app = app
         self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
 

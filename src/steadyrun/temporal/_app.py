@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.converter import DataConverter
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -20,45 +18,11 @@ from steadyrun.runtime import Agent, Texts
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
+from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 
 __all__ = ["TemporalApp", "TemporalOptions"]
-
-
-@dataclass(kw_only=True, frozen=True)
-class TemporalOptions:
-    """How runs use Temporal; every worker of a task queue must use the same options.
-
-    Attributes:
-        task_queue: The task queue workers poll and runs start on.
-        model_timeout: Start-to-close timeout of one model call.
-        model_attempts: Attempts of a model call (a failure after the last fails the run,
-            as in the built-in engine: resume by starting the run again).
-        tool_timeout: Start-to-close timeout of a tool body without its own ``timeout``.
-        tool_attempts: Attempts of a tool body whose worker was lost, for tools that are
-            replayable or have no side effects. Tools with side effects that are not
-            replayable get exactly one attempt: a lost attempt is settled ``needs_review``.
-        heartbeat_timeout: How soon the loss of a worker running a tool body is noticed.
-        retry_interval: First interval between attempts.
-        record_timeout: Start-to-close timeout of one write batch to the store.
-        continue_as_new_after: History length past which the workflow continues as new at its
-            next saved step, carrying the context log (``None``: only when Temporal suggests).
-        payload_codec: Encodes every payload the app's clients and workers send to Temporal;
-            ``LargePayloadCodec`` keeps large ones (tool results, contexts) out of the history.
-            Clients must use the same codec (``TemporalApp.client``, ``TemporalApp.runs``).
-    """
-
-    task_queue: str = "steadyrun"
-    model_timeout: timedelta = timedelta(minutes=10)
-    model_attempts: int = 3
-    tool_timeout: timedelta = timedelta(hours=1)
-    tool_attempts: int = 3
-    heartbeat_timeout: timedelta = timedelta(seconds=30)
-    retry_interval: timedelta = timedelta(seconds=1)
-    record_timeout: timedelta = timedelta(minutes=1)
-    continue_as_new_after: int | None = 10_000
-    payload_codec: PayloadCodec | None = None
 
 
 class TemporalApp:

@@ -29,10 +29,11 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.background import BackgroundTool, Outcome, TaskRef, task_id_of
     from steadyrun.control import HostFailure
     from steadyrun.runtime._extension import ToolCall
+    from steadyrun.temporal._outcomes import outcome_value
     from steadyrun.temporal._payloads import ToolOutcome
 
 if TYPE_CHECKING:
-    from steadyrun.temporal._app import TemporalApp
+    from steadyrun.temporal._options import AppView
 
 __all__ = ["ACTIVITY_BACKGROUND", "BackgroundInput", "run_background", "run_operation"]
 
@@ -56,14 +57,12 @@ class BackgroundInput:
     arguments: str
 
 
-async def run_background(app: TemporalApp, tool: BackgroundTool, call: ToolCall) -> Any:
+async def run_background(app: AppView, tool: BackgroundTool, call: ToolCall) -> Any:
     """In the workflow: run the call's operation as an activity and wait for its outcome.
 
     Returns what the workflow's ``CallRunner`` expects of a body (a rendered result) or raises
     (a failure, ``HostFailure`` when the activity itself was lost for good).
     """
-    from steadyrun.temporal._wcalls import outcome_value
-
     options = app.options
     limited = tool.side_effects and not tool.replayable and not tool.recoverable
     timeout = options.tool_timeout

@@ -22,14 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.background import BackgroundTool
     from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
     from steadyrun.context._read_tool import READ_TOOL
-    from steadyrun.control import (
-        AwaitExternal,
-        Complete,
-        ControlSignal,
-        Detach,
-        HostFailure,
-        InputRequired,
-    )
+    from steadyrun.control import Complete, ControlSignal, HostFailure
     from steadyrun.media import MediaPreparer, MediaSupply
     from steadyrun.records import CallRecord
     from steadyrun.runtime import Agent
@@ -37,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._extension import ModelCall, ToolCall
     from steadyrun.runtime._loop import Execution
     from steadyrun.temporal._background import run_background
+    from steadyrun.temporal._outcomes import Returned, Unrenderable, outcome_value
     from steadyrun.temporal._payloads import (
         ACTIVITY_MODEL,
         ACTIVITY_TOOL,
@@ -48,9 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.tools import Tool
 
 if TYPE_CHECKING:
-    from steadyrun.temporal._app import TemporalApp
+    from steadyrun.temporal._options import AppView
 
-__all__ = ["Engine", "NoMedia", "WorkflowExecution", "outcome_value"]
+__all__ = ["Engine", "NoMedia", "WorkflowExecution"]
 
 
 # -- model and tool calls as activities ---------------------------------------------------
@@ -61,14 +55,6 @@ class NoMedia(MediaPreparer):
 
     async def prepare(self, request: ModelRequest, client: Any) -> tuple[ModelRequest, MediaSupply]:
         return request, MediaSupply()
-
-
-@dataclass(slots=True)
-class _Returned:
-    """A result the worker rendered already."""
-
-    text: str
-    value: Any
 
 
 class _Rendered:
@@ -87,37 +73,18 @@ class _Rendered:
         return self._text
 
 
-_ERROR_TYPES: dict[str, type[Exception]] = {}
-_SIGNAL_TYPES: dict[str, type[ControlSignal]] = {}
-
-
-def _error_type(name: str) -> type[Exception]:
-    """An exception class named like the one the tool raised (the model reads the name)."""
-    found = _ERROR_TYPES.get(name)
-    if found is None:
-        found = _ERROR_TYPES[name] = type(name, (Exception,), {})
-    return found
-
-
-def _signal_type(name: str) -> type[ControlSignal]:
-    found = _SIGNAL_TYPES.get(name)
-    if found is None:
-        found = _SIGNAL_TYPES[name] = type(name, (ControlSignal,), {})
-    return found
-
-
 @dataclass(kw_only=True, slots=True)
 class Engine:
     """What the workflow-side runners need to start activities."""
 
-    app: TemporalApp
+    app: AppView
     agent: Agent
     agent_tool_names: frozenset[str]
     delegations: dict[str, Delegation]
     background: dict[str, BackgroundTool]
 
     @classmethod
-    def of(cls, app: TemporalApp, agent: Agent) -> Engine:
+    def of(cls, app: AppView, agent: Agent) -> Engine:
         """The engine of ``agent``: its own tools run as activities, built-in ones here.
 
         Delegation tools of its ``SubAgents`` extension run as child workflows, and tools of
@@ -207,25 +174,20 @@ class _ActivityCalls(CallRunner):
         return await self.extensions.run_tool(call, invoke)
 
     def _returned(self, record: CallRecord, tool: Tool, value: Any) -> CallRecord:
-        if isinstance(value, _Returned):
+        if isinstance(value, Returned):
             rendered = cast(Tool, _Rendered(tool, value.text))
             return CallRunner._returned(self, record, rendered, value.value)
-        if isinstance(value, _Unrenderable):
+        if isinstance(value, Unrenderable):
             rendered = cast(Tool, _Rendered(tool, None, value.error))
             return CallRunner._returned(self, record, rendered, None)
         return CallRunner._returned(self, record, tool, value)
 
     def _signalled(self, record: CallRecord, tool: Tool, signal: ControlSignal) -> CallRecord:
-        if isinstance(signal, Complete) and isinstance(signal.value, _Returned):
+        if isinstance(signal, Complete) and isinstance(signal.value, Returned):
             rendered = cast(Tool, _Rendered(tool, signal.value.text))
             plain = Complete(signal.value.value, fixed=signal.fixed)
             return CallRunner._signalled(self, record, rendered, plain)
         return CallRunner._signalled(self, record, tool, signal)
-
-
-@dataclass(slots=True)
-class _Unrenderable:
-    error: Exception
 
 
 class _ToolInvoker:
@@ -282,32 +244,6 @@ class _ToolInvoker:
         for plain in out.media:
             ctx.media.append(from_plain(plain, MediaRef))
         return outcome_value(out)
-
-
-def outcome_value(out: ToolOutcome) -> Any:
-    """What the body returned, or raise what it raised, as the workflow's ``CallRunner`` expects."""
-    kind = out.kind
-    if kind == "returned":
-        return _Returned(out.text or "", out.value)
-    if kind == "unrenderable":
-        return _Unrenderable(_error_type(out.error_type or "Exception")(out.text or ""))
-    if kind == "complete":
-        raise Complete(_Returned(out.text or "", out.value), fixed=out.fixed)
-    if kind == "await":
-        raise AwaitExternal(out.value)
-    if kind == "detach":
-        raise Detach(out.receipt or "", out.value)
-    if kind == "input":
-        raise InputRequired(out.prompt or "", out.response_schema, out.state)
-    if kind == "signal":
-        raise _signal_type(out.error_type or "ControlSignal")()
-    if kind == "host_failure":
-        raise HostFailure(out.text or "")
-    if kind == "timeout":
-        raise TimeoutError(out.text or "")
-    if kind == "cancelled":
-        raise asyncio.CancelledError()
-    raise _error_type(out.error_type or "Exception")(out.text or "")
 
 
 class WorkflowExecution(Execution):

@@ -53,17 +53,17 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
-    from steadyrun.temporal._app import TemporalApp
+    from steadyrun.temporal._options import AppView
 
 __all__ = ["AgentWorkflow", "app_for", "register_app"]
 
 T = TypeVar("T")
 
-_APPS: dict[str, TemporalApp] = {}
-_DEFAULT: list[TemporalApp] = []
+_APPS: dict[str, AppView] = {}
+_DEFAULT: list[AppView] = []
 
 
-def register_app(task_queue: str | None, app: TemporalApp) -> None:
+def register_app(task_queue: str | None, app: AppView) -> None:
     """Make ``app`` the one workflows of ``task_queue`` resolve agents in.
 
     ``None`` registers it as the fallback (the replayer, which has no task queue of its own).
@@ -74,7 +74,7 @@ def register_app(task_queue: str | None, app: TemporalApp) -> None:
         _APPS[task_queue] = app
 
 
-def app_for(task_queue: str) -> TemporalApp:
+def app_for(task_queue: str) -> AppView:
     """The app registered for ``task_queue`` (or the fallback)."""
     app = _APPS.get(task_queue) or (_DEFAULT[0] if _DEFAULT else None)
     if app is None:

@@ -19,8 +19,8 @@ from steadyrun.chat import (
     Usage,
 )
 from steadyrun.records import Block, CallRecord
+from steadyrun.runtime._batch_results import call_id
 from steadyrun.runtime._calls import USAGE_NOTE
-from steadyrun.runtime._results import call_id
 from steadyrun.runtime._scrub import scrub as _clean
 from steadyrun.runtime._scrub import storable as _valid
 from steadyrun.runtime._state import RunState

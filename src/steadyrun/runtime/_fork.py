@@ -38,9 +38,9 @@ from steadyrun.records import (
 from steadyrun.records._history import StepEntry
 from steadyrun.runtime._admission import open_batch, record_message
 from steadyrun.runtime._agent import Agent
+from steadyrun.runtime._batch_results import call_id
 from steadyrun.runtime._claims import Claims
 from steadyrun.runtime._lengthcut import FINISH_REASON
-from steadyrun.runtime._results import call_id
 from steadyrun.runtime._state import RunState
 from steadyrun.stores import Store
 from steadyrun.stores._history import StepHistory

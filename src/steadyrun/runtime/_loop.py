@@ -68,6 +68,12 @@ from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
+from steadyrun.runtime._batch_results import (
+    completion_of,
+    direct_text,
+    tool_message,
+    uses_correction,
+)
 from steadyrun.runtime._budgets import check_budget
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, Finish, GuardView
@@ -89,12 +95,6 @@ from steadyrun.runtime._observers import ObserverSet, observed
 from steadyrun.runtime._recovery import blocks_run
 from steadyrun.runtime._request import CORRECTION, request_builder
 from steadyrun.runtime._result import RunResult
-from steadyrun.runtime._results import (
-    completion_of,
-    direct_text,
-    tool_message,
-    uses_correction,
-)
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import agent_fingerprint, reconcile_batch
 from steadyrun.stores import Store

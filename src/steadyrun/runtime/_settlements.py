@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from steadyrun._texts import Texts
 from steadyrun.records import CallRecord
-from steadyrun.runtime._results import truncated
+from steadyrun.runtime._batch_results import truncated
 from steadyrun.stores import FeedMessage
 from steadyrun.tools import DEFAULT_MAX_RESULT_CHARS
 

@@ -1,4 +1,7 @@
-"""Pure helpers of the loop: ids, how a batch's results look to the model, what a batch means."""
+"""What a batch's results are to the model (its tool message, a completion, direct text).
+
+Pure helpers of the loop, with the record ids of a batch's calls.
+"""
 
 from __future__ import annotations
 

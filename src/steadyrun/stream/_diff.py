@@ -17,7 +17,7 @@ from steadyrun.stream._model import (
     BlockRemoved,
     BlockUpdated,
     CallRemoved,
-    CallStatus,
+    CallStatusChanged,
     Delta,
     DisplayBlock,
     DisplayCall,
@@ -220,13 +220,13 @@ def _block_change(
 
 def _call_changes(
     old: Sequence[DisplayCall], new: Sequence[DisplayCall]
-) -> list[CallStatus | CallRemoved]:
+) -> list[CallStatusChanged | CallRemoved]:
     """Removals and upserts (``seq`` 0, numbered by the caller) that keep ``new``'s order.
 
     ``apply`` appends a new call at the end, so calls are re-added from the first place where
     the order of the kept calls differs from ``new``'s.
     """
-    out: list[CallStatus | CallRemoved] = []
+    out: list[CallStatusChanged | CallRemoved] = []
     new_by_id = {c.id: c for c in new}
     kept = [c for c in old if c.id in new_by_id]
     for c in old:
@@ -239,7 +239,7 @@ def _call_changes(
         out.append(CallRemoved(seq=0, call_id=c.id))
     for before, after in zip(kept[:same], new[:same], strict=True):
         if before != after:
-            out.append(CallStatus(seq=0, call=after))
+            out.append(CallStatusChanged(seq=0, call=after))
     for c in new[same:]:
-        out.append(CallStatus(seq=0, call=c))
+        out.append(CallStatusChanged(seq=0, call=c))
     return out

@@ -21,7 +21,7 @@ __all__ = [
     "BlockRemoved",
     "BlockUpdated",
     "CallRemoved",
-    "CallStatus",
+    "CallStatusChanged",
     "Delta",
     "DisplayBlock",
     "DisplayCall",
@@ -252,8 +252,11 @@ class ThinkingFragment:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CallStatus:
-    """A call appeared or changed (its whole display record; added at the end when new)."""
+class CallStatusChanged:
+    """A call appeared or changed (its whole display record; added at the end when new).
+
+    Its ``kind`` is ``call_status`` (the name the stream and the web page know it by).
+    """
 
     kind: Literal["call_status"] = "call_status"
     seq: int
@@ -303,7 +306,7 @@ Delta = Annotated[
     | BlockRemoved
     | TextFragment
     | ThinkingFragment
-    | CallStatus
+    | CallStatusChanged
     | CallRemoved
     | PlanChanged
     | UsageChanged
@@ -341,7 +344,7 @@ def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
         ):
             grown = (replace(b, text=b.text + more) if b.id == block_id else b for b in s.blocks)
             return replace(s, blocks=tuple(grown))
-        case CallStatus(call=call):
+        case CallStatusChanged(call=call):
             if any(c.id == call.id for c in s.calls):
                 return replace(s, calls=tuple(call if c.id == call.id else c for c in s.calls))
             return replace(s, calls=(*s.calls, call))

@@ -35,7 +35,7 @@ from steadyrun._errors import (
 from steadyrun.records import CallRecord, RunStatus
 from steadyrun.runtime import Runtime
 from steadyrun.service._app import App, NotSupportedError
-from steadyrun.service._guard import Guard
+from steadyrun.service._gate import RequestGate
 from steadyrun.service._history import edit_message, fork_out, step_out
 from steadyrun.service._schemas import (
     AgentList,
@@ -159,7 +159,7 @@ def create_app(
     _routes(api, app, stream_poll_seconds)
     api.mount("/static", StaticFiles(directory=STATIC), name="static")
     api.add_middleware(
-        Guard,
+        RequestGate,
         tokens=list(tokens),
         max_body_bytes=max_body_bytes,
         public=lambda path: path in ("/", "/health", "/favicon.ico") or path.startswith("/static/"),

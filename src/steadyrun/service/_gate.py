@@ -1,4 +1,7 @@
-"""ASGI middleware in front of the API: bearer tokens and request size limits."""
+"""``RequestGate``: ASGI middleware in front of the API, for bearer tokens and request sizes.
+
+(Not to be confused with a completion ``Guard`` of the runtime, which reviews a run's text.)
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs
 
-__all__ = ["Guard"]
+__all__ = ["RequestGate"]
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -25,7 +28,7 @@ def _error(status: int, code: str, message: str) -> tuple[int, list[tuple[bytes,
     return status, headers, body
 
 
-class Guard:
+class RequestGate:
     """Checks every HTTP request before the app sees it.
 
     - A request needs ``Authorization: Bearer <token>`` with one of ``tokens`` (compared in

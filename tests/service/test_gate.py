@@ -1,4 +1,4 @@
-"""The API's guard on its own: which Authorization it accepts, and the exact body size bound."""
+"""The API's request gate on its own: the Authorization it accepts, the exact body bound."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Any
 import httpx
 import pytest
 
-from steadyrun.service._guard import Guard
+from steadyrun.service._gate import RequestGate
 
 TOKEN = "s3cret-token"
 LIMIT = 100
 
 
 async def echo_size(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """The app behind the guard: answers 200 with the size of the body it read."""
+    """The app behind the gate: answers 200 with the size of the body it read."""
     size = 0
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return  # the guard refused the body and answered
+            return  # the gate refused the body and answered
         size += len(message.get("body", b""))
         if not message.get("more_body"):
             break
@@ -30,14 +30,14 @@ async def echo_size(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
-    guard = Guard(
+    gate = RequestGate(
         echo_size,
         tokens=[TOKEN],
         max_body_bytes=LIMIT,
         public=lambda path: False,
         query_token=lambda path: False,
     )
-    transport = httpx.ASGITransport(app=guard)
+    transport = httpx.ASGITransport(app=gate)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
         yield c
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from email.utils import formatdate
-from typing import Any
 
 import httpx
 import pytest
 
+from providerkit import anthropic_model, replay_of, waits
 from steadyrun.chat import Message, ModelRequest
 from steadyrun.models import (
     AuthenticationFailed,
@@ -21,49 +20,21 @@ from steadyrun.models import (
     RateLimited,
     RetryPolicy,
     ServerError,
-    model_requests,
 )
 from steadyrun.models._anthropic_errors import retry_after
-from steadyrun.models.anthropic import AnthropicModel
 from wirekit import WireReplay, load
 
-MODEL = "claude-sonnet-4-6"
 REQUEST = ModelRequest(messages=[Message.user("hi")])
-
-
-@pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def model_for(transport: httpx.AsyncBaseTransport, **options: Any) -> tuple[AnthropicModel, Sleeps]:
-    http_client = httpx.AsyncClient(transport=transport)
-    model = AnthropicModel(MODEL, api_key="sk-ant-test", http_client=http_client, **options)
-    model.sleep = sleeps = Sleeps()
-    return model, sleeps
-
-
-def replay_of(name: str) -> WireReplay:
-    return WireReplay(load(name))
 
 
 async def test_429_is_retried_after_the_retry_after_header() -> None:
     replay = replay_of("anthropic_error_429")
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     response = await model.respond(REQUEST)
 
     replay.assert_done()
-    assert sleeps.waits == [7.0]
+    assert waits(model) == [7.0]
     assert response.message.text == "Recovered."
     assert response.provider_details is not None
     assert response.provider_details["request_id"] == "req_011CErrRate00002"
@@ -71,41 +42,43 @@ async def test_429_is_retried_after_the_retry_after_header() -> None:
 
 async def test_500_is_retried_with_backoff() -> None:
     replay = replay_of("anthropic_error_500")
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     response = await model.respond(REQUEST)
 
     replay.assert_done()
-    assert len(sleeps.waits) == 1
-    assert 0.4 <= sleeps.waits[0] <= 0.6  # RetryPolicy(): 0.5 s with 20% jitter
+    assert len(waits(model)) == 1
+    assert 0.4 <= waits(model)[0] <= 0.6  # RetryPolicy(): 0.5 s with 20% jitter
     assert response.message.text == "Recovered."
 
 
 @pytest.mark.parametrize(
-    ("fixture", "waits"), [("anthropic_error_529", None), ("anthropic_error_503", [0.25])]
+    ("fixture", "expected"), [("anthropic_error_529", None), ("anthropic_error_503", [0.25])]
 )
-async def test_overloaded_529_and_503_are_retried(fixture: str, waits: list[float] | None) -> None:
+async def test_overloaded_529_and_503_are_retried(
+    fixture: str, expected: list[float] | None
+) -> None:
     replay = replay_of(fixture)
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     response = await model.respond(REQUEST)
 
     replay.assert_done()
-    assert len(sleeps.waits) == 1
-    if waits is not None:  # retry-after-ms
-        assert sleeps.waits == waits
+    assert len(waits(model)) == 1
+    if expected is not None:  # retry-after-ms
+        assert waits(model) == expected
     assert response.message.text == "Recovered."
 
 
 async def test_401_is_not_retried() -> None:
     replay = replay_of("anthropic_error_401")
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     with pytest.raises(AuthenticationFailed) as caught:
         await model.respond(REQUEST)
 
     replay.assert_done()
-    assert sleeps.waits == []
+    assert waits(model) == []
     error = caught.value
     assert (error.status, error.code, error.request_id) == (
         401,
@@ -118,13 +91,13 @@ async def test_401_is_not_retried() -> None:
 
 async def test_400_is_not_retried() -> None:
     replay = replay_of("anthropic_error_400")
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     with pytest.raises(BadRequest) as caught:
         await model.respond(REQUEST)
 
     replay.assert_done()
-    assert sleeps.waits == []
+    assert waits(model) == []
     assert type(caught.value) is BadRequest
     assert caught.value.code == "invalid_request_error"
     assert caught.value.body == load("anthropic_error_400")[0]["response"]["json"]
@@ -132,13 +105,13 @@ async def test_400_is_not_retried() -> None:
 
 async def test_a_prompt_too_long_is_a_context_overflow() -> None:
     replay = replay_of("anthropic_error_overflow")
-    model, sleeps = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
 
     with pytest.raises(ContextOverflow) as caught:
         await model.respond(REQUEST)
 
     replay.assert_done()
-    assert sleeps.waits == []
+    assert waits(model) == []
     assert caught.value.status == 400
     assert "prompt is too long" in str(caught.value)
 
@@ -146,13 +119,13 @@ async def test_a_prompt_too_long_is_a_context_overflow() -> None:
 async def test_exhausted_retries_raise_the_last_typed_error() -> None:
     exchanges = load("anthropic_error_exhausted")
     replay = WireReplay(exchanges)
-    model, sleeps = model_for(replay.transport, retry=RetryPolicy(max_attempts=3))
+    model = anthropic_model(replay.transport, retry=RetryPolicy(max_attempts=3))
 
     with pytest.raises(Overloaded) as caught:
         await model.respond(REQUEST)
 
     replay.assert_done()
-    assert len(sleeps.waits) == 2
+    assert len(waits(model)) == 2
     error = caught.value
     assert error.provider == "anthropic"
     assert error.status == 529
@@ -179,15 +152,15 @@ async def test_timeouts_and_connection_failures_are_typed_and_retried(
             raise failures.pop()
         return replay.transport.handler(request)  # type: ignore[no-any-return]
 
-    model, sleeps = model_for(httpx.MockTransport(handler))
+    model = anthropic_model(httpx.MockTransport(handler))
     response = await model.respond(REQUEST)
-    assert len(sleeps.waits) == 1
+    assert len(waits(model)) == 1
     assert response.message.text == "Recovered."
 
     def always_failing(request: httpx.Request) -> httpx.Response:
         raise failure
 
-    model, _ = model_for(httpx.MockTransport(always_failing), retry=RetryPolicy(max_attempts=1))
+    model = anthropic_model(httpx.MockTransport(always_failing), retry=RetryPolicy(max_attempts=1))
     with pytest.raises(error_type):
         await model.respond(REQUEST)
 
@@ -203,7 +176,7 @@ def test_retry_after_headers() -> None:
 
 async def test_rate_limit_error_fields() -> None:
     replay = replay_of("anthropic_error_429")
-    model, _ = model_for(replay.transport, retry=RetryPolicy(max_attempts=1))
+    model = anthropic_model(replay.transport, retry=RetryPolicy(max_attempts=1))
     with pytest.raises(RateLimited) as caught:
         await model.respond(REQUEST)
     assert caught.value.retry_after == 7.0
@@ -213,7 +186,7 @@ async def test_rate_limit_error_fields() -> None:
 
 async def test_server_error_fields() -> None:
     replay = replay_of("anthropic_error_500")
-    model, _ = model_for(replay.transport, retry=RetryPolicy(max_attempts=1))
+    model = anthropic_model(replay.transport, retry=RetryPolicy(max_attempts=1))
     with pytest.raises(ServerError) as caught:
         await model.respond(REQUEST)
     assert (caught.value.status, caught.value.code) == (500, "api_error")

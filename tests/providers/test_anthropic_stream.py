@@ -4,66 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from providerkit import ANTHROPIC_WEATHER, CLAUDE, HangingStream, anthropic_model, waits
 from steadyrun.chat import (
     Message,
     ModelRequest,
     ModelResponse,
     ResponseDelta,
-    ToolDefinition,
     accumulate,
     accumulate_async,
 )
-from steadyrun.models import (
-    Overloaded,
-    ProviderConnectionError,
-    RetryPolicy,
-    StreamingModelClient,
-    model_requests,
-)
+from steadyrun.models import Overloaded, ProviderConnectionError, RetryPolicy, StreamingModelClient
 from steadyrun.models.anthropic import AnthropicModel
 from wirekit import WireReplay, load
 
-MODEL = "claude-sonnet-4-6"
-
-WEATHER = ToolDefinition(
-    name="get_weather",
-    description="Get the current weather for a city.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "description": "The city name."},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city"],
-        "additionalProperties": False,
-    },
-)
 THINKING = {"thinking": {"type": "enabled", "budget_tokens": 10000}}
-
-
-@pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def model_for(transport: httpx.AsyncBaseTransport, **options: Any) -> AnthropicModel:
-    http_client = httpx.AsyncClient(transport=transport)
-    return AnthropicModel(MODEL, api_key="sk-ant-test", http_client=http_client, **options)
 
 
 async def collect(model: AnthropicModel, request: ModelRequest) -> list[ResponseDelta]:
@@ -75,8 +34,8 @@ async def respond_and_stream(
 ) -> tuple[ModelResponse, list[ResponseDelta]]:
     whole = WireReplay(load(json_fixture)[:1])
     streamed = WireReplay(load(sse_fixture))
-    response = await model_for(whole.transport, **options).respond(request)
-    deltas = await collect(model_for(streamed.transport, **options), request)
+    response = await anthropic_model(whole.transport, **options).respond(request)
+    deltas = await collect(anthropic_model(streamed.transport, **options), request)
     whole.assert_done()
     streamed.assert_done()
     assert streamed.bodies[0] == {**whole.bodies[0], "stream": True}
@@ -84,7 +43,7 @@ async def respond_and_stream(
 
 
 def test_the_model_is_a_streaming_client() -> None:
-    assert isinstance(AnthropicModel(MODEL, api_key="k"), StreamingModelClient)
+    assert isinstance(AnthropicModel(CLAUDE, api_key="k"), StreamingModelClient)
 
 
 # -- parity ----------------------------------------------------------------------------------
@@ -113,7 +72,7 @@ async def test_streamed_thinking_text_and_tool_call_accumulate_to_the_response()
     request = ModelRequest(
         instructions="You answer weather questions with the get_weather tool.",
         messages=[Message.user("What's the weather in Paris?")],
-        tools=[WEATHER],
+        tools=[ANTHROPIC_WEATHER],
     )
     response, deltas = await respond_and_stream(
         "anthropic_thinking", "anthropic_thinking_stream", request, extra=THINKING
@@ -137,7 +96,7 @@ async def test_streamed_thinking_text_and_tool_call_accumulate_to_the_response()
 async def test_streamed_parallel_tool_calls_accumulate_to_the_response() -> None:
     request = ModelRequest(
         messages=[Message.user("Compare the weather in Paris and Berlin, with the radar map.")],
-        tools=[WEATHER],
+        tools=[ANTHROPIC_WEATHER],
     )
     response, deltas = await respond_and_stream(
         "anthropic_tool_parallel", "anthropic_tool_parallel_stream", request
@@ -157,13 +116,12 @@ async def test_streamed_parallel_tool_calls_accumulate_to_the_response() -> None
 
 async def test_a_stream_that_fails_before_its_first_part_is_retried() -> None:
     replay = WireReplay(load("anthropic_error_stream_retry"))
-    model = model_for(replay.transport)
-    model.sleep = sleeps = Sleeps()
+    model = anthropic_model(replay.transport)
 
     response = await accumulate_async(model.stream(ModelRequest(messages=[Message.user("hi")])))
 
     replay.assert_done()
-    assert len(sleeps.waits) == 2  # after the 529, and after the error event before any part
+    assert len(waits(model)) == 2  # after the 529, and after the error event before any part
     assert response.message.text == "Recovered."
     assert response.provider_details is not None
     assert response.provider_details["request_id"] == "req_011CStreamRetry03"
@@ -171,8 +129,7 @@ async def test_a_stream_that_fails_before_its_first_part_is_retried() -> None:
 
 async def test_an_error_event_after_the_first_part_ends_the_stream_with_a_typed_error() -> None:
     replay = WireReplay(load("anthropic_error_stream_midway"))
-    model = model_for(replay.transport)
-    model.sleep = sleeps = Sleeps()
+    model = anthropic_model(replay.transport)
     seen: list[ResponseDelta] = []
 
     with pytest.raises(Overloaded) as caught:
@@ -180,7 +137,7 @@ async def test_an_error_event_after_the_first_part_ends_the_stream_with_a_typed_
             seen.append(delta)
 
     replay.assert_done()  # one request: no retry once a part was given
-    assert sleeps.waits == []
+    assert waits(model) == []
     assert "".join(d.text for d in seen) == "Here is the first half"
     error = caught.value
     assert error.status == 529  # the status of its error type (the stream itself was a 200)
@@ -191,7 +148,7 @@ async def test_an_error_event_after_the_first_part_ends_the_stream_with_a_typed_
 
 async def test_a_stream_cut_before_message_stop_is_a_connection_error() -> None:
     replay = WireReplay(load("anthropic_error_stream_cut"))
-    model = model_for(replay.transport)
+    model = anthropic_model(replay.transport)
     with pytest.raises(ProviderConnectionError, match="before message_stop") as caught:
         await accumulate_async(model.stream(ModelRequest(messages=[Message.user("hi")])))
     replay.assert_done()  # not retried: a part had been given
@@ -201,8 +158,7 @@ async def test_a_stream_cut_before_message_stop_is_a_connection_error() -> None:
 async def test_stream_retries_exhausted_raise_the_last_error() -> None:
     exchanges = load("anthropic_error_exhausted")
     replay = WireReplay(exchanges)
-    model = model_for(replay.transport, retry=RetryPolicy(max_attempts=3))
-    model.sleep = Sleeps()
+    model = anthropic_model(replay.transport, retry=RetryPolicy(max_attempts=3))
     with pytest.raises(Overloaded) as caught:
         await collect(model, ModelRequest(messages=[Message.user("hi")]))
     replay.assert_done()
@@ -212,59 +168,45 @@ async def test_stream_retries_exhausted_raise_the_last_error() -> None:
 # -- cancellation ----------------------------------------------------------------------------
 
 
-class HangingBody(httpx.AsyncByteStream):
-    """An SSE body that sends its first events and then waits forever."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        message = {
-            "id": "msg_01Hanging",
-            "type": "message",
-            "role": "assistant",
-            "model": MODEL,
-            "content": [],
-            "stop_reason": None,
-            "stop_sequence": None,
-            "usage": {"input_tokens": 5, "output_tokens": 1},
-        }
-        events: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": message}),
-            (
-                "content_block_start",
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-            ),
-            (
-                "content_block_delta",
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "Thinking about it"},
-                },
-            ),
-        ]
-        for name, data in events:
-            yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-        await asyncio.Event().wait()
-
-    async def aclose(self) -> None:
-        self.closed = True
+def hanging_events() -> bytes:
+    """The first events of a streamed answer; the stream then sends nothing more."""
+    message = {
+        "id": "msg_01Hanging",
+        "type": "message",
+        "role": "assistant",
+        "model": CLAUDE,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 1},
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": message}),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": "Thinking about it"},
+            },
+        ),
+    ]
+    return b"".join(
+        f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+    )
 
 
 async def test_cancelling_a_streaming_request_stops_it_and_closes_the_response() -> None:
-    seen: list[httpx.Request] = []
-    body = HangingBody()
-
-    async def handler(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=body)
-
-    model = model_for(httpx.MockTransport(handler))
+    transport = HangingStream(hanging_events())
+    model = anthropic_model(transport)
     first = asyncio.Event()
     deltas: list[ResponseDelta] = []
 
@@ -280,9 +222,9 @@ async def test_cancelling_a_streaming_request_stops_it_and_closes_the_response()
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    assert len(seen) == 1
-    assert json.loads(seen[0].content)["stream"] is True
-    assert body.closed
+    assert len(transport.requests) == 1
+    assert json.loads(transport.requests[0].content)["stream"] is True
+    assert transport.closed.is_set()
     assert "".join(d.text for d in deltas) == "Thinking about it"
 
 
@@ -294,7 +236,7 @@ async def test_cancelling_respond_stops_the_request() -> None:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    model = model_for(httpx.MockTransport(handler))
+    model = anthropic_model(httpx.MockTransport(handler))
     task = asyncio.create_task(model.respond(ModelRequest(messages=[Message.user("hi")])))
     await asyncio.wait_for(started.wait(), timeout=5)
     task.cancel()

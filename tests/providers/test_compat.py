@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 import steadyrun as sr
+from providerkit import (
+    HangingStream,
+    Sleeps,
+    ask,
+    cancel_midway,
+    collect,
+    http_client,
+    order_tool,
+    waits,
+)
 from steadyrun.chat import (
     Message,
     ModelRequest,
-    ModelSettings,
-    ResponseDelta,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -24,13 +30,7 @@ from steadyrun.chat import (
     Usage,
     accumulate,
 )
-from steadyrun.models import (
-    BadRequest,
-    ContextOverflow,
-    ProviderConnectionError,
-    RetryPolicy,
-    model_requests,
-)
+from steadyrun.models import BadRequest, ContextOverflow, ProviderConnectionError, RetryPolicy
 from steadyrun.models.compat import CompatModel
 from steadyrun.models.openai import OpenAIChatModel
 from wirekit import WireReplay, load
@@ -48,23 +48,9 @@ WEATHER = ToolDefinition(
 
 
 @pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-@pytest.fixture(autouse=True)
 def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COMPAT_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 def compat(
@@ -72,20 +58,9 @@ def compat(
     spec: str = "http://localhost:8000/v1#Qwen/Qwen3-8B",
     **options: Any,
 ) -> CompatModel:
-    transport = replay.transport if isinstance(replay, WireReplay) else replay
-    model = CompatModel(spec, http_client=httpx.AsyncClient(transport=transport), **options)
+    model = CompatModel(spec, http_client=http_client(replay), **options)
     model.sleep = Sleeps()
     return model
-
-
-def ask(text: str, *, instructions: str = "", **settings: Any) -> ModelRequest:
-    return ModelRequest(
-        instructions=instructions, messages=[Message.user(text)], settings=ModelSettings(**settings)
-    )
-
-
-async def collect(stream: AsyncIterator[ResponseDelta]) -> list[ResponseDelta]:
-    return [d async for d in stream]
 
 
 # -- the spec, keys, the registry ----------------------------------------------------------
@@ -295,7 +270,7 @@ async def test_unknown_model_is_a_bad_request() -> None:
     with pytest.raises(BadRequest, match="not found"):
         await model.respond(ask("hi"))
     replay.assert_done()
-    assert model.sleep.waits == []  # type: ignore[attr-defined]
+    assert waits(model) == []
 
 
 async def test_error_chunk_before_the_first_delta_is_retried() -> None:
@@ -303,7 +278,7 @@ async def test_error_chunk_before_the_first_delta_is_retried() -> None:
     model = compat(replay, "https://openrouter.ai/api/v1#deepseek/deepseek-r1")
     deltas = await collect(model.stream(ModelRequest(messages=[])))
     replay.assert_done()
-    assert len(model.sleep.waits) == 1  # type: ignore[attr-defined]
+    assert len(waits(model)) == 1
     response = accumulate(deltas)
     assert response.message.text == "23."
     assert response.message.parts[0] == ThinkingPart(
@@ -318,52 +293,19 @@ async def test_server_down_is_a_connection_error() -> None:
     model = compat(httpx.MockTransport(refuse), retry=RetryPolicy(max_attempts=2))
     with pytest.raises(ProviderConnectionError, match="Connection refused"):
         await model.respond(ask("hi"))
-    assert len(model.sleep.waits) == 1  # type: ignore[attr-defined]
+    assert len(waits(model)) == 1
 
 
 async def test_cancellation_stops_a_stream() -> None:
-    closed = asyncio.Event()
-
-    class Hanging(httpx.AsyncBaseTransport):
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            chunk = {"choices": [{"index": 0, "delta": {"reasoning_content": "Let"}}]}
-
-            class Body(httpx.AsyncByteStream):
-                async def __aiter__(self) -> AsyncIterator[bytes]:
-                    yield f"data: {json.dumps(chunk)}\n\n".encode()
-                    await asyncio.Event().wait()
-
-                async def aclose(self) -> None:
-                    closed.set()
-
-            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-    model = compat(Hanging())
-    got = asyncio.Event()
-
-    async def consume() -> None:
-        async for _ in model.stream(ask("hi")):
-            got.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(got.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert closed.is_set()
+    chunk = {"choices": [{"index": 0, "delta": {"reasoning_content": "Let"}}]}
+    transport = HangingStream(f"data: {json.dumps(chunk)}\n\n".encode())
+    await cancel_midway(compat(transport), ask("hi"), transport)
 
 
 # -- a run ---------------------------------------------------------------------------------
 
 
-@sr.tool
-def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id: The order id.
-    """
-    return f"Order {order_id}: shipped on Monday"
+lookup_order = order_tool("Order {order_id}: shipped on Monday")
 
 
 async def test_agent_run_through_the_runtime() -> None:
@@ -404,7 +346,7 @@ async def test_an_error_in_a_200_body_is_typed_and_retried() -> None:
     response = await model.respond(ask("hi"))
     replay.assert_done()
     assert response.message.text == "Hi."
-    assert len(model.sleep.waits) == 1  # type: ignore[attr-defined]
+    assert len(waits(model)) == 1
 
 
 async def test_foreign_thinking_alone_is_left_out() -> None:

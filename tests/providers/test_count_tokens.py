@@ -10,8 +10,6 @@ own HTTP client. The end-to-end tests run an agent whose ``ContextPolicy`` count
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -20,6 +18,16 @@ from google import genai
 from google.genai import types
 
 import steadyrun as sr
+from providerkit import (
+    GEMINI,
+    ORDER,
+    anthropic_model,
+    google_model,
+    media_ref,
+    order_tool,
+    replay_of,
+    waits,
+)
 from steadyrun import UsageError
 from steadyrun.chat import (
     MediaPart,
@@ -30,7 +38,6 @@ from steadyrun.chat import (
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolDefinition,
     ToolResultPart,
 )
 from steadyrun.context import CachedCounter, ProviderCounter, estimate_request
@@ -46,25 +53,12 @@ from steadyrun.models.anthropic import AnthropicModel
 from steadyrun.models.google import GoogleModel
 from wirekit import WireReplay, load
 
-CLAUDE = "claude-sonnet-4-6"
-GEMINI = "gemini-2.5-flash"
 INSTRUCTIONS = "You help customers track their orders."
 QUESTION = "Where is order 4711?"
 
-ORDER = ToolDefinition(
-    name="lookup_order",
-    description="Look up an order by its id.",
-    parameters={
-        "type": "object",
-        "properties": {"order_id": {"type": "string"}},
-        "required": ["order_id"],
-    },
-)
 
 PNG = b"\x89PNG\r\n\x1a\n"
-PHOTO = MediaRef(
-    key="photo.png", mime="image/png", size=len(PNG), sha256=hashlib.sha256(PNG).hexdigest()
-)
+PHOTO = media_ref("photo.png", "image/png", PNG)
 
 
 async def read_media(ref: MediaRef) -> bytes:
@@ -72,57 +66,18 @@ async def read_media(ref: MediaRef) -> bytes:
     return PNG
 
 
-class Sleeps:
-    """Records the waits between retries instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-@pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-def claude(name: str, **options: Any) -> tuple[AnthropicModel, WireReplay, Sleeps]:
-    replay = WireReplay(load(f"anthropic_count_{name}"))
+def claude(name: str, **options: Any) -> tuple[AnthropicModel, WireReplay]:
     options.setdefault("retry", RetryPolicy(jitter=0.0))
-    model = AnthropicModel(
-        CLAUDE,
-        api_key="sk-ant-test",
-        http_client=httpx.AsyncClient(transport=replay.transport),
-        **options,
-    )
-    model.sleep = sleeps = Sleeps()
-    return model, replay, sleeps
+    replay = replay_of(f"anthropic_count_{name}")
+    return anthropic_model(replay, **options), replay
 
 
-def gemini(
-    name: str, *, model: str = GEMINI, **options: Any
-) -> tuple[GoogleModel, WireReplay, Sleeps]:
+def gemini(name: str, *, model: str = GEMINI, **options: Any) -> tuple[GoogleModel, WireReplay]:
     replay = WireReplay(load(f"google_count_{name}") if name else [])
-    options.setdefault("retry", RetryPolicy(jitter=0.0))
-    llm = GoogleModel(
-        model,
-        api_key="test-key",
-        http_client=httpx.AsyncClient(transport=replay.transport),
-        **options,
-    )
-    llm.retry_sleep = sleeps = Sleeps()
-    return llm, replay, sleeps
+    return google_model(replay, model, **options), replay
 
 
-def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id: The order id.
-    """
-    return f"order {order_id}: shipped"
+lookup_order = order_tool("order {order_id}: shipped")
 
 
 def counting_agent(model: Any) -> tuple[sr.Agent, CachedCounter]:
@@ -174,7 +129,7 @@ ANTHROPIC_HISTORY = [
 
 
 async def test_anthropic_counts_the_message_request_less_generation_options() -> None:
-    model, replay, _ = claude(
+    model, replay = claude(
         "request",
         extra={
             "thinking": {"type": "enabled", "budget_tokens": 2048},
@@ -207,20 +162,18 @@ async def test_anthropic_counts_the_message_request_less_generation_options() ->
 
 
 async def test_anthropic_count_is_retried_like_respond() -> None:
-    model, replay, sleeps = claude("retry")
+    model, replay = claude("retry")
 
     tokens = await model.count_tokens(ModelRequest(messages=[Message.user("hi")]))
 
     replay.assert_done()
     assert tokens == 8
-    assert sleeps.waits == [3.0, 1.0]  # the retry-after of the 429, then backoff after the 529
+    assert waits(model) == [3.0, 1.0]  # the retry-after of the 429, then backoff after the 529
     assert paths(replay) == ["/v1/messages/count_tokens"] * 3
 
 
 async def test_anthropic_count_error_is_typed_and_not_retried() -> None:
-    model, replay, sleeps = claude(
-        "error", extra={"thinking": {"type": "enabled", "budget_tokens": 2048}}
-    )
+    model, replay = claude("error", extra={"thinking": {"type": "enabled", "budget_tokens": 2048}})
     request = ModelRequest(
         messages=[
             Message.user(QUESTION),
@@ -239,11 +192,11 @@ async def test_anthropic_count_error_is_typed_and_not_retried() -> None:
     assert error.request_id == "req_011CCountBad0001"
     assert isinstance(error.body, dict) and error.body["type"] == "error"
     assert "must start with a thinking block" in str(error)
-    assert sleeps.waits == []
+    assert waits(model) == []
 
 
 async def test_anthropic_retries_exhausted_give_the_last_typed_error() -> None:
-    model, replay, sleeps = claude("retry", retry=RetryPolicy(max_attempts=2, jitter=0.0))
+    model, replay = claude("retry", retry=RetryPolicy(max_attempts=2, jitter=0.0))
     replay.exchanges = replay.exchanges[:2]
 
     with pytest.raises(Overloaded) as caught:
@@ -252,18 +205,18 @@ async def test_anthropic_retries_exhausted_give_the_last_typed_error() -> None:
     replay.assert_done()
     assert caught.value.status == 529
     assert caught.value.request_id == "req_011CCountOver001"
-    assert sleeps.waits == [3.0]
+    assert waits(model) == [3.0]
 
 
 async def test_anthropic_count_is_blocked_when_model_requests_are_off() -> None:
-    model, replay, _ = claude("retry")
+    model, replay = claude("retry")
     with model_requests(False), pytest.raises(UsageError, match="blocked"):
         await model.count_tokens(ModelRequest(messages=[Message.user("hi")]))
     assert replay.requests == []
 
 
 async def test_anthropic_agent_counts_before_its_model_call_and_caches_identical_requests() -> None:
-    model, replay, _ = claude("agent")
+    model, replay = claude("agent")
     agent, counter = counting_agent(model)
     runtime = sr.Runtime(sr.MemoryStore())
     question = Message.user(QUESTION, id="ticket-4711")  # the same host message, asked twice
@@ -320,7 +273,7 @@ GOOGLE_HISTORY = [
 
 
 async def test_google_developer_api_counts_the_contents_and_estimates_the_rest() -> None:
-    llm, replay, _ = gemini("request", media_reader=read_media)
+    llm, replay = gemini("request", media_reader=read_media)
     request = ModelRequest(
         instructions=INSTRUCTIONS,
         messages=GOOGLE_HISTORY,
@@ -365,18 +318,18 @@ async def test_google_vertex_counts_system_instruction_and_tools_too() -> None:
 
 
 async def test_google_count_is_retried_like_respond() -> None:
-    llm, replay, sleeps = gemini("retry")
+    llm, replay = gemini("retry")
 
     tokens = await llm.count_tokens(ModelRequest(messages=[Message.user("Hello")]))
 
     replay.assert_done()
     assert tokens == 2  # no system instruction or tools: nothing is estimated
-    assert sleeps.waits == [2.0, 1.0]  # RetryInfo of the 429, then backoff after the 503
+    assert waits(llm) == [2.0, 1.0]  # RetryInfo of the 429, then backoff after the 503
     assert len(replay.requests) == 3
 
 
 async def test_google_count_error_is_typed_and_not_retried() -> None:
-    llm, replay, sleeps = gemini("error", model="gemini-9-flash")
+    llm, replay = gemini("error", model="gemini-9-flash")
 
     with pytest.raises(BadRequest) as caught:
         await llm.count_tokens(ModelRequest(messages=[Message.user("Hello")]))
@@ -388,11 +341,11 @@ async def test_google_count_error_is_typed_and_not_retried() -> None:
     assert error.code == "NOT_FOUND"
     assert isinstance(error.body, dict)
     assert "not supported for countTokens" in str(error)
-    assert sleeps.waits == []
+    assert waits(llm) == []
 
 
 async def test_google_rate_limit_exhausted_gives_the_typed_error() -> None:
-    llm, replay, _ = gemini("retry", retry=RetryPolicy(max_attempts=1))
+    llm, replay = gemini("retry", retry=RetryPolicy(max_attempts=1))
     replay.exchanges = replay.exchanges[:1]
 
     with pytest.raises(RateLimited) as caught:
@@ -405,7 +358,7 @@ async def test_google_rate_limit_exhausted_gives_the_typed_error() -> None:
 
 
 async def test_google_request_without_contents_is_estimated_without_a_call() -> None:
-    llm, replay, _ = gemini("")
+    llm, replay = gemini("")
     request = ModelRequest(instructions=INSTRUCTIONS, tools=[ORDER])
 
     assert await llm.count_tokens(request) == estimate_request(request)
@@ -413,14 +366,14 @@ async def test_google_request_without_contents_is_estimated_without_a_call() -> 
 
 
 async def test_google_count_is_blocked_when_model_requests_are_off() -> None:
-    llm, replay, _ = gemini("")
+    llm, replay = gemini("")
     with model_requests(False), pytest.raises(UsageError, match="blocked"):
         await llm.count_tokens(ModelRequest(messages=[Message.user("Hello")]))
     assert replay.requests == []
 
 
 async def test_google_agent_counts_before_its_model_call_and_caches_identical_requests() -> None:
-    llm, replay, _ = gemini("agent")
+    llm, replay = gemini("agent")
     agent, counter = counting_agent(llm)
     runtime = sr.Runtime(sr.MemoryStore())
     question = Message.user(QUESTION, id="ticket-4711")

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import base64
-import hashlib
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
+from providerkit import GEMINI, google_model, media_reader, media_ref, replay_of
 from steadyrun import UsageError
 from steadyrun.chat import (
     MediaPart,
@@ -27,34 +25,16 @@ from steadyrun.chat import (
     Usage,
     accumulate_async,
 )
-from steadyrun.models import RetryPolicy, model_requests
 from steadyrun.models.google import GoogleModel
-from wirekit import WireReplay, load
+from wirekit import WireReplay
 
-MODEL = "gemini-2.5-flash"
 SIG_TEXT = "CvvvEjT//n0h"
 SIG_CALL = "Er/8VQH6Pg=="
 
 
-class FakeSleep:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def wired(name: str, *, model: str = MODEL, **options: Any) -> tuple[GoogleModel, WireReplay]:
-    replay = WireReplay(load(f"google_{name}"))
-    options.setdefault("retry", RetryPolicy(jitter=0.0))
-    llm = GoogleModel(
-        model,
-        api_key="test-key",
-        http_client=httpx.AsyncClient(transport=replay.transport),
-        **options,
-    )
-    llm.retry_sleep = FakeSleep()
-    return llm, replay
+def wired(name: str, *, model: str = GEMINI, **options: Any) -> tuple[GoogleModel, WireReplay]:
+    replay = replay_of(f"google_{name}")
+    return google_model(replay, model, **options), replay
 
 
 def loose(name: str, **options: Any) -> tuple[GoogleModel, WireReplay]:
@@ -65,12 +45,6 @@ def loose(name: str, **options: Any) -> tuple[GoogleModel, WireReplay]:
         for x in replay.exchanges
     ]
     return llm, replay
-
-
-@pytest.fixture(autouse=True)
-def _allow_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
 
 
 def gen_config(body: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +72,7 @@ async def test_text_and_system_instructions() -> None:
     )
     assert response.finish_reason == "stop"
     assert response.usage == Usage(requests=1, input_tokens=14, output_tokens=8)
-    assert response.model_name == MODEL
+    assert response.model_name == GEMINI
     assert response.provider_details == {
         "response_id": "Yk1xaKeDFdGm1MkP8cHk2Q0",
         "request_id": "Yk1xaKeDFdGm1MkP8cHk2Q0",
@@ -112,7 +86,7 @@ async def test_text_and_system_instructions() -> None:
     assert "tools" not in body and "toolConfig" not in body
     assert gen_config(body) == {}
     assert replay.requests[0].headers["x-goog-api-key"] == "test-key"
-    assert replay.requests[0].url.path == f"/v1beta/models/{MODEL}:generateContent"
+    assert replay.requests[0].url.path == f"/v1beta/models/{GEMINI}:generateContent"
 
 
 async def test_system_messages_join_the_system_instruction() -> None:
@@ -301,13 +275,11 @@ PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 STORE = {"img/1": PNG, "doc/1": PDF}
 
 
+read_media = media_reader(STORE)
+
+
 def ref(key: str, mime: str) -> MediaRef:
-    data = STORE[key]
-    return MediaRef(key=key, mime=mime, size=len(data), sha256=hashlib.sha256(data).hexdigest())
-
-
-async def read_media(media: MediaRef) -> bytes:
-    return STORE[media.key]
+    return media_ref(key, mime, STORE[key])
 
 
 def b64(data: bytes) -> str:
@@ -384,7 +356,7 @@ async def test_media_url_is_tried_first() -> None:
     ],
 )
 async def test_media_that_cannot_be_sent(options: dict[str, Any], mime: str, problem: str) -> None:
-    llm = GoogleModel(MODEL, api_key="k", **options)
+    llm = GoogleModel(GEMINI, api_key="k", **options)
     media = MediaRef(key="img/1", mime=mime, size=len(PNG))
     request = ModelRequest(messages=[Message(role="user", parts=[MediaPart(ref=media)])])
     with pytest.raises(UsageError, match=problem):
@@ -392,7 +364,7 @@ async def test_media_that_cannot_be_sent(options: dict[str, Any], mime: str, pro
 
 
 async def test_media_whose_bytes_do_not_match_the_digest() -> None:
-    llm = GoogleModel(MODEL, api_key="k", media_reader=read_media)
+    llm = GoogleModel(GEMINI, api_key="k", media_reader=read_media)
     media = MediaRef(key="img/1", mime="image/png", size=len(PNG), sha256="00" * 32)
     request = ModelRequest(messages=[Message(role="user", parts=[MediaPart(ref=media)])])
     with pytest.raises(UsageError, match="sha256"):
@@ -470,7 +442,7 @@ async def test_tool_choice_variants() -> None:
 
 
 async def test_tool_choice_must_name_a_tool() -> None:
-    llm = GoogleModel(MODEL, api_key="k")
+    llm = GoogleModel(GEMINI, api_key="k")
     request = ModelRequest(
         messages=[OQ], tools=order_tools(strict=False), settings=ModelSettings(tool_choice="nope")
     )
@@ -514,7 +486,7 @@ async def test_settings_response_format_and_extra() -> None:
 
 
 async def test_unknown_extra_options_are_a_usage_error() -> None:
-    llm = GoogleModel(MODEL, api_key="k")
+    llm = GoogleModel(GEMINI, api_key="k")
     settings = ModelSettings(extra={"no_such_option": 1})
     with pytest.raises(UsageError, match="GenerateContentConfig"):
         await llm.respond(ModelRequest(messages=[Message.user("hi")], settings=settings))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 import steadyrun as sr
+from providerkit import GEMINI, HangingStream, google_model, replay_of, waits
 from steadyrun.chat import Message, ModelRequest
 from steadyrun.models import (
     AuthenticationFailed,
@@ -27,66 +27,42 @@ from steadyrun.models import (
 from steadyrun.models.google import GoogleModel
 from wirekit import WireReplay, load
 
-MODEL = "gemini-2.5-flash"
 HELLO = ModelRequest(messages=[Message.user("Hello")])
 
 
-class FakeSleep:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def wired(name: str, **options: Any) -> tuple[GoogleModel, WireReplay, FakeSleep]:
-    replay = WireReplay(load(f"google_{name}"))
-    options.setdefault("retry", RetryPolicy(jitter=0.0))
-    llm = GoogleModel(
-        MODEL,
-        api_key="test-key",
-        http_client=httpx.AsyncClient(transport=replay.transport),
-        **options,
-    )
-    sleep = FakeSleep()
-    llm.retry_sleep = sleep
-    return llm, replay, sleep
-
-
-@pytest.fixture(autouse=True)
-def _allow_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
+def wired(name: str, **options: Any) -> tuple[GoogleModel, WireReplay]:
+    replay = replay_of(f"google_{name}")
+    return google_model(replay, **options), replay
 
 
 # -- retried --------------------------------------------------------------------------------------
 
 
 async def test_rate_limits_are_retried_after_the_delay_google_asks_for() -> None:
-    llm, replay, sleep = wired("error_429")
+    llm, replay = wired("error_429")
     response = await llm.respond(HELLO)
     replay.assert_done()
     assert response.message.text == "Hi!"
     # the retry-after header (3 s), then google.rpc.RetryInfo's retryDelay (2 s)
-    assert sleep.waits == [3.0, 2.0]
+    assert waits(llm) == [3.0, 2.0]
 
 
 @pytest.mark.parametrize("name", ["error_500", "error_503"])
 async def test_server_errors_and_overload_are_retried(name: str) -> None:
-    llm, replay, sleep = wired(name, retry=RetryPolicy(initial_delay=0.25, jitter=0.0))
+    llm, replay = wired(name, retry=RetryPolicy(initial_delay=0.25, jitter=0.0))
     response = await llm.respond(HELLO)
     replay.assert_done()
     assert response.message.text == "Hi!"
-    assert sleep.waits == [0.25]
+    assert waits(llm) == [0.25]
 
 
 async def test_retries_exhausted_raise_the_last_typed_error() -> None:
-    llm, replay, sleep = wired("error_exhausted")
+    llm, replay = wired("error_exhausted")
     with pytest.raises(Overloaded) as caught:
         await llm.respond(HELLO)
     replay.assert_done()
     error = caught.value
-    assert len(replay.requests) == 4 and len(sleep.waits) == 3
+    assert len(replay.requests) == 4 and len(waits(llm)) == 3
     assert (error.status, error.code, error.request_id) == (503, "UNAVAILABLE", "gw-4")
     assert error.body == {
         "error": {
@@ -113,13 +89,13 @@ async def test_retries_exhausted_raise_the_last_typed_error() -> None:
 async def test_client_errors_are_not_retried(
     name: str, cls: type[Exception], status: int, code: str
 ) -> None:
-    llm, replay, sleep = wired(name)
+    llm, replay = wired(name)
     with pytest.raises(cls) as caught:
         await llm.respond(HELLO)
     replay.assert_done()
     assert type(caught.value) is cls
     assert (caught.value.status, caught.value.code) == (status, code)  # type: ignore[attr-defined]
-    assert sleep.waits == []
+    assert waits(llm) == []
 
 
 def test_retry_after_forms() -> None:
@@ -156,13 +132,9 @@ async def test_timeouts_and_connection_failures_are_typed_and_retried() -> None:
         body = load("google_error_500")[1]["response"]["json"]
         return httpx.Response(200, json=body)
 
-    llm = GoogleModel(
-        MODEL,
-        api_key="k",
-        http_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
-        retry=RetryPolicy(initial_delay=0.0, jitter=0.0),
+    llm = google_model(
+        httpx.MockTransport(handler), retry=RetryPolicy(initial_delay=0.0, jitter=0.0)
     )
-    llm.retry_sleep = FakeSleep()
     response = await llm.respond(HELLO)
     assert response.message.text == "Hi!"
     assert seen == [httpx.ReadTimeout, httpx.ConnectError]
@@ -178,57 +150,29 @@ async def test_timeouts_and_connection_failures_are_typed_and_retried() -> None:
 
 
 async def test_a_stream_failing_before_its_first_chunk_is_retried() -> None:
-    llm, replay, sleep = wired("error_stream", retry=RetryPolicy(initial_delay=0.1, jitter=0.0))
+    llm, replay = wired("error_stream", retry=RetryPolicy(initial_delay=0.1, jitter=0.0))
     deltas = [d async for d in llm.stream(HELLO)]
     replay.assert_done()
-    assert sleep.waits == [0.1]
+    assert waits(llm) == [0.1]
     assert "".join(d.text for d in deltas if d.part == "text") == "Hi!"
     assert deltas[-1].finish_reason == "stop"
 
 
 async def test_a_stream_failing_midway_is_raised_not_retried() -> None:
-    llm, replay, sleep = wired("error_stream_midway")
+    llm, replay = wired("error_stream_midway")
     got = []
     with pytest.raises(ServerError) as caught:
         async for delta in llm.stream(HELLO):
             got.append(delta)
     replay.assert_done()
     assert [d.text for d in got] == ["Hi"]
-    assert caught.value.code == "INTERNAL" and sleep.waits == []
-
-
-class HangingStream(httpx.AsyncByteStream):
-    """One SSE event, then waits forever; records whether it was closed."""
-
-    def __init__(self) -> None:
-        self.closed = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunk = load("google_text_stream")[0]["response"]["sse"][0]["data"]
-        yield f"data: {json.dumps(chunk)}\r\n\r\n".encode()
-        await asyncio.Event().wait()
-        yield b""  # never reached
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
-class HangingTransport(httpx.AsyncBaseTransport):
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-        self.stream = HangingStream()
-        self.first_event = asyncio.Event()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return httpx.Response(
-            200, headers={"content-type": "text/event-stream"}, stream=self.stream
-        )
+    assert caught.value.code == "INTERNAL" and waits(llm) == []
 
 
 async def test_cancelling_a_stream_stops_the_request() -> None:
-    transport = HangingTransport()
-    llm = GoogleModel(MODEL, api_key="k", http_client=httpx.AsyncClient(transport=transport))
+    chunk = load("google_text_stream")[0]["response"]["sse"][0]["data"]
+    transport = HangingStream(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+    llm = GoogleModel(GEMINI, api_key="k", http_client=httpx.AsyncClient(transport=transport))
     started = asyncio.Event()
     got = []
 
@@ -245,7 +189,7 @@ async def test_cancelling_a_stream_stops_the_request() -> None:
     assert len(transport.requests) == 1
     assert transport.requests[0].url.path.endswith(":streamGenerateContent")
     assert [d.text for d in got] == ["The capital"]
-    assert transport.stream.closed
+    assert transport.closed.is_set()
 
 
 async def test_cancelling_a_request_stops_it() -> None:
@@ -257,7 +201,7 @@ async def test_cancelling_a_request_stops_it() -> None:
             await asyncio.Event().wait()
             raise AssertionError("never answered")
 
-    llm = GoogleModel(MODEL, api_key="k", http_client=httpx.AsyncClient(transport=Slow()))
+    llm = GoogleModel(GEMINI, api_key="k", http_client=httpx.AsyncClient(transport=Slow()))
     task = asyncio.create_task(llm.respond(HELLO))
     await asyncio.wait_for(entered.wait(), timeout=5)
     task.cancel()
@@ -270,7 +214,7 @@ async def test_cancelling_a_request_stops_it() -> None:
 
 
 async def test_requests_are_blocked_unless_allowed() -> None:
-    llm = GoogleModel(MODEL, api_key="k")
+    llm = GoogleModel(GEMINI, api_key="k")
     with model_requests(False), pytest.raises(sr.UsageError, match="blocked"):
         await llm.respond(HELLO)
 
@@ -278,7 +222,7 @@ async def test_requests_are_blocked_unless_allowed() -> None:
 async def test_a_missing_key_fails_at_the_first_request(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    llm = GoogleModel(MODEL)  # constructing needs no key
+    llm = GoogleModel(GEMINI)  # constructing needs no key
     with pytest.raises(sr.UsageError, match="GOOGLE_API_KEY"):
         await llm.respond(HELLO)
 
@@ -292,11 +236,11 @@ def test_request_id_comes_from_a_header_when_there_is_one() -> None:
 
 def test_unknown_default_settings_are_a_usage_error() -> None:
     with pytest.raises(sr.UsageError, match="temprature"):
-        GoogleModel(MODEL, api_key="k", temprature=0.5)
+        GoogleModel(GEMINI, api_key="k", temprature=0.5)
 
 
 async def test_timeout_applies_to_each_request() -> None:
-    llm, replay, _ = wired("error_500", timeout=30)
+    llm, replay = wired("error_500", timeout=30)
     await llm.respond(HELLO)
     request = replay.requests[0]
     assert request.headers["x-server-timeout"] == "30"
@@ -307,9 +251,9 @@ def test_a_client_excludes_connection_options() -> None:
     from google import genai
 
     client = genai.Client(api_key="k")
-    assert GoogleModel(MODEL, client=client).model == MODEL
+    assert GoogleModel(GEMINI, client=client).model == GEMINI
     with pytest.raises(sr.UsageError, match="client"):
-        GoogleModel(MODEL, client=client, api_key="k")
+        GoogleModel(GEMINI, client=client, api_key="k")
 
 
 def test_the_registry_resolves_google_models(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -327,7 +271,9 @@ def test_the_registry_resolves_google_models(monkeypatch: pytest.MonkeyPatch) ->
 
 async def test_an_agent_run_with_a_tool() -> None:
     replay = WireReplay(load("google_agent"))
-    llm = GoogleModel(MODEL, api_key="k", http_client=httpx.AsyncClient(transport=replay.transport))
+    llm = GoogleModel(
+        GEMINI, api_key="k", http_client=httpx.AsyncClient(transport=replay.transport)
+    )
 
     @sr.tool
     async def get_weather(city: str) -> str:

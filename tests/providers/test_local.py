@@ -51,12 +51,6 @@ def local() -> Iterator[Any]:
     model.close()
 
 
-@pytest.fixture(autouse=True)
-def _real_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
 def _request(**settings: Any) -> ModelRequest:
     return ModelRequest(
         instructions=INSTRUCTIONS,

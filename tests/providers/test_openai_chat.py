@@ -2,135 +2,50 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
 import steadyrun as sr
+from providerkit import (
+    ANSWER,
+    CHART,
+    CONTRACT,
+    NOOP,
+    OPENAI_BLOBS,
+    PNG,
+    QUESTION,
+    SEARCH,
+    SYSTEM,
+    WEATHER,
+    ask,
+    collect,
+    media_reader,
+    openai_chat,
+    order_tool,
+)
 from steadyrun.chat import (
     MediaPart,
     MediaRef,
     Message,
     ModelRequest,
     ModelSettings,
-    ResponseDelta,
     ResponseFormat,
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolDefinition,
     ToolResultPart,
     Usage,
     accumulate,
 )
-from steadyrun.models import (
-    AuthenticationFailed,
-    BadRequest,
-    ContextOverflow,
-    Overloaded,
-    ProviderConnectionError,
-    ProviderTimeout,
-    RateLimited,
-    RetryPolicy,
-    ServerError,
-    model_requests,
-)
-from steadyrun.models._openai_common import retry_after_seconds, strict_compatible
+from steadyrun.models import model_requests
+from steadyrun.models._openai_common import strict_compatible
 from steadyrun.models.openai import OpenAIChatModel
 from wirekit import WireReplay, load
 
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR fake chart"
-PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n%%EOF"
-CHART = MediaRef(
-    key="charts/q3.png", mime="image/png", size=len(PNG), sha256=hashlib.sha256(PNG).hexdigest()
-)
-CONTRACT = MediaRef(
-    key="docs/contract.pdf",
-    mime="application/pdf",
-    size=len(PDF),
-    sha256=hashlib.sha256(PDF).hexdigest(),
-)
-BLOBS = {CHART.key: PNG, CONTRACT.key: PDF}
-
-SYSTEM = "You are a terse geography assistant."
-QUESTION = "What is the capital of France?"
-ANSWER = "The capital of France is Paris."
-
-WEATHER = ToolDefinition(
-    name="get_weather",
-    description="Current weather for a city.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "description": "City name."},
-            "unit": {"type": ["string", "null"], "enum": ["c", "f", None]},
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": False,
-    },
-    strict=True,
-)
-SEARCH = ToolDefinition(  # strict asked for, but "limit" is optional: sent non-strict
-    name="search_docs",
-    description="Search the documentation.",
-    parameters={
-        "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 5}},
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-    strict=True,
-)
-NOOP = ToolDefinition(
-    name="noop",
-    description="",
-    parameters={"type": "object", "properties": {}, "additionalProperties": False},
-)
-
-
-@pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def chat_model(
-    replay: WireReplay | httpx.AsyncBaseTransport, model: str = "gpt-4.1", **options: Any
-) -> OpenAIChatModel:
-    transport = replay.transport if isinstance(replay, WireReplay) else replay
-    built = OpenAIChatModel(
-        model, api_key="sk-test", http_client=httpx.AsyncClient(transport=transport), **options
-    )
-    built.sleep = Sleeps()
-    return built
-
-
-def ask(text: str = QUESTION, *, instructions: str = "", **settings: Any) -> ModelRequest:
-    return ModelRequest(
-        instructions=instructions, messages=[Message.user(text)], settings=ModelSettings(**settings)
-    )
-
-
-async def read_media(ref: MediaRef) -> bytes:
-    return BLOBS[ref.key]
-
-
-async def collect(stream: AsyncIterator[ResponseDelta]) -> list[ResponseDelta]:
-    return [d async for d in stream]
+read_media = media_reader(OPENAI_BLOBS)
 
 
 # -- text, instructions, request id --------------------------------------------------------
@@ -138,7 +53,7 @@ async def collect(stream: AsyncIterator[ResponseDelta]) -> list[ResponseDelta]:
 
 async def test_text_with_instructions() -> None:
     replay = WireReplay(load("openai_chat_text"))
-    response = await chat_model(replay).respond(ask(instructions=SYSTEM))
+    response = await openai_chat(replay).respond(ask(instructions=SYSTEM))
     replay.assert_done()
     assert replay.bodies[0] == {
         "model": "gpt-4.1",
@@ -158,8 +73,8 @@ async def test_text_with_instructions() -> None:
 async def test_stream_parity_text() -> None:
     plain = WireReplay(load("openai_chat_text"))
     streamed = WireReplay(load("openai_chat_text_stream"))
-    response = await chat_model(plain).respond(ask(instructions=SYSTEM))
-    deltas = await collect(chat_model(streamed).stream(ask(instructions=SYSTEM)))
+    response = await openai_chat(plain).respond(ask(instructions=SYSTEM))
+    deltas = await collect(openai_chat(streamed).stream(ask(instructions=SYSTEM)))
     plain.assert_done()
     streamed.assert_done()
     assert [d.text for d in deltas if d.part == "text"] == [
@@ -177,8 +92,8 @@ async def test_stream_parity_parallel_tool_calls() -> None:
     plain = WireReplay(load("openai_chat_parallel")[:1])
     streamed = WireReplay(load("openai_chat_parallel_stream"))
     request = parallel_request()
-    response = await chat_model(plain).respond(request)
-    deltas = await collect(chat_model(streamed).stream(request))
+    response = await openai_chat(plain).respond(request)
+    deltas = await collect(openai_chat(streamed).stream(request))
     plain.assert_done()
     streamed.assert_done()
     assert accumulate(deltas) == response
@@ -202,7 +117,7 @@ async def test_usage_with_cached_and_reasoning_tokens_and_thinking_not_sent() ->
         ),
         Message.user("Make it 2 days."),
     ]
-    response = await chat_model(replay, "o4-mini").respond(ModelRequest(messages=history))
+    response = await openai_chat(replay, "o4-mini").respond(ModelRequest(messages=history))
     replay.assert_done()
     # Chat Completions has no field for reasoning: thinking from history is left out.
     assert replay.bodies[0]["messages"][1] == {
@@ -225,7 +140,7 @@ async def test_usage_with_cached_and_reasoning_tokens_and_thinking_not_sent() ->
 
 async def test_settings_defaults_and_extra() -> None:
     replay = WireReplay(load("openai_chat_settings"))
-    model = chat_model(replay, temperature=0.9, max_tokens=200, extra={"seed": 7, "top_k": 10})
+    model = openai_chat(replay, temperature=0.9, max_tokens=200, extra={"seed": 7, "top_k": 10})
     request = ask(
         "Count to ten, then say END.",
         temperature=0.3,
@@ -262,7 +177,7 @@ def weather_question(**settings: Any) -> ModelRequest:
 
 async def test_tool_definitions_and_tool_choice() -> None:
     replay = WireReplay(load("openai_chat_tools"))
-    model = chat_model(replay)
+    model = openai_chat(replay)
     auto = await model.respond(weather_question(tool_choice="auto", parallel_tool_calls=False))
     none = await model.respond(weather_question(tool_choice="none"))
     required = await model.respond(weather_question(tool_choice="required"))
@@ -294,7 +209,7 @@ async def test_tool_definitions_and_tool_choice() -> None:
 async def test_tool_choice_must_name_a_tool() -> None:
     replay = WireReplay([])
     with pytest.raises(sr.UsageError, match="lookup"):
-        await chat_model(replay).respond(weather_question(tool_choice="lookup"))
+        await openai_chat(replay).respond(weather_question(tool_choice="lookup"))
     assert replay.requests == []
 
 
@@ -312,7 +227,7 @@ def test_strict_compatibility() -> None:
 
 async def test_single_tool_call_and_its_result() -> None:
     replay = WireReplay(load("openai_chat_tool_call"))
-    model = chat_model(replay)
+    model = openai_chat(replay)
     question = Message.user("What's the weather in Paris?")
     first = await model.respond(ModelRequest(messages=[question], tools=[WEATHER]))
     assert first.finish_reason == "tool_calls"
@@ -351,7 +266,7 @@ def parallel_request(*extra: Message) -> ModelRequest:
 
 async def test_parallel_tool_calls_and_results() -> None:
     replay = WireReplay(load("openai_chat_parallel"))
-    model = chat_model(replay)
+    model = openai_chat(replay)
     first = await model.respond(parallel_request())
     assert first.finish_reason == "tool_calls"
     assert [(c.call_id, json.loads(c.arguments)["city"]) for c in first.message.tool_calls] == [
@@ -398,14 +313,14 @@ def media_request() -> ModelRequest:
 async def test_image_and_pdf_from_media_reader_and_media_url() -> None:
     exchanges = load("openai_chat_media")
     by_bytes = WireReplay(exchanges[:1])
-    await chat_model(by_bytes, media_reader=read_media).respond(media_request())
+    await openai_chat(by_bytes, media_reader=read_media).respond(media_request())
     by_bytes.assert_done()
 
     async def media_url(ref: MediaRef) -> str | None:
         return f"https://media.example.com/{ref.key}"
 
     by_url = WireReplay(exchanges[1:])
-    response = await chat_model(by_url, media_reader=read_media, media_url=media_url).respond(
+    response = await openai_chat(by_url, media_reader=read_media, media_url=media_url).respond(
         media_request()
     )
     by_url.assert_done()  # the image by URL; the PDF still as file_data (no URL form here)
@@ -421,7 +336,7 @@ async def test_image_and_pdf_from_media_reader_and_media_url() -> None:
 async def test_media_needs_a_reader() -> None:
     replay = WireReplay([])
     with pytest.raises(sr.UsageError, match="media_reader"):
-        await chat_model(replay).respond(media_request())
+        await openai_chat(replay).respond(media_request())
     assert replay.requests == []
 
 
@@ -429,14 +344,14 @@ async def test_media_of_other_types_is_refused() -> None:
     audio = MediaRef(key="a.wav", mime="audio/wav", size=3)
     request = ModelRequest(messages=[Message(role="user", parts=[MediaPart(ref=audio)])])
     with pytest.raises(sr.UsageError, match="audio/wav"):
-        await chat_model(WireReplay([]), media_reader=read_media).respond(request)
+        await openai_chat(WireReplay([]), media_reader=read_media).respond(request)
 
 
 async def test_media_bytes_must_match_sha256() -> None:
     forged = MediaRef(key=CHART.key, mime="image/png", size=len(PNG), sha256="0" * 64)
     request = ModelRequest(messages=[Message(role="user", parts=[MediaPart(ref=forged)])])
     with pytest.raises(sr.UsageError, match="sha256"):
-        await chat_model(WireReplay([]), media_reader=read_media).respond(request)
+        await openai_chat(WireReplay([]), media_reader=read_media).respond(request)
 
 
 async def test_tool_result_media_follow_in_a_user_message() -> None:
@@ -457,7 +372,7 @@ async def test_tool_result_media_follow_in_a_user_message() -> None:
             ],
         ),
     ]
-    response = await chat_model(replay, media_reader=read_media).respond(
+    response = await openai_chat(replay, media_reader=read_media).respond(
         ModelRequest(messages=messages)
     )
     replay.assert_done()
@@ -469,7 +384,7 @@ async def test_tool_result_media_follow_in_a_user_message() -> None:
 
 async def test_finish_reasons() -> None:
     replay = WireReplay(load("openai_chat_finish"))
-    model = chat_model(replay)
+    model = openai_chat(replay)
     cut = await model.respond(ask(max_tokens=5))
     filtered = await model.respond(ask())
     refused = await model.respond(ask())
@@ -482,7 +397,7 @@ async def test_finish_reasons() -> None:
 
 async def test_response_format_json_schema() -> None:
     replay = WireReplay(load("openai_chat_response_format"))
-    model = chat_model(replay)
+    model = openai_chat(replay)
     city = {
         "type": "object",
         "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
@@ -504,202 +419,10 @@ async def test_response_format_json_schema() -> None:
     assert OpenAIChatModel.supports_response_format is True
 
 
-# -- errors and retries --------------------------------------------------------------------
-
-
-async def test_429_is_retried_after_retry_after() -> None:
-    replay = WireReplay(load("openai_chat_error_429"))
-    model = chat_model(replay)
-    response = await model.respond(ask())
-    replay.assert_done()
-    assert model.sleep.waits == [1.0]  # type: ignore[attr-defined]
-    assert response.message.text == ANSWER
-
-
-@pytest.mark.parametrize("name", ["openai_chat_error_500", "openai_chat_error_503"])
-async def test_server_errors_and_overload_are_retried(name: str) -> None:
-    replay = WireReplay(load(name))
-    model = chat_model(replay)
-    response = await model.respond(ask())
-    replay.assert_done()
-    assert len(model.sleep.waits) == 1  # type: ignore[attr-defined]
-    assert response.message.text == ANSWER
-
-
-@pytest.mark.parametrize(
-    ("name", "cls", "status", "code", "request_id"),
-    [
-        ("openai_chat_error_401", AuthenticationFailed, 401, "invalid_api_key", "req_err_401"),
-        ("openai_chat_error_400", BadRequest, 400, "invalid_value", "req_err_400"),
-        (
-            "openai_chat_error_context",
-            ContextOverflow,
-            400,
-            "context_length_exceeded",
-            "req_err_ctx",
-        ),
-    ],
-)
-async def test_client_errors_are_not_retried(
-    name: str, cls: type[Exception], status: int, code: str, request_id: str
-) -> None:
-    replay = WireReplay(load(name))
-    model = chat_model(replay)
-    with pytest.raises(cls) as caught:
-        await model.respond(ask())
-    replay.assert_done()
-    error = caught.value
-    assert type(error) is cls
-    assert (error.status, error.code, error.request_id) == (status, code, request_id)  # type: ignore[attr-defined]
-    assert error.body["error"]["code"] == code  # type: ignore[attr-defined]
-    assert model.sleep.waits == []  # type: ignore[attr-defined]
-
-
-async def test_overload_is_typed() -> None:
-    replay = WireReplay(load("openai_chat_error_503")[:1])
-    with pytest.raises(Overloaded):
-        await chat_model(replay, retry=RetryPolicy(max_attempts=1)).respond(ask())
-
-
-async def test_retries_exhausted_raise_the_last_error() -> None:
-    replay = WireReplay(load("openai_chat_error_exhausted"))
-    model = chat_model(replay, retry=RetryPolicy(max_attempts=3, initial_delay=0.01))
-    with pytest.raises(ServerError) as caught:
-        await model.respond(ask())
-    replay.assert_done()
-    error = caught.value
-    assert (error.status, error.code, error.request_id) == (500, "server_error", "req_err_3")
-    assert error.body["error"]["type"] == "server_error"
-    assert len(model.sleep.waits) == 2  # type: ignore[attr-defined]
-
-
-async def test_stream_failing_before_the_first_event_is_retried() -> None:
-    replay = WireReplay(load("openai_chat_error_stream_retry"))
-    model = chat_model(replay)
-    deltas = await collect(model.stream(ask()))
-    replay.assert_done()  # a 500, then an error event, then the answer
-    assert len(model.sleep.waits) == 2  # type: ignore[attr-defined]
-    response = accumulate(deltas)
-    assert response.message.text == ANSWER
-    assert response.provider_details == {
-        "request_id": "req_serr_3",
-        "response_id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
-    }
-
-
-async def test_stream_failing_after_a_delta_is_not_retried() -> None:
-    replay = WireReplay(load("openai_chat_error_midstream"))
-    model = chat_model(replay)
-    seen: list[ResponseDelta] = []
-    with pytest.raises(ServerError):
-        async for delta in model.stream(ask()):
-            seen.append(delta)
-    replay.assert_done()
-    assert [d.text for d in seen] == ["The capital"]
-    assert model.sleep.waits == []  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize(
-    ("failure", "cls"),
-    [(httpx.ReadTimeout, ProviderTimeout), (httpx.ConnectError, ProviderConnectionError)],
-)
-async def test_timeouts_and_connection_failures_are_retried(
-    failure: type[httpx.TransportError], cls: type[Exception]
-) -> None:
-    seen: list[httpx.Request] = []
-
-    def fail(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        raise failure("no answer", request=request)
-
-    model = chat_model(httpx.MockTransport(fail), retry=RetryPolicy(max_attempts=2))
-    with pytest.raises(cls):
-        await model.respond(ask())
-    assert len(seen) == 2
-
-
-def test_retry_after_forms() -> None:
-    assert retry_after_seconds(httpx.Headers({"retry-after": "3"})) == 3.0
-    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250", "retry-after": "9"})) == 0.25
-    assert (
-        retry_after_seconds(httpx.Headers({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
-    )
-    assert retry_after_seconds(httpx.Headers({})) is None
-
-
-async def test_rate_limit_carries_retry_after() -> None:
-    replay = WireReplay(load("openai_chat_error_429")[:1])
-    with pytest.raises(RateLimited) as caught:
-        await chat_model(replay, retry=RetryPolicy(max_attempts=1)).respond(ask())
-    assert caught.value.retry_after == 1.0
-    assert caught.value.code == "rate_limit_exceeded"
-
-
-# -- cancellation --------------------------------------------------------------------------
-
-
-class HangingStream(httpx.AsyncBaseTransport):
-    """Sends one SSE event, then never anything more."""
-
-    def __init__(self, first: bytes) -> None:
-        self.first = first
-        self.requests: list[httpx.Request] = []
-        self.closed = asyncio.Event()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        transport = self
-
-        class Body(httpx.AsyncByteStream):
-            async def __aiter__(self) -> AsyncIterator[bytes]:
-                yield transport.first
-                await asyncio.Event().wait()
-
-            async def aclose(self) -> None:
-                transport.closed.set()
-
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-
-async def cancel_midway(model: Any, request: ModelRequest, transport: HangingStream) -> None:
-    got = asyncio.Event()
-
-    async def consume() -> None:
-        async for _ in model.stream(request):
-            got.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(got.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert len(transport.requests) == 1
-    assert transport.closed.is_set()
-
-
-async def test_cancellation_stops_a_stream() -> None:
-    chunk = {
-        "id": "chatcmpl-x",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "gpt-4.1",
-        "choices": [{"index": 0, "delta": {"content": "The"}, "finish_reason": None}],
-    }
-    transport = HangingStream(f"data: {json.dumps(chunk)}\n\n".encode())
-    await cancel_midway(chat_model(transport), ask(), transport)
-
-
 # -- the adapter in a run, by name, without a key ------------------------------------------
 
 
-@sr.tool
-def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id: The order id.
-    """
-    return f"Order {order_id}: shipped on Monday"
+lookup_order = order_tool("Order {order_id}: shipped on Monday")
 
 
 async def test_agent_run_through_the_runtime() -> None:
@@ -707,7 +430,7 @@ async def test_agent_run_through_the_runtime() -> None:
     agent = sr.Agent(
         name="support",
         instructions="You help customers with their orders.",
-        model=chat_model(replay),
+        model=openai_chat(replay),
         tools=[lookup_order],
     )
     result = await sr.Runtime(sr.MemoryStore()).run(agent, run_id="t-1", input="Where is order 42?")
@@ -738,7 +461,7 @@ async def test_missing_key_fails_at_the_first_request(monkeypatch: pytest.Monkey
 async def test_blocked_model_requests_send_nothing() -> None:
     replay = WireReplay([])
     with model_requests(False), pytest.raises(sr.UsageError, match="blocked"):
-        await chat_model(replay).respond(ask())
+        await openai_chat(replay).respond(ask())
     assert replay.requests == []
 
 

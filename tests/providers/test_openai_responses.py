@@ -2,139 +2,49 @@
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 import steadyrun as sr
+from providerkit import (
+    ANSWER,
+    CHART,
+    CONTRACT,
+    NOOP,
+    OPENAI_BLOBS,
+    QUESTION,
+    SEARCH,
+    SYSTEM,
+    WEATHER,
+    ask,
+    collect,
+    media_reader,
+    openai_responses,
+    order_tool,
+)
 from steadyrun.chat import (
     MediaPart,
     MediaRef,
     Message,
     ModelRequest,
     ModelSettings,
-    ResponseDelta,
     ResponseFormat,
     TextPart,
     ThinkingPart,
     ToolCallPart,
-    ToolDefinition,
     ToolResultPart,
     Usage,
     accumulate,
 )
-from steadyrun.models import (
-    AuthenticationFailed,
-    BadRequest,
-    ContextOverflow,
-    Overloaded,
-    RateLimited,
-    RetryPolicy,
-    ServerError,
-    model_requests,
-)
 from steadyrun.models.openai import OpenAIResponsesModel
 from wirekit import WireReplay, load
 
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR fake chart"
-PDF = b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n%%EOF"
-CHART = MediaRef(
-    key="charts/q3.png", mime="image/png", size=len(PNG), sha256=hashlib.sha256(PNG).hexdigest()
-)
-CONTRACT = MediaRef(
-    key="docs/contract.pdf",
-    mime="application/pdf",
-    size=len(PDF),
-    sha256=hashlib.sha256(PDF).hexdigest(),
-)
-BLOBS = {CHART.key: PNG, CONTRACT.key: PDF}
-
-SYSTEM = "You are a terse geography assistant."
-QUESTION = "What is the capital of France?"
-ANSWER = "The capital of France is Paris."
 ENC1 = "gAAAAABoQ2r0cmVhc29uaW5nLWJsb2ItMQ==-Zx8b1y2c3d4e5f6g7h8i9j0"
 ENC2 = "gAAAAABoQ2r0dG9vbC1yZWFzb25pbmc=-Qm9vbGVhbkVuY3J5cHRlZA"
 
-WEATHER = ToolDefinition(
-    name="get_weather",
-    description="Current weather for a city.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "city": {"type": "string", "description": "City name."},
-            "unit": {"type": ["string", "null"], "enum": ["c", "f", None]},
-        },
-        "required": ["city", "unit"],
-        "additionalProperties": False,
-    },
-    strict=True,
-)
-SEARCH = ToolDefinition(
-    name="search_docs",
-    description="Search the documentation.",
-    parameters={
-        "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer", "default": 5}},
-        "required": ["query"],
-        "additionalProperties": False,
-    },
-    strict=True,
-)
-NOOP = ToolDefinition(
-    name="noop",
-    description="",
-    parameters={"type": "object", "properties": {}, "additionalProperties": False},
-)
-
-
-@pytest.fixture(autouse=True)
-def _allow_model_requests() -> Iterator[None]:
-    with model_requests(True):
-        yield
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-
-
-def responses_model(
-    replay: WireReplay | httpx.AsyncBaseTransport, model: str = "gpt-4.1", **options: Any
-) -> OpenAIResponsesModel:
-    transport = replay.transport if isinstance(replay, WireReplay) else replay
-    built = OpenAIResponsesModel(
-        model, api_key="sk-test", http_client=httpx.AsyncClient(transport=transport), **options
-    )
-    built.sleep = Sleeps()
-    return built
-
-
-def ask(text: str = QUESTION, *, instructions: str = "", **settings: Any) -> ModelRequest:
-    return ModelRequest(
-        instructions=instructions, messages=[Message.user(text)], settings=ModelSettings(**settings)
-    )
-
-
-async def read_media(ref: MediaRef) -> bytes:
-    return BLOBS[ref.key]
-
-
-async def collect(stream: AsyncIterator[ResponseDelta]) -> list[ResponseDelta]:
-    return [d async for d in stream]
-
-
-def waits(model: OpenAIResponsesModel) -> list[float]:
-    sleeps = model.sleep
-    assert isinstance(sleeps, Sleeps)
-    return sleeps.waits
+read_media = media_reader(OPENAI_BLOBS)
 
 
 # -- text, instructions, request id --------------------------------------------------------
@@ -142,7 +52,7 @@ def waits(model: OpenAIResponsesModel) -> list[float]:
 
 async def test_text_with_instructions() -> None:
     replay = WireReplay(load("openai_responses_text"))
-    response = await responses_model(replay).respond(ask(instructions=SYSTEM))
+    response = await openai_responses(replay).respond(ask(instructions=SYSTEM))
     replay.assert_done()
     assert replay.bodies[0] == {
         "model": "gpt-4.1",
@@ -164,8 +74,8 @@ async def test_text_with_instructions() -> None:
 async def test_stream_parity_text() -> None:
     plain = WireReplay(load("openai_responses_text"))
     streamed = WireReplay(load("openai_responses_text_stream"))
-    response = await responses_model(plain).respond(ask(instructions=SYSTEM))
-    deltas = await collect(responses_model(streamed).stream(ask(instructions=SYSTEM)))
+    response = await openai_responses(plain).respond(ask(instructions=SYSTEM))
+    deltas = await collect(openai_responses(streamed).stream(ask(instructions=SYSTEM)))
     plain.assert_done()
     streamed.assert_done()
     assert len([d for d in deltas if d.part == "text"]) == 3
@@ -179,7 +89,7 @@ REASONING = {"effort": "medium", "summary": "auto"}
 
 async def test_reasoning_is_kept_with_its_encrypted_content() -> None:
     replay = WireReplay(load("openai_responses_reasoning"))
-    model = responses_model(replay, "o4-mini", extra={"reasoning": REASONING})
+    model = openai_responses(replay, "o4-mini", extra={"reasoning": REASONING})
     response = await model.respond(ask("How many r's are in strawberry?"))
     replay.assert_done()
     assert replay.bodies[0]["include"] == ["reasoning.encrypted_content"]
@@ -204,11 +114,11 @@ async def test_stream_parity_reasoning_and_text() -> None:
     plain = WireReplay(load("openai_responses_reasoning"))
     streamed = WireReplay(load("openai_responses_reasoning_stream"))
     request = ask("How many r's are in strawberry?")
-    response = await responses_model(plain, "o4-mini", extra={"reasoning": REASONING}).respond(
+    response = await openai_responses(plain, "o4-mini", extra={"reasoning": REASONING}).respond(
         request
     )
     deltas = await collect(
-        responses_model(streamed, "o4-mini", extra={"reasoning": REASONING}).stream(request)
+        openai_responses(streamed, "o4-mini", extra={"reasoning": REASONING}).stream(request)
     )
     plain.assert_done()
     streamed.assert_done()
@@ -218,7 +128,7 @@ async def test_stream_parity_reasoning_and_text() -> None:
 
 async def test_reasoning_and_tool_call_are_sent_back() -> None:
     replay = WireReplay(load("openai_responses_reasoning_tools"))
-    model = responses_model(replay, "o4-mini")
+    model = openai_responses(replay, "o4-mini")
     question = Message.user("What's the weather in Paris?")
     first = await model.respond(ModelRequest(messages=[question], tools=[WEATHER]))
     assert first.finish_reason == "tool_calls"
@@ -263,7 +173,7 @@ async def test_thinking_of_other_providers_is_not_sent() -> None:
         {"role": "user", "content": QUESTION},
     ]
     replay = WireReplay(exchange)
-    await responses_model(replay).respond(ModelRequest(instructions=SYSTEM, messages=history))
+    await openai_responses(replay).respond(ModelRequest(instructions=SYSTEM, messages=history))
     replay.assert_done()
 
 
@@ -280,7 +190,7 @@ def weather_question(**settings: Any) -> ModelRequest:
 
 async def test_tool_definitions_and_tool_choice() -> None:
     replay = WireReplay(load("openai_responses_tools"))
-    model = responses_model(replay)
+    model = openai_responses(replay)
     auto = await model.respond(weather_question(tool_choice="auto", parallel_tool_calls=False))
     none = await model.respond(weather_question(tool_choice="none"))
     required = await model.respond(weather_question(tool_choice="required"))
@@ -303,7 +213,7 @@ def parallel_request(*extra: Message) -> ModelRequest:
 
 async def test_parallel_tool_calls_and_results() -> None:
     replay = WireReplay(load("openai_responses_parallel"))
-    model = responses_model(replay)
+    model = openai_responses(replay)
     first = await model.respond(parallel_request())
     assert first.finish_reason == "tool_calls"
     assert [c.call_id for c in first.message.tool_calls] == ["call_p1Kd", "call_p2Lm"]
@@ -327,8 +237,8 @@ async def test_parallel_tool_calls_and_results() -> None:
 async def test_stream_parity_parallel_tool_calls() -> None:
     plain = WireReplay(load("openai_responses_parallel")[:1])
     streamed = WireReplay(load("openai_responses_parallel_stream"))
-    response = await responses_model(plain).respond(parallel_request())
-    deltas = await collect(responses_model(streamed).stream(parallel_request()))
+    response = await openai_responses(plain).respond(parallel_request())
+    deltas = await collect(openai_responses(streamed).stream(parallel_request()))
     plain.assert_done()
     streamed.assert_done()
     assert accumulate(deltas) == response
@@ -337,7 +247,7 @@ async def test_stream_parity_parallel_tool_calls() -> None:
 
 async def test_single_call_answer_by_name() -> None:
     replay = WireReplay(load("openai_responses_tools")[2:3])
-    response = await responses_model(replay).respond(weather_question(tool_choice="required"))
+    response = await openai_responses(replay).respond(weather_question(tool_choice="required"))
     assert response.message.tool_calls == [
         ToolCallPart(
             call_id="call_r3Qx",
@@ -366,20 +276,20 @@ def media_request() -> ModelRequest:
 async def test_image_and_pdf_from_media_reader_and_media_url() -> None:
     exchanges = load("openai_responses_media")
     by_bytes = WireReplay(exchanges[:1])
-    await responses_model(by_bytes, media_reader=read_media).respond(media_request())
+    await openai_responses(by_bytes, media_reader=read_media).respond(media_request())
     by_bytes.assert_done()
 
     async def media_url(ref: MediaRef) -> str | None:
         return f"https://media.example.com/{ref.key}"
 
     by_url = WireReplay(exchanges[1:])
-    await responses_model(by_url, media_url=media_url).respond(media_request())
+    await openai_responses(by_url, media_url=media_url).respond(media_request())
     by_url.assert_done()  # both by URL: no reader needed
 
 
 async def test_media_needs_a_reader() -> None:
     with pytest.raises(sr.UsageError, match="media_reader"):
-        await responses_model(WireReplay([])).respond(media_request())
+        await openai_responses(WireReplay([])).respond(media_request())
 
 
 async def test_tool_result_media_go_in_the_function_call_output() -> None:
@@ -400,7 +310,7 @@ async def test_tool_result_media_go_in_the_function_call_output() -> None:
             ],
         ),
     ]
-    response = await responses_model(replay, media_reader=read_media).respond(
+    response = await openai_responses(replay, media_reader=read_media).respond(
         ModelRequest(messages=messages)
     )
     replay.assert_done()
@@ -412,7 +322,7 @@ async def test_tool_result_media_go_in_the_function_call_output() -> None:
 
 async def test_settings_defaults_and_extra() -> None:
     replay = WireReplay(load("openai_responses_settings"))
-    model = responses_model(replay, max_tokens=200, extra={"truncation": "auto"})
+    model = openai_responses(replay, max_tokens=200, extra={"truncation": "auto"})
     await model.respond(ask("Count to ten.", temperature=0.3, extra={"metadata": {"run": "r1"}}))
     replay.assert_done()
     assert "max_tokens" not in replay.bodies[0]
@@ -421,13 +331,13 @@ async def test_settings_defaults_and_extra() -> None:
 async def test_stop_sequences_do_not_exist_here() -> None:
     replay = WireReplay([])
     with pytest.raises(sr.UsageError, match="stop"):
-        await responses_model(replay).respond(ask(stop=["END"]))
+        await openai_responses(replay).respond(ask(stop=["END"]))
     assert replay.requests == []
 
 
 async def test_finish_reasons() -> None:
     replay = WireReplay(load("openai_responses_finish"))
-    model = responses_model(replay)
+    model = openai_responses(replay)
     cut = await model.respond(ask(max_tokens=16))
     filtered = await model.respond(ask())
     refused = await model.respond(ask())
@@ -442,7 +352,7 @@ async def test_finish_reasons() -> None:
 
 async def test_response_format_as_text_format() -> None:
     replay = WireReplay(load("openai_responses_response_format"))
-    model = responses_model(replay)
+    model = openai_responses(replay)
     city = {
         "type": "object",
         "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
@@ -463,143 +373,10 @@ async def test_response_format_as_text_format() -> None:
     assert json.loads(relaxed.message.text) == {"city": "Paris"}
 
 
-# -- errors and retries --------------------------------------------------------------------
+# -- a run, the registry ---------------------------------------------------------------------------
 
 
-async def test_429_is_retried_after_retry_after_ms() -> None:
-    replay = WireReplay(load("openai_responses_error_429"))
-    model = responses_model(replay)
-    response = await model.respond(ask())
-    replay.assert_done()
-    assert waits(model) == [0.12]  # retry-after-ms wins over retry-after
-    assert response.message.text == ANSWER
-
-
-@pytest.mark.parametrize("name", ["openai_responses_error_500", "openai_responses_error_503"])
-async def test_server_errors_and_overload_are_retried(name: str) -> None:
-    replay = WireReplay(load(name))
-    model = responses_model(replay)
-    response = await model.respond(ask())
-    replay.assert_done()
-    assert len(waits(model)) == 1
-    assert response.message.text == ANSWER
-
-
-@pytest.mark.parametrize(
-    ("name", "cls", "code"),
-    [
-        ("openai_responses_error_401", AuthenticationFailed, "invalid_api_key"),
-        ("openai_responses_error_400", BadRequest, "unsupported_parameter"),
-        ("openai_responses_error_context", ContextOverflow, "context_length_exceeded"),
-    ],
-)
-async def test_client_errors_are_not_retried(name: str, cls: type[Exception], code: str) -> None:
-    replay = WireReplay(load(name))
-    model = responses_model(replay)
-    with pytest.raises(cls) as caught:
-        await model.respond(ask())
-    replay.assert_done()
-    assert type(caught.value) is cls
-    assert caught.value.code == code  # type: ignore[attr-defined]
-    assert waits(model) == []
-
-
-async def test_retries_exhausted_raise_the_last_error() -> None:
-    replay = WireReplay(load("openai_responses_error_exhausted"))
-    model = responses_model(replay, retry=RetryPolicy(max_attempts=3))
-    with pytest.raises(Overloaded) as caught:
-        await model.respond(ask())
-    replay.assert_done()
-    assert (caught.value.status, caught.value.request_id) == (503, "req_r_ex3")
-    assert caught.value.body == {
-        "error": {
-            "message": "The engine is currently overloaded, please try again later.",
-            "type": "server_error",
-            "param": None,
-            "code": None,
-        }
-    }
-
-
-async def test_stream_errors_before_the_first_delta_are_retried() -> None:
-    replay = WireReplay(load("openai_responses_error_stream"))
-    model = responses_model(replay)
-    deltas = await collect(model.stream(ask(instructions=SYSTEM)))
-    replay.assert_done()  # an error event, then response.failed, then the answer
-    assert len(waits(model)) == 2
-    assert accumulate(deltas).message.text == ANSWER
-
-
-async def test_stream_error_event_is_typed() -> None:
-    replay = WireReplay(load("openai_responses_error_stream")[:1])
-    with pytest.raises(RateLimited):
-        await collect(responses_model(replay, retry=RetryPolicy(max_attempts=1)).stream(ask()))
-    replay = WireReplay(load("openai_responses_error_stream")[1:2])
-    with pytest.raises(ServerError, match="failed to generate"):
-        await collect(responses_model(replay, retry=RetryPolicy(max_attempts=1)).stream(ask()))
-
-
-# -- cancellation, a run, the registry -----------------------------------------------------
-
-
-class HangingStream(httpx.AsyncBaseTransport):
-    """Sends the given SSE bytes, then never anything more."""
-
-    def __init__(self, first: bytes) -> None:
-        self.first = first
-        self.requests: list[httpx.Request] = []
-        self.closed = asyncio.Event()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        transport = self
-
-        class Body(httpx.AsyncByteStream):
-            async def __aiter__(self) -> AsyncIterator[bytes]:
-                yield transport.first
-                await asyncio.Event().wait()
-
-            async def aclose(self) -> None:
-                transport.closed.set()
-
-        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=Body())
-
-
-async def test_cancellation_stops_a_stream() -> None:
-    delta = {
-        "type": "response.output_text.delta",
-        "sequence_number": 3,
-        "item_id": "msg_1",
-        "output_index": 0,
-        "content_index": 0,
-        "delta": "The",
-        "logprobs": [],
-    }
-    transport = HangingStream(f"event: {delta['type']}\ndata: {json.dumps(delta)}\n\n".encode())
-    model = responses_model(transport)
-    got = asyncio.Event()
-
-    async def consume() -> None:
-        async for _ in model.stream(ask()):
-            got.set()
-
-    task = asyncio.create_task(consume())
-    await asyncio.wait_for(got.wait(), 5)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    assert len(transport.requests) == 1
-    assert transport.closed.is_set()
-
-
-@sr.tool
-def lookup_order(order_id: str) -> str:
-    """Look up an order.
-
-    Args:
-        order_id: The order id.
-    """
-    return f"Order {order_id}: shipped on Monday"
+lookup_order = order_tool("Order {order_id}: shipped on Monday")
 
 
 async def test_agent_run_through_the_runtime() -> None:
@@ -607,7 +384,7 @@ async def test_agent_run_through_the_runtime() -> None:
     agent = sr.Agent(
         name="support",
         instructions="You help customers with their orders.",
-        model=responses_model(replay),
+        model=openai_responses(replay),
         tools=[lookup_order],
     )
     result = await sr.Runtime(sr.MemoryStore()).run(agent, run_id="t-1", input="Where is order 42?")

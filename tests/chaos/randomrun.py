@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import chaoskit
+import chaosproc
 from randomkit import (
     CHILD,
     DELEGATE,
@@ -47,7 +47,7 @@ from steadyrun.stores._leases import StepWriter
 # -- the fork server ---------------------------------------------------------------------------
 
 
-class ForkServer(chaoskit.ForkServer):
+class ForkServer(chaosproc.ForkServer):
     """``random_child.py --serve``: forks each child from a process that imported everything.
 
     A request may carry ``kill_after`` (seconds): the server kills the child with SIGKILL that

@@ -19,7 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chaoskit import RUN_ID, Observed, crash_test  # noqa: E402
+from chaoskit import RUN_ID  # noqa: E402
+from chaosverify import Observed, crash_test  # noqa: E402
 
 import pgkit  # noqa: E402
 from steadyrun._codec import decode  # noqa: E402

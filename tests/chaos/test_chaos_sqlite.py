@@ -3,7 +3,7 @@
 A child process runs the chaos workload (``chaoskit``) and kills itself at a counted SQL
 statement (before or after a commit, or mid-transaction) or right after a tool's side effect;
 fresh children resume the run to completion; this process checks the invariants
-(``chaoskit.verify``) against an uninterrupted run. ``STEADYRUN_CHAOS=all`` kills at every
+(``chaosverify.verify``) against an uninterrupted run. ``STEADYRUN_CHAOS=all`` kills at every
 statement instead of a spread of at least 50. Children are forked from a server process that
 has imported everything (``crash_child.serve``), so each costs its work, not its start-up.
 """
@@ -19,7 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from chaoskit import RUN_ID, Observed, crash_test  # noqa: E402
+from chaoskit import RUN_ID  # noqa: E402
+from chaosverify import Observed, crash_test  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 from steadyrun._codec import decode  # noqa: E402

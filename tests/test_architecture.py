@@ -11,6 +11,8 @@ importing its ``__init__``, which belongs to that package.
   share, or one is given what it needs (a function, a small Protocol).
 - **Layers**: ``LAYERS`` lists the layers from the top; a module may import its own layer and
   the layers above it, never one below. docs/design.md lists the same layers (checked below).
+- **Size**: no file under ``src/`` or ``tests/`` passes ``MAX_LINES`` (600) lines; a longer one
+  is split along its seams (STYLE.md: modules of one job).
 
 Run ``python tests/test_architecture.py`` to print the graph's problems without pytest.
 """
@@ -357,6 +359,46 @@ def test_relative_imports_resolve() -> None:
     assert [i.target for i in graph["steadyrun.chat._a"]] == ["steadyrun._errors"]
 
 
+# -- file size ---------------------------------------------------------------------------------
+
+MAX_LINES = 600
+"""No Python file under ``src/`` or ``tests/`` may be longer (STYLE.md, house style 1)."""
+
+REPO = Path(__file__).parents[1]
+
+
+def oversized(roots: Iterable[Path], limit: int = MAX_LINES) -> list[tuple[str, int]]:
+    """The Python files under ``roots`` longer than ``limit`` lines, longest first.
+
+    Paths are given from the roots' parent (``src/steadyrun/...``, ``tests/...``).
+    """
+    found: list[tuple[str, int]] = []
+    for root in roots:
+        for path in root.rglob("*.py"):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            if lines > limit:
+                found.append((path.relative_to(root.parent).as_posix(), lines))
+    return sorted(found, key=lambda f: (-f[1], f[0]))
+
+
+def test_no_file_in_src_or_tests_passes_600_lines() -> None:
+    found = oversized([REPO / "src", REPO / "tests"])
+    assert not found, (
+        f"files over {MAX_LINES} lines; split each along its seams (a module of one job, "
+        "a test kit for what test files share):\n"
+        + "\n".join(f"  {path}: {lines} lines" for path, lines in found)
+    )
+
+
+def test_a_file_past_600_lines_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "src" / "pkg"
+    package.mkdir(parents=True)
+    (package / "long.py").write_text("x = 1\n" * (MAX_LINES + 1), encoding="utf-8")
+    (package / "full.py").write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
+    (package / "notes.txt").write_text("x\n" * (MAX_LINES + 1), encoding="utf-8")
+    assert oversized([tmp_path / "src"]) == [("src/pkg/long.py", MAX_LINES + 1)]
+
+
 if __name__ == "__main__":
     found_modules = read_modules()
     for package, paths in circles(found_modules).items():
@@ -364,3 +406,5 @@ if __name__ == "__main__":
             print(f"circle in {package}: {describe_tangle(path, found_modules)}")
     for i in upward(found_modules):
         print(f"upward: {describe_upward(i)}")
+    for path, lines in oversized([REPO / "src", REPO / "tests"]):
+        print(f"over {MAX_LINES} lines: {path} ({lines})")

@@ -1,14 +1,32 @@
-"""A step encoded for storage, the same way for every store."""
+"""The storage boundary of every store: a step encoded, a stored run decoded, a dump as rows.
+
+What a store writes and reads back is the same everywhere; only where it keeps the documents
+differs. ``encode_step`` and ``decode_snapshot`` are the two directions for every store;
+``dump_rows`` gives the SQL stores the rows a restored run tree inserts.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from steadyrun._codec import encode
-from steadyrun._errors import StoreError
-from steadyrun.records import Step
+from steadyrun._codec import decode, encode
+from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun.chat import Message
+from steadyrun.records import (
+    CHECKPOINT_FORMAT,
+    Block,
+    CallRecord,
+    Checkpoint,
+    RunRecord,
+    RunSnapshot,
+    Step,
+)
+from steadyrun.stores._lifecycle import RunDump
+from steadyrun.stores._sql_values import to_us
 
-__all__ = ["EncodedStep", "encode_step"]
+__all__ = ["DumpRows", "EncodedStep", "decode_snapshot", "dump_rows", "encode_step"]
 
 
 @dataclass(slots=True)
@@ -44,3 +62,77 @@ def encode_step(run_id: str, step: Step) -> EncodedStep:
     size = len(run) + len(checkpoint) + sum(map(len, append)) + sum(len(b[2]) for b in blocks)
     size += sum(map(len, base)) if base is not None else 0
     return EncodedStep(run, checkpoint, base, append, blocks, size)
+
+
+def decode_snapshot(
+    run: bytes,
+    checkpoint: bytes,
+    context: Iterable[bytes],
+    calls: Iterable[bytes],
+    blocks: Iterable[bytes],
+) -> RunSnapshot:
+    """The run these stored documents hold, in the order given.
+
+    Raises:
+        FormatVersionError: The checkpoint was written in a format this version does not read.
+    """
+    cp = decode(checkpoint, Checkpoint)
+    if cp.format != CHECKPOINT_FORMAT:
+        raise FormatVersionError("checkpoint", cp.format, CHECKPOINT_FORMAT)
+    return RunSnapshot(
+        run=decode(run, RunRecord),
+        checkpoint=cp,
+        context=[decode(m, Message) for m in context],
+        calls=[decode(c, CallRecord) for c in calls],
+        blocks=[decode(b, Block) for b in blocks],
+    )
+
+
+@dataclass(slots=True)
+class DumpRows:
+    """A run tree's rows for the SQL stores' tables, in their column order.
+
+    Attributes:
+        runs: ``runs`` (run id, agent, status, created, updated, steps, record, checkpoint).
+        context: ``context`` (run id, index, message).
+        calls: ``calls`` (run id, call id, rev, status, record).
+        blocks: ``blocks`` (run id, block id, position, block).
+        feed: ``feed`` (run id, seq, message id, revision, message).
+        consumed: ``feed_state`` (run id, consumed), for feeds consumed past 0.
+    """
+
+    runs: list[tuple[Any, ...]]
+    context: list[tuple[str, int, bytes]]
+    calls: list[tuple[str, str, int, str, bytes]]
+    blocks: list[tuple[str, str, int, bytes]]
+    feed: list[tuple[str, int, str, str, bytes]]
+    consumed: list[tuple[str, int]]
+
+
+def dump_rows(dump: RunDump) -> DumpRows:
+    """The rows ``restore_run`` inserts for ``dump`` on SQLite and PostgreSQL."""
+    runs = [
+        (
+            x.run.run_id,
+            x.run.agent,
+            x.run.status,
+            to_us(x.run.created_at),
+            to_us(x.run.updated_at),
+            x.run.steps,
+            encode(x.run),
+            encode(x.checkpoint),
+        )
+        for x in dump.runs
+    ]
+    return DumpRows(
+        runs=runs,
+        context=[(x.run.run_id, i, encode(m)) for x in dump.runs for i, m in enumerate(x.context)],
+        calls=[
+            (x.run.run_id, c.id, c.rev, c.status, encode(c)) for x in dump.runs for c in x.calls
+        ],
+        blocks=[(x.run.run_id, b.id, b.position, encode(b)) for x in dump.runs for b in x.blocks],
+        feed=[
+            (f.run_id, m.seq, m.id, m.revision, encode(m)) for f in dump.feeds for m in f.messages
+        ],
+        consumed=[(f.run_id, f.consumed) for f in dump.feeds if f.consumed],
+    )

@@ -20,17 +20,9 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from steadyrun._codec import decode, encode
-from steadyrun._errors import ConflictError, FormatVersionError
-from steadyrun.chat import Message
-from steadyrun.records import (
-    CHECKPOINT_FORMAT,
-    Block,
-    CallRecord,
-    Checkpoint,
-    RunRecord,
-    RunSnapshot,
-)
+from steadyrun._codec import decode
+from steadyrun._errors import ConflictError
+from steadyrun.stores._encoded import decode_snapshot, dump_rows
 from steadyrun.stores._leases import Holder, current_fence
 from steadyrun.stores._leases_postgres import wake_in
 from steadyrun.stores._lifecycle import (
@@ -43,7 +35,6 @@ from steadyrun.stores._lifecycle import (
 )
 from steadyrun.stores._ports import FeedMessage
 from steadyrun.stores._postgres_db import LOCK_FEED
-from steadyrun.stores._sql_values import to_us
 
 if TYPE_CHECKING:
     from steadyrun.stores._postgres_db import Connection
@@ -159,17 +150,10 @@ class PostgresLifecycle:
             return None
         by_run = [_grouped(context), _grouped(calls), _grouped(blocks)]
         runs = []
-        for member, record, checkpoint_b in sorted(rows, key=lambda r: str(r[0])):
-            checkpoint = decode(checkpoint_b, Checkpoint)
-            if checkpoint.format != CHECKPOINT_FORMAT:
-                raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
+        for member, record, checkpoint in sorted(rows, key=lambda r: str(r[0])):
             runs.append(
-                RunSnapshot(
-                    run=decode(record, RunRecord),
-                    checkpoint=checkpoint,
-                    context=[decode(m, Message) for m in by_run[0][member]],
-                    calls=[decode(c, CallRecord) for c in by_run[1][member]],
-                    blocks=[decode(b, Block) for b in by_run[2][member]],
+                decode_snapshot(
+                    record, checkpoint, by_run[0][member], by_run[1][member], by_run[2][member]
                 )
             )
         consumed = {r[0]: int(r[1]) for r in state}
@@ -195,28 +179,7 @@ class PostgresLifecycle:
         """
         s = self._s
         ids = check_dump(dump)
-        runs = [
-            (
-                x.run.run_id,
-                x.run.agent,
-                x.run.status,
-                to_us(x.run.created_at),
-                to_us(x.run.updated_at),
-                x.run.steps,
-                encode(x.run),
-                encode(x.checkpoint),
-            )
-            for x in dump.runs
-        ]
-        context = [(x.run.run_id, i, encode(m)) for x in dump.runs for i, m in enumerate(x.context)]
-        calls = [
-            (x.run.run_id, c.id, c.rev, c.status, encode(c)) for x in dump.runs for c in x.calls
-        ]
-        blocks = [(x.run.run_id, b.id, b.position, encode(b)) for x in dump.runs for b in x.blocks]
-        feed = [
-            (f.run_id, m.seq, m.id, m.revision, encode(m)) for f in dump.feeds for m in f.messages
-        ]
-        consumed = [(f.run_id, f.consumed) for f in dump.feeds if f.consumed]
+        rows = dump_rows(dump)
         async with self._transaction() as conn:
             await _lock_feeds(conn, self.schema, ids)
             cur = await conn.execute(
@@ -239,25 +202,28 @@ class PostgresLifecycle:
                 (
                     f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
                     " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    runs,
+                    rows.runs,
                 ),
-                (f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)", context),
+                (
+                    f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
+                    rows.context,
+                ),
                 (
                     f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
                     " VALUES (%s, %s, %s, %s, %s)",
-                    calls,
+                    rows.calls,
                 ),
                 (
                     f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
                     " VALUES (%s, %s, %s, %s)",
-                    blocks,
+                    rows.blocks,
                 ),
                 (
                     f"INSERT INTO {s}.feed (run_id, seq, message_id, revision, message)"
                     " VALUES (%s, %s, %s, %s, %s)",
-                    feed,
+                    rows.feed,
                 ),
-                (f"INSERT INTO {s}.feed_state (run_id, consumed) VALUES (%s, %s)", consumed),
+                (f"INSERT INTO {s}.feed_state (run_id, consumed) VALUES (%s, %s)", rows.consumed),
             ]
             for sql, params in inserts:
                 if params:

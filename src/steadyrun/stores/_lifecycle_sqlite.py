@@ -25,17 +25,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
-from steadyrun._codec import decode, encode
-from steadyrun._errors import ConflictError, FormatVersionError
-from steadyrun.chat import Message
+from steadyrun._codec import decode
+from steadyrun._errors import ConflictError
 from steadyrun.records import (
-    CHECKPOINT_FORMAT,
-    Block,
-    CallRecord,
-    Checkpoint,
-    RunRecord,
     RunSnapshot,
 )
+from steadyrun.stores._encoded import decode_snapshot, dump_rows
 from steadyrun.stores._leases import Fence, Holder, current_fence
 from steadyrun.stores._leases_sqlite import SqliteLeases, wake_in
 from steadyrun.stores._lifecycle import (
@@ -47,7 +42,6 @@ from steadyrun.stores._lifecycle import (
     root_of,
 )
 from steadyrun.stores._ports import FeedMessage
-from steadyrun.stores._sql_values import to_us
 
 T = TypeVar("T")
 
@@ -124,13 +118,11 @@ def _refuse_held(conn: sqlite3.Connection, run_id: str, fence: Fence | None) -> 
     refuse_held(run_id, holder, fence)
 
 
-def _snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
+def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
+    """The run as stored, inside the caller's read transaction; ``None`` when there is none."""
     row = conn.execute("SELECT record, checkpoint FROM runs WHERE run_id = ?", (run_id,)).fetchone()
     if row is None:
         return None
-    checkpoint = decode(row[1], Checkpoint)
-    if checkpoint.format != CHECKPOINT_FORMAT:
-        raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
     context = conn.execute(
         "SELECT message FROM context WHERE run_id = ? ORDER BY idx", (run_id,)
     ).fetchall()
@@ -140,12 +132,8 @@ def _snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     blocks = conn.execute(
         "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
     ).fetchall()
-    return RunSnapshot(
-        run=decode(row[0], RunRecord),
-        checkpoint=checkpoint,
-        context=[decode(m[0], Message) for m in context],
-        calls=[decode(c[0], CallRecord) for c in calls],
-        blocks=[decode(b[0], Block) for b in blocks],
+    return decode_snapshot(
+        row[0], row[1], (m[0] for m in context), (c[0] for c in calls), (b[0] for b in blocks)
     )
 
 
@@ -195,7 +183,7 @@ class SqliteLifecycle:
                 members = conn.execute(
                     f"SELECT run_id FROM runs WHERE run_id {_IN} ORDER BY run_id", (ids,)
                 ).fetchall()
-                runs = [_snapshot(conn, r[0]) for r in members]
+                runs = [read_snapshot(conn, r[0]) for r in members]
                 rows = conn.execute(
                     f"SELECT run_id, message FROM feed WHERE run_id {_IN} ORDER BY run_id, seq",
                     (ids,),
@@ -233,28 +221,7 @@ class SqliteLifecycle:
             UsageError: The dump names a run outside its tree.
         """
         ids = json.dumps(check_dump(dump))
-        runs = [
-            (
-                s.run.run_id,
-                s.run.agent,
-                s.run.status,
-                to_us(s.run.created_at),
-                to_us(s.run.updated_at),
-                s.run.steps,
-                encode(s.run),
-                encode(s.checkpoint),
-            )
-            for s in dump.runs
-        ]
-        context = [(s.run.run_id, i, encode(m)) for s in dump.runs for i, m in enumerate(s.context)]
-        calls = [
-            (s.run.run_id, c.id, c.rev, c.status, encode(c)) for s in dump.runs for c in s.calls
-        ]
-        blocks = [(s.run.run_id, b.id, b.position, encode(b)) for s in dump.runs for b in s.blocks]
-        feed = [
-            (f.run_id, m.seq, m.id, m.revision, encode(m)) for f in dump.feeds for m in f.messages
-        ]
-        consumed = [(f.run_id, f.consumed) for f in dump.feeds if f.consumed]
+        rows = dump_rows(dump)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
@@ -273,23 +240,27 @@ class SqliteLifecycle:
             conn.executemany(
                 "INSERT INTO runs (run_id, agent, status, created_us, updated_us, steps, record,"
                 " checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                runs,
+                rows.runs,
             )
-            conn.executemany("INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)", context)
+            conn.executemany(
+                "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)", rows.context
+            )
             conn.executemany(
                 "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)",
-                calls,
+                rows.calls,
             )
             conn.executemany(
                 "INSERT INTO blocks (run_id, block_id, position, block) VALUES (?, ?, ?, ?)",
-                blocks,
+                rows.blocks,
             )
             conn.executemany(
                 "INSERT INTO feed (run_id, seq, message_id, revision, message)"
                 " VALUES (?, ?, ?, ?, ?)",
-                feed,
+                rows.feed,
             )
-            conn.executemany("INSERT INTO feed_state (run_id, consumed) VALUES (?, ?)", consumed)
+            conn.executemany(
+                "INSERT INTO feed_state (run_id, consumed) VALUES (?, ?)", rows.consumed
+            )
             if dump.woken:
                 wake_in(conn, None, root_of(dump.run_id))
             conn.execute("COMMIT")

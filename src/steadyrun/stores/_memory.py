@@ -10,14 +10,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from steadyrun._codec import decode, encode
-from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError
+from steadyrun._errors import CallNotFoundError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
-    CHECKPOINT_FORMAT,
     Block,
     CallRecord,
     CallUpdate,
-    Checkpoint,
     RunRecord,
     RunSnapshot,
     RunStatus,
@@ -26,7 +24,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.records._history import StepEntry
-from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._encoded import decode_snapshot, encode_step
 from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_memory import MemoryHistory
 from steadyrun.stores._leases import late_outcome
@@ -140,18 +138,15 @@ class MemoryStore(MemoryLifecycle):
         stored = self._runs.get(run_id)
         if stored is None:
             return None
-        checkpoint = decode(stored.checkpoint, Checkpoint)
-        if checkpoint.format != CHECKPOINT_FORMAT:
-            raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
-        calls = [decode(c, CallRecord) for c in stored.calls.values()]
-        blocks = sorted((decode(b, Block) for b in stored.blocks.values()), key=_position)
-        return RunSnapshot(
-            run=decode(stored.run, RunRecord),
-            checkpoint=checkpoint,
-            context=[decode(m, Message) for m in stored.context],
-            calls=calls,
-            blocks=blocks,
+        snap = decode_snapshot(
+            stored.run,
+            stored.checkpoint,
+            stored.context,
+            stored.calls.values(),
+            stored.blocks.values(),
         )
+        snap.blocks.sort(key=_position)  # kept by id: in model order as the SQL stores give them
+        return snap
 
     async def history(self, run_id: str) -> list[StepEntry]:
         """The run's step entries, by step number (``StepHistory``)."""

@@ -24,22 +24,17 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from steadyrun._codec import decode, encode
-from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
-from steadyrun.chat import Message
+from steadyrun._errors import CallNotFoundError, StoreError, UsageError
 from steadyrun.records import (
-    CHECKPOINT_FORMAT,
-    Block,
     CallRecord,
     CallUpdate,
-    Checkpoint,
-    RunRecord,
     RunSnapshot,
     RunStatus,
     Step,
     merge_call,
     overlay_external,
 )
-from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._encoded import decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
@@ -286,15 +281,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             row, context, calls, blocks = [await q.fetchall() for q in queries]
         if not row:
             return None
-        checkpoint = decode(row[0][1], Checkpoint)
-        if checkpoint.format != CHECKPOINT_FORMAT:
-            raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
-        return RunSnapshot(
-            run=decode(row[0][0], RunRecord),
-            checkpoint=checkpoint,
-            context=[decode(m[0], Message) for m in context],
-            calls=[decode(c[0], CallRecord) for c in calls],
-            blocks=[decode(b[0], Block) for b in blocks],
+        return decode_snapshot(
+            row[0][0],
+            row[0][1],
+            (m[0] for m in context),
+            (c[0] for c in calls),
+            (b[0] for b in blocks),
         )
 
     # -- feed ------------------------------------------------------------------------------

@@ -17,14 +17,9 @@ from typing import Literal, TypeVar
 from steadyrun._codec import decode, encode
 from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
 from steadyrun._sqlite_thread import SqliteThread
-from steadyrun.chat import Message
 from steadyrun.records import (
-    CHECKPOINT_FORMAT,
-    Block,
     CallRecord,
     CallUpdate,
-    Checkpoint,
-    RunRecord,
     RunSnapshot,
     RunStatus,
     Step,
@@ -36,7 +31,7 @@ from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
-from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file
+from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file, read_snapshot
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sql_values import from_us, statements, to_us
@@ -287,32 +282,9 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         def read(conn: sqlite3.Connection) -> RunSnapshot | None:
             conn.execute("BEGIN")
             try:
-                row = conn.execute(
-                    "SELECT record, checkpoint FROM runs WHERE run_id = ?", (run_id,)
-                ).fetchone()
-                if row is None:
-                    return None
-                context = conn.execute(
-                    "SELECT message FROM context WHERE run_id = ? ORDER BY idx", (run_id,)
-                ).fetchall()
-                calls = conn.execute(
-                    "SELECT record FROM calls WHERE run_id = ? ORDER BY rowid", (run_id,)
-                ).fetchall()
-                blocks = conn.execute(
-                    "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
-                ).fetchall()
+                return read_snapshot(conn, run_id)
             finally:
                 conn.execute("COMMIT")
-            checkpoint = decode(row[1], Checkpoint)
-            if checkpoint.format != CHECKPOINT_FORMAT:
-                raise FormatVersionError("checkpoint", checkpoint.format, CHECKPOINT_FORMAT)
-            return RunSnapshot(
-                run=decode(row[0], RunRecord),
-                checkpoint=checkpoint,
-                context=[decode(m[0], Message) for m in context],
-                calls=[decode(c[0], CallRecord) for c in calls],
-                blocks=[decode(b[0], Block) for b in blocks],
-            )
 
         return await self._run(read)
 

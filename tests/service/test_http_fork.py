@@ -31,9 +31,7 @@ async def finished(app: App, client: httpx.AsyncClient) -> None:
     body = {"run_id": "t1", "agent": "support", "input": "I was charged twice."}
     assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
     await app.wait("t1")
-    r = await client.post(
-        "/runs/t1/calls/m2.c1/decision", json={"approve": True}, headers=AUTH
-    )
+    r = await client.post("/runs/t1/calls/m2.c1/decision", json={"approve": True}, headers=AUTH)
     assert r.status_code == 200
     await app.wait("t1")
 
@@ -62,9 +60,7 @@ async def test_history_lists_the_steps_with_what_each_added(
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
 
 
-async def test_fork_makes_a_new_run_a_worker_continues(
-    app: App, client: httpx.AsyncClient
-) -> None:
+async def test_fork_makes_a_new_run_a_worker_continues(app: App, client: httpx.AsyncClient) -> None:
     await finished(app, client)
     before = (await client.get("/runs/t1", headers=AUTH)).json()
     body = {"at": 4, "new_run_id": "t1-b"}

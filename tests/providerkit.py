@@ -19,12 +19,17 @@ import pytest
 
 import steadyrun as sr
 from steadyrun.chat import (
+    MediaPart,
     MediaRef,
     Message,
     ModelRequest,
     ModelSettings,
     ResponseDelta,
+    ResponseFormat,
+    TextPart,
+    ToolCallPart,
     ToolDefinition,
+    ToolResultPart,
 )
 from steadyrun.models import RetryPolicy
 from steadyrun.models.anthropic import AnthropicModel
@@ -35,6 +40,8 @@ from wirekit import WireReplay, load
 __all__ = [
     "ANSWER",
     "CHART",
+    "CITY",
+    "CITY_INFO",
     "CLAUDE",
     "ANTHROPIC_WEATHER",
     "CONTRACT",
@@ -61,8 +68,12 @@ __all__ = [
     "media_reader",
     "openai_chat",
     "openai_responses",
+    "media_request",
     "order_tool",
+    "parallel_request",
     "replay_of",
+    "tool_media_request",
+    "weather_question",
     "waits",
 ]
 
@@ -257,6 +268,73 @@ NOOP = ToolDefinition(
     description="",
     parameters={"type": "object", "properties": {}, "additionalProperties": False},
 )
+
+
+CITY = ResponseFormat(
+    name="city",
+    schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
+        "required": ["city", "country"],
+        "additionalProperties": False,
+    },
+)
+"""A strict-compatible structured output of the OpenAI fixtures."""
+CITY_INFO = ResponseFormat(
+    name="city_info",
+    schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["city"],
+    },
+)
+"""A structured output that is not strict-compatible (``population`` is optional)."""
+
+
+def weather_question(**settings: Any) -> ModelRequest:
+    """The OpenAI fixtures' question with the three tools, and ``settings``."""
+    return ModelRequest(
+        messages=[Message.user("What's the weather in Paris?")],
+        tools=[WEATHER, SEARCH, NOOP],
+        settings=ModelSettings(**settings),
+    )
+
+
+def parallel_request(*extra: Message) -> ModelRequest:
+    """The OpenAI fixtures' question for parallel calls, ``extra`` messages after it."""
+    return ModelRequest(
+        messages=[Message.user("Compare the weather in Paris and Tokyo."), *extra],
+        tools=[WEATHER],
+        settings=ModelSettings(parallel_tool_calls=True),
+    )
+
+
+def media_request() -> ModelRequest:
+    """The OpenAI fixtures' question about a chart (``CHART``) and a contract (``CONTRACT``)."""
+    message = Message(
+        role="user",
+        parts=[
+            TextPart(text="Describe the chart and summarize the contract."),
+            MediaPart(ref=CHART),
+            MediaPart(ref=CONTRACT),
+        ],
+    )
+    return ModelRequest(messages=[message])
+
+
+def tool_media_request() -> ModelRequest:
+    """The OpenAI fixtures' conversation in which a tool's result carries ``CHART``."""
+    call = ToolCallPart(call_id="call_c1", name="render_chart", arguments='{"metric":"sales"}')
+    result = ToolResultPart(
+        call_id="call_c1", name="render_chart", content="rendered chart.png", media=[CHART]
+    )
+    return ModelRequest(
+        messages=[
+            Message.user("Chart the sales."),
+            Message(role="assistant", parts=[call]),
+            Message(role="tool", parts=[result]),
+        ]
+    )
 
 
 # -- the Anthropic fixtures' tools (also those of the token counts) ------------------------

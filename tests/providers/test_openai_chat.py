@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import openai
 import pytest
@@ -12,8 +11,8 @@ import steadyrun as sr
 from providerkit import (
     ANSWER,
     CHART,
-    CONTRACT,
-    NOOP,
+    CITY,
+    CITY_INFO,
     OPENAI_BLOBS,
     PNG,
     QUESTION,
@@ -23,16 +22,18 @@ from providerkit import (
     ask,
     collect,
     media_reader,
+    media_request,
     openai_chat,
     order_tool,
+    parallel_request,
+    tool_media_request,
+    weather_question,
 )
 from steadyrun.chat import (
     MediaPart,
     MediaRef,
     Message,
     ModelRequest,
-    ModelSettings,
-    ResponseFormat,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -167,14 +168,6 @@ def test_unknown_default_setting_is_a_usage_error() -> None:
 # -- tools ---------------------------------------------------------------------------------
 
 
-def weather_question(**settings: Any) -> ModelRequest:
-    return ModelRequest(
-        messages=[Message.user("What's the weather in Paris?")],
-        tools=[WEATHER, SEARCH, NOOP],
-        settings=ModelSettings(**settings),
-    )
-
-
 async def test_tool_definitions_and_tool_choice() -> None:
     replay = WireReplay(load("openai_chat_tools"))
     model = openai_chat(replay)
@@ -256,14 +249,6 @@ async def test_single_tool_call_and_its_result() -> None:
     }
 
 
-def parallel_request(*extra: Message) -> ModelRequest:
-    return ModelRequest(
-        messages=[Message.user("Compare the weather in Paris and Tokyo."), *extra],
-        tools=[WEATHER],
-        settings=ModelSettings(parallel_tool_calls=True),
-    )
-
-
 async def test_parallel_tool_calls_and_results() -> None:
     replay = WireReplay(load("openai_chat_parallel"))
     model = openai_chat(replay)
@@ -296,18 +281,6 @@ async def test_parallel_tool_calls_and_results() -> None:
 
 
 # -- media ---------------------------------------------------------------------------------
-
-
-def media_request() -> ModelRequest:
-    message = Message(
-        role="user",
-        parts=[
-            TextPart(text="Describe the chart and summarize the contract."),
-            MediaPart(ref=CHART),
-            MediaPart(ref=CONTRACT),
-        ],
-    )
-    return ModelRequest(messages=[message])
 
 
 async def test_image_and_pdf_from_media_reader_and_media_url() -> None:
@@ -356,25 +329,7 @@ async def test_media_bytes_must_match_sha256() -> None:
 
 async def test_tool_result_media_follow_in_a_user_message() -> None:
     replay = WireReplay(load("openai_chat_tool_media"))
-    call = ToolCallPart(call_id="call_c1", name="render_chart", arguments='{"metric":"sales"}')
-    messages = [
-        Message.user("Chart the sales."),
-        Message(role="assistant", parts=[call]),
-        Message(
-            role="tool",
-            parts=[
-                ToolResultPart(
-                    call_id="call_c1",
-                    name="render_chart",
-                    content="rendered chart.png",
-                    media=[CHART],
-                )
-            ],
-        ),
-    ]
-    response = await openai_chat(replay, media_reader=read_media).respond(
-        ModelRequest(messages=messages)
-    )
+    response = await openai_chat(replay, media_reader=read_media).respond(tool_media_request())
     replay.assert_done()
     assert response.message.text == "Sales rose every quarter."
 
@@ -398,21 +353,8 @@ async def test_finish_reasons() -> None:
 async def test_response_format_json_schema() -> None:
     replay = WireReplay(load("openai_chat_response_format"))
     model = openai_chat(replay)
-    city = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-        "required": ["city", "country"],
-        "additionalProperties": False,
-    }
-    loose = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
-        "required": ["city"],
-    }
-    strict = await model.respond(ask(response_format=ResponseFormat(name="city", schema=city)))
-    relaxed = await model.respond(
-        ask(response_format=ResponseFormat(name="city_info", schema=loose))
-    )
+    strict = await model.respond(ask(response_format=CITY))
+    relaxed = await model.respond(ask(response_format=CITY_INFO))
     replay.assert_done()
     assert json.loads(strict.message.text) == {"city": "Paris", "country": "France"}
     assert json.loads(relaxed.message.text) == {"city": "Paris"}

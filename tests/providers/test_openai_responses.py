@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
 import steadyrun as sr
 from providerkit import (
     ANSWER,
-    CHART,
-    CONTRACT,
-    NOOP,
+    CITY,
+    CITY_INFO,
     OPENAI_BLOBS,
     QUESTION,
-    SEARCH,
     SYSTEM,
     WEATHER,
     ask,
     collect,
     media_reader,
+    media_request,
     openai_responses,
     order_tool,
+    parallel_request,
+    tool_media_request,
+    weather_question,
 )
 from steadyrun.chat import (
-    MediaPart,
     MediaRef,
     Message,
     ModelRequest,
-    ModelSettings,
-    ResponseFormat,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -180,14 +178,6 @@ async def test_thinking_of_other_providers_is_not_sent() -> None:
 # -- tools ---------------------------------------------------------------------------------
 
 
-def weather_question(**settings: Any) -> ModelRequest:
-    return ModelRequest(
-        messages=[Message.user("What's the weather in Paris?")],
-        tools=[WEATHER, SEARCH, NOOP],
-        settings=ModelSettings(**settings),
-    )
-
-
 async def test_tool_definitions_and_tool_choice() -> None:
     replay = WireReplay(load("openai_responses_tools"))
     model = openai_responses(replay)
@@ -201,14 +191,6 @@ async def test_tool_definitions_and_tool_choice() -> None:
     assert auto.finish_reason == none.finish_reason == "stop"
     assert required.finish_reason == named.finish_reason == "tool_calls"
     assert named.message.tool_calls[0].arguments == '{"city":"Paris","unit":null}'
-
-
-def parallel_request(*extra: Message) -> ModelRequest:
-    return ModelRequest(
-        messages=[Message.user("Compare the weather in Paris and Tokyo."), *extra],
-        tools=[WEATHER],
-        settings=ModelSettings(parallel_tool_calls=True),
-    )
 
 
 async def test_parallel_tool_calls_and_results() -> None:
@@ -261,18 +243,6 @@ async def test_single_call_answer_by_name() -> None:
 # -- media ---------------------------------------------------------------------------------
 
 
-def media_request() -> ModelRequest:
-    message = Message(
-        role="user",
-        parts=[
-            TextPart(text="Describe the chart and summarize the contract."),
-            MediaPart(ref=CHART),
-            MediaPart(ref=CONTRACT),
-        ],
-    )
-    return ModelRequest(messages=[message])
-
-
 async def test_image_and_pdf_from_media_reader_and_media_url() -> None:
     exchanges = load("openai_responses_media")
     by_bytes = WireReplay(exchanges[:1])
@@ -294,25 +264,7 @@ async def test_media_needs_a_reader() -> None:
 
 async def test_tool_result_media_go_in_the_function_call_output() -> None:
     replay = WireReplay(load("openai_responses_tool_media"))
-    call = ToolCallPart(call_id="call_c1", name="render_chart", arguments='{"metric":"sales"}')
-    messages = [
-        Message.user("Chart the sales."),
-        Message(role="assistant", parts=[call]),
-        Message(
-            role="tool",
-            parts=[
-                ToolResultPart(
-                    call_id="call_c1",
-                    name="render_chart",
-                    content="rendered chart.png",
-                    media=[CHART],
-                )
-            ],
-        ),
-    ]
-    response = await openai_responses(replay, media_reader=read_media).respond(
-        ModelRequest(messages=messages)
-    )
+    response = await openai_responses(replay, media_reader=read_media).respond(tool_media_request())
     replay.assert_done()
     assert response.message.text == "Sales rose every quarter."
 
@@ -353,21 +305,8 @@ async def test_finish_reasons() -> None:
 async def test_response_format_as_text_format() -> None:
     replay = WireReplay(load("openai_responses_response_format"))
     model = openai_responses(replay)
-    city = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "country": {"type": "string"}},
-        "required": ["city", "country"],
-        "additionalProperties": False,
-    }
-    loose = {
-        "type": "object",
-        "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
-        "required": ["city"],
-    }
-    strict = await model.respond(ask(response_format=ResponseFormat(name="city", schema=city)))
-    relaxed = await model.respond(
-        ask(response_format=ResponseFormat(name="city_info", schema=loose))
-    )
+    strict = await model.respond(ask(response_format=CITY))
+    relaxed = await model.respond(ask(response_format=CITY_INFO))
     replay.assert_done()
     assert json.loads(strict.message.text)["country"] == "France"
     assert json.loads(relaxed.message.text) == {"city": "Paris"}

@@ -2,10 +2,13 @@
 
 A child is ``crash_child.py`` (or another child script with a ``--serve`` mode) on a real
 store; SIGKILL ends it for real, so what it left in the store is what a dead process leaves.
+``ForkServer`` is the test process's side of the fork server, ``serve`` the child script's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import select
@@ -14,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,3 +135,55 @@ def run_child(store: str, mode: str, kill_at: str, effects: Path, timeout: float
     if code == 0 and lines:
         report = json.loads(lines[-1])
     return Child(code, report, err)
+
+
+def serve(main: Callable[[list[str]], Coroutine[Any, Any, None]]) -> None:
+    """A child script's ``--serve``: fork one child running ``main`` per request on stdin.
+
+    A request is a JSON line ``{"argv": [...], "out": PATH, "kill_after": S}`` (``kill_after``
+    optional); the child writes its stdout to ``PATH`` and its stderr to ``PATH.err``. The
+    answers are JSON lines: ``{"pid": N}`` at once, then ``{"returncode": N}`` (negative for a
+    signal, as ``subprocess`` reports it). With ``kill_after`` the child is killed with SIGKILL
+    that many seconds after the fork unless it exited first (waited on a pidfd). This process
+    never starts a thread or an event loop, so every child begins clean, and each child is a
+    process of its own that a SIGKILL ends for real.
+    """
+    with contextlib.suppress(ImportError):
+        import steadyrun.stores._postgres  # noqa: F401  (imported once, here)
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(main, request["argv"], request["out"])
+        print(json.dumps({"pid": pid}), flush=True)
+        if request.get("kill_after") is not None:
+            fd = os.pidfd_open(pid)
+            try:
+                if not select.select([fd], [], [], request["kill_after"])[0]:
+                    os.kill(pid, signal.SIGKILL)
+            finally:
+                os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+def _child(
+    main: Callable[[list[str]], Coroutine[Any, Any, None]], argv: list[str], out: str
+) -> None:
+    code = 0
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
+        os.dup2(os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
+        asyncio.run(main(argv))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import sqlite3
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from chaoskit import KillSwitch, drive  # noqa: E402
+from chaosproc import serve  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 
@@ -122,49 +120,8 @@ async def main(argv: list[str]) -> None:
     print(json.dumps(report))
 
 
-def serve() -> None:
-    """Fork one child per request read from stdin, so children skip the start-up imports.
-
-    A request is a JSON line ``{"argv": [...], "out": PATH}``; the child writes its stdout to
-    ``PATH`` and its stderr to ``PATH.err``. The answers are JSON lines: ``{"pid": N}`` at once,
-    then ``{"returncode": N}`` (negative for a signal, as ``subprocess`` reports it). This
-    process never starts a thread or an event loop, so every child begins clean, and each child
-    is a process of its own that a SIGKILL ends for real.
-    """
-    with contextlib.suppress(ImportError):
-        import steadyrun.stores._postgres  # noqa: F401  (imported once, here)
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request["argv"], request["out"])
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
-
-
-def _child(argv: list[str], out: str) -> None:
-    code = 0
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
-        os.dup2(os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
-        asyncio.run(main(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["--serve"]:
-        serve()
+        serve(main)
     else:
         asyncio.run(main(sys.argv[1:]))

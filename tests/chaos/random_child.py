@@ -21,18 +21,15 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import select
-import signal
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pydantic  # noqa: E402
+from chaosproc import serve  # noqa: E402
 from crash_child import TracedSqliteStore, trace_psycopg  # noqa: E402
 from racer import racing, when_free  # noqa: E402
 from randomkit import (  # noqa: E402
@@ -463,55 +460,8 @@ async def main(argv: list[str]) -> None:
     print(json.dumps(report))
 
 
-def serve() -> None:
-    """Fork one child per request read from stdin (see ``randomrun.ForkServer``).
-
-    A request is a JSON line ``{"argv": [...], "out": PATH, "kill_after": S or null}``; the
-    answers are ``{"pid": N}`` at once, then ``{"returncode": N}``. With ``kill_after`` the
-    child is killed with SIGKILL that many seconds after the fork unless it exited first. This
-    process never starts a thread or an event loop, so every child begins clean.
-    """
-    with contextlib.suppress(ImportError):
-        import steadyrun.stores._postgres  # noqa: F401  (imported once, here)
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request["argv"], request["out"])
-        print(json.dumps({"pid": pid}), flush=True)
-        if request.get("kill_after") is not None:
-            fd = os.pidfd_open(pid)
-            try:
-                if not select.select([fd], [], [], request["kill_after"])[0]:
-                    os.kill(pid, signal.SIGKILL)
-            finally:
-                os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
-
-
-def _child(argv: list[str], out: str) -> None:
-    code = 0
-    try:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 1)
-        os.dup2(os.open(out + ".err", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
-        asyncio.run(main(argv))
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
 if __name__ == "__main__":
     if sys.argv[1:] == ["--serve"]:
-        serve()
+        serve(main)
     else:
         asyncio.run(main(sys.argv[1:]))

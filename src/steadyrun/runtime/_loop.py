@@ -60,6 +60,7 @@ from steadyrun.chat import (
     Message,
     ModelRequest,
     ModelResponse,
+    ResponseDelta,
     TextPart,
 )
 from steadyrun.context import ContextEvent, verbatim_refs
@@ -77,6 +78,7 @@ from steadyrun.runtime._batch_results import (
 from steadyrun.runtime._budgets import check_budget
 from steadyrun.runtime._calls import CallRunner, HandoverHook
 from steadyrun.runtime._completion import Correct, Finish, GuardView
+from steadyrun.runtime._deltas import DeltaSink, call_client
 from steadyrun.runtime._endings import Endings
 from steadyrun.runtime._extension import ModelCall, ToolBatch
 from steadyrun.runtime._extset import ExtensionSet
@@ -340,12 +342,14 @@ class Execution:
 
     async def _call_model(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
         """The model call, inside the extensions' model middleware."""
-        client = self.agent.client
+        client, sink = self.agent.client, self._delta_sink(model_call_id)
         if self.ext is None:
-            return await client.respond(request)
+            return await call_client(client, request, sink)
 
+        # The fragments come from the client inside the middleware: a middleware that answers
+        # by itself streams nothing, one that calls again streams each attempt.
         async def respond(call: ModelCall) -> ModelResponse:
-            return await client.respond(call.request)
+            return await call_client(client, call.request, sink)
 
         call = ModelCall(
             run_id=self.state.run_id,
@@ -355,6 +359,17 @@ class Execution:
             request=request,
         )
         return await self.ext.call_model(call, respond)
+
+    def _delta_sink(self, model_call_id: str) -> DeltaSink | None:
+        """Where the call's fragments go: the observers, when any listens."""
+        if not self.observers.wants("on_model_delta"):
+            return None
+        run_id, emit = self.state.run_id, self.observers.emit
+
+        async def sink(delta: ResponseDelta) -> None:
+            await emit("on_model_delta", run_id, model_call_id, delta)
+
+        return sink
 
     async def _deliver(self, model_call_id: str, message: Message) -> RunResult | None:
         """Put the final text past the guard, then complete (or correct, or finish)."""

@@ -9,7 +9,7 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrun.chat import ModelRequest, ModelResponse
+from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.context import ContextEvent
 from steadyrun.records import CallRecord
 from steadyrun.runtime._result import RunResult
@@ -35,6 +35,16 @@ class Observer:
     def on_model_request(self, run_id: str, model_call_id: str, request: ModelRequest) -> Any:
         """A model call of the run is about to be made with ``request``."""
 
+    def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> Any:
+        """A fragment of a streaming model call's text, thinking or tool-call arguments.
+
+        Called while the call runs, only when the model streams (``StreamingModelClient``).
+        Fragments are not saved: after a crash the call is made again under the same
+        ``model_call_id``, so a display drops the fragments it holds for that id when it sees
+        ``on_model_request`` for it again. The fragments of a call concatenate (by
+        ``delta.index``) to the text and arguments of its ``on_model_response``.
+        """
+
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> Any:
         """A model call of the run returned ``response``."""
 
@@ -58,11 +68,15 @@ class ObserverSet:
     observers: Sequence[Observer]
     errors: int = 0
 
+    def wants(self, method: str) -> bool:
+        """Whether any observer implements ``method`` (so the runtime need not produce it)."""
+        return any(_implements(observer, method) for observer in self.observers)
+
     async def emit(self, method: str, *args: Any) -> None:
         """Call ``method`` on every observer that has it; failures are logged and counted."""
         for observer in self.observers:
             fn = getattr(observer, method, None)
-            if fn is None or getattr(type(observer), method, None) is getattr(Observer, method):
+            if fn is None or not _implements(observer, method):
                 continue  # not implemented: skip the copies
             try:
                 # Each observer gets its own copy, so one cannot change what another sees.
@@ -72,6 +86,12 @@ class ObserverSet:
             except Exception:
                 self.errors += 1
                 log.exception("observer %r failed in %s; the run continues", observer, method)
+
+
+def _implements(observer: Observer, method: str) -> bool:
+    """Whether ``observer`` overrides ``method`` (or has it without subclassing ``Observer``)."""
+    own = getattr(type(observer), method, None)
+    return own is not None and own is not getattr(Observer, method, None)
 
 
 async def observed(

@@ -1,0 +1,132 @@
+"""Model deltas reach observers while a streaming model call runs (issue 21 item 1)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from steadyrun import Agent, MemoryStore, Observer, Runtime
+from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta, accumulate, deltas_of
+from steadyrun.runtime._extension import Extension, ModelCall
+from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
+
+
+class Deltas(Observer):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, ResponseDelta]] = []
+
+    def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> None:
+        self.seen.append((run_id, model_call_id, delta))
+
+
+class Respond:
+    """A client with no ``stream``: runs of it keep working, without deltas."""
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        return text("plain")
+
+
+async def test_text_fragments_reach_observers_and_add_up_to_the_stored_answer() -> None:
+    seen = Deltas()
+    model = ScriptedModel([text("hello streaming world")])
+    runtime = Runtime(MemoryStore(), observers=[seen])
+    result = await runtime.run(Agent(name="a", model=model), run_id="r", input="hi")
+    assert result.text == "hello streaming world"
+    assert len(seen.seen) > 3  # fragments of 3 characters, not one whole text
+    assert {(r, m) for r, m, _ in seen.seen} == {("r", "m1")}
+    assert "".join(d.text for _, _, d in seen.seen) == "hello streaming world"
+    assert all(d.part != "finish" for _, _, d in seen.seen)
+
+
+async def test_tool_argument_and_thinking_fragments_reach_observers() -> None:
+    seen = Deltas()
+    model = ScriptedModel([tool_calls(("echo", {"value": "abcdefgh"})), text("done")])
+    from steadyrun import tool
+
+    @tool
+    def echo(value: str) -> str:
+        """Echo.
+
+        Args:
+            value: The value.
+        """
+        return value
+
+    runtime = Runtime(MemoryStore(), observers=[seen])
+    result = await runtime.run(Agent(name="a", model=model, tools=[echo]), run_id="r", input="x")
+    assert result.status == "completed"
+    args = "".join(d.arguments for _, m, d in seen.seen if m == "m1" and d.part == "tool_call")
+    assert args.replace(" ", "") == '{"value":"abcdefgh"}'
+    assert len([d for *_, d in seen.seen if d.part == "tool_call"]) > 1
+
+
+async def test_a_client_that_does_not_stream_still_runs() -> None:
+    seen = Deltas()
+    runtime = Runtime(MemoryStore(), observers=[seen])
+    result = await runtime.run(Agent(name="a", model=Respond()), run_id="r", input="hi")
+    assert result.text == "plain" and seen.seen == []
+
+
+async def test_without_a_delta_listener_the_model_is_not_streamed() -> None:
+    streamed: list[bool] = []
+
+    def stream_fn(request: ModelRequest) -> list[ResponseDelta]:
+        streamed.append(True)
+        return deltas_of(text("s"))
+
+    model = FunctionModel(lambda r: text("r"), stream_fn=stream_fn)
+    result = await Runtime(MemoryStore()).run(Agent(name="a", model=model), run_id="r", input="x")
+    assert result.text == "r" and streamed == []
+
+
+async def test_an_observer_that_raises_on_deltas_does_not_break_the_run() -> None:
+    class Broken(Observer):
+        def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
+            raise RuntimeError("boom")
+
+    seen = Deltas()
+    model = ScriptedModel([text("fine answer")])
+    runtime = Runtime(MemoryStore(), observers=[Broken(), seen])
+    result = await runtime.run(Agent(name="a", model=model), run_id="r", input="hi")
+    assert result.text == "fine answer"
+    assert result.observer_errors > 0
+    assert "".join(d.text for _, _, d in seen.seen) == "fine answer"
+
+
+async def test_a_slow_observer_gets_every_fragment_and_the_run_completes() -> None:
+    class Slow(Deltas):
+        async def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
+            await asyncio.sleep(0.001)
+            self.seen.append((run_id, model_call_id, delta))
+
+    slow = Slow()
+    model = ScriptedModel([text("x" * 30)])
+    result = await Runtime(MemoryStore(), observers=[slow]).run(
+        Agent(name="a", model=model), run_id="r", input="hi"
+    )
+    assert result.text == "x" * 30 and "".join(d.text for *_, d in slow.seen) == "x" * 30
+
+
+async def test_deltas_pass_inside_the_model_middleware() -> None:
+    wrapped: list[str] = []
+
+    class Wrap(Extension):
+        name = "wrap"
+
+        async def wrap_model(self, call: ModelCall, next: Any) -> ModelResponse:
+            wrapped.append("before")
+            response = await next(call)
+            wrapped.append("after")
+            return response
+
+    seen = Deltas()
+    model = ScriptedModel([text("wrapped text")])
+    agent = Agent(name="a", model=model, extensions=[Wrap()])
+    result = await Runtime(MemoryStore(), observers=[seen]).run(agent, run_id="r", input="hi")
+    assert result.text == "wrapped text" and wrapped == ["before", "after"]
+    assert "".join(d.text for *_, d in seen.seen) == "wrapped text"
+
+
+def test_accumulated_fragments_equal_the_response() -> None:
+    response = text("abc")
+    assert accumulate(deltas_of(response, chunk=1)) == response

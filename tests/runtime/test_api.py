@@ -11,6 +11,21 @@ from steadyrun.testing import ScriptedModel, text
 def test_public_names_are_pinned() -> None:
     assert sorted(sr.__all__) == sorted(
         [
+            "HandoverPending",
+            "ModelCallSettled",
+            "ModelCallStarted",
+            "RunCompleted",
+            "RunEvent",
+            "RunFailed",
+            "RunStarted",
+            "RunStream",
+            "RunSuspended",
+            "TextDelta",
+            "ThinkingDelta",
+            "ToolArgumentsDelta",
+            "ToolCallSettled",
+            "ToolCallStarted",
+            "UsageReported",
             "Accept",
             "Agent",
             "Budget",

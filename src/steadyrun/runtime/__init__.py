@@ -15,6 +15,23 @@ from steadyrun.runtime._completion import (
     GuardView,
     Verdict,
 )
+from steadyrun.runtime._events import (
+    HandoverPending,
+    ModelCallSettled,
+    ModelCallStarted,
+    RunCompleted,
+    RunEvent,
+    RunFailed,
+    RunStarted,
+    RunStream,
+    RunSuspended,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgumentsDelta,
+    ToolCallSettled,
+    ToolCallStarted,
+    UsageReported,
+)
 from steadyrun.runtime._fork import ForkedRun, HistoryCall, HistoryStep
 from steadyrun.runtime._observers import Observer
 from steadyrun.runtime._recovery import (
@@ -30,6 +47,21 @@ from steadyrun.runtime._sync import run_sync
 from steadyrun.runtime._versions import AgentFingerprint, agent_fingerprint, tool_version
 
 __all__ = [
+    "HandoverPending",
+    "ModelCallSettled",
+    "ModelCallStarted",
+    "RunCompleted",
+    "RunEvent",
+    "RunFailed",
+    "RunStarted",
+    "RunStream",
+    "RunSuspended",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolArgumentsDelta",
+    "ToolCallSettled",
+    "ToolCallStarted",
+    "UsageReported",
     "Accept",
     "Agent",
     "AgentFingerprint",

@@ -6,6 +6,7 @@ import copy
 import inspect
 import logging
 from collections.abc import Coroutine, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,9 +15,15 @@ from steadyrun.context import ContextEvent
 from steadyrun.records import CallRecord
 from steadyrun.runtime._result import RunResult
 
-__all__ = ["Observer", "ObserverSet", "observed"]
+__all__ = ["Observer", "ObserverSet", "extra_observers", "observed"]
 
 log = logging.getLogger("steadyrun.observers")
+
+extra_observers: ContextVar[tuple[Observer, ...]] = ContextVar(
+    "steadyrun_extra_observers", default=()
+)
+"""Observers of the executions started in this context only, besides the runtime's own
+(``Runtime.stream`` sets its event sink here, inside the task that runs the execution)."""
 
 
 class Observer:

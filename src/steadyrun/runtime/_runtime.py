@@ -16,10 +16,11 @@ from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._budget_ops import BudgetOperations
 from steadyrun.runtime._calls import HandoverHook
 from steadyrun.runtime._claims import Claims, check_writable, owner_id
+from steadyrun.runtime._events import RunStream
 from steadyrun.runtime._fork import ForkOperations
 from steadyrun.runtime._host import HostOperations, PendingItem
 from steadyrun.runtime._loop import Execution
-from steadyrun.runtime._observers import Observer, ObserverSet
+from steadyrun.runtime._observers import Observer, ObserverSet, extra_observers
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import AgentVersions
@@ -202,6 +203,65 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
             )
         return await self._execution(RunState.restore(snap), found).resume()
 
+    def stream(
+        self,
+        agent: Agent,
+        *,
+        run_id: str,
+        input: str | Message | None = None,
+        input_id: str | None = None,
+        wait: float = 0.0,
+        buffer: int = 256,
+    ) -> RunStream:
+        """``run``, as an async iterator of the run's events while it executes.
+
+        Yields ``RunStarted``, ``ModelCallStarted``, the model's ``TextDelta``,
+        ``ThinkingDelta`` and ``ToolArgumentsDelta`` fragments (when its client streams),
+        ``ModelCallSettled`` and ``UsageReported``, ``ToolCallStarted``/``ToolCallSettled``,
+        ``HandoverPending``, and last ``RunCompleted``, ``RunSuspended`` or ``RunFailed``. With
+        ``input`` for a run that exists, the input is sent and the run resumed, as ``run`` does
+        (the streaming form of ``send`` and then ``resume``).
+
+        At most ``buffer`` events wait for the reader; past that the run waits for it. Leaving
+        the loop early stops the run as a crash would: nothing more is saved, and ``resume``
+        continues it from its last saved step (a model call cut off mid-stream is asked
+        again). ``async with runtime.stream(...) as events`` (or ``await events.aclose()``)
+        waits until it has stopped; after a bare ``break`` it stops on the event loop's next
+        turns.
+
+        Args:
+            agent: The agent to run.
+            run_id: Your id for the run.
+            input: The user's message (needed for a new run).
+            input_id: Id of that message for deduplication (see ``run``).
+            wait: Seconds to wait for the run's claim when another executor holds it.
+            buffer: Events held for a slow reader.
+
+        Returns:
+            A ``RunStream`` of ``RunEvent``s; the errors of ``run`` are raised from it.
+        """
+        return RunStream(
+            lambda: self.run(agent, run_id=run_id, input=input, input_id=input_id, wait=wait),
+            run_id,
+            buffer=buffer,
+        )
+
+    def stream_resume(
+        self, run_id: str, *, agent: Agent | None = None, wait: float = 0.0, buffer: int = 256
+    ) -> RunStream:
+        """``resume``, as an async iterator of the run's events (see ``stream``).
+
+        Args:
+            run_id: The run.
+            agent: Its agent, when this runtime was not given it.
+            wait: Seconds to wait for the run's claim when another executor holds it.
+            buffer: Events held for a slow reader.
+
+        Returns:
+            A ``RunStream`` of ``RunEvent``s; the errors of ``resume`` are raised from it.
+        """
+        return RunStream(lambda: self.resume(run_id, agent=agent, wait=wait), run_id, buffer=buffer)
+
     async def send(
         self,
         run_id: str,
@@ -243,7 +303,7 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
             state=state,
             agent=agent,
             store=self.store,
-            observers=ObserverSet(self._observers),
+            observers=ObserverSet([*self._observers, *extra_observers.get()]),
             texts=self.texts,
             clock=self._clock,
             on_handover=self._on_handover,

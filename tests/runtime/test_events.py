@@ -22,6 +22,7 @@ class Typist:
         self.count, self.gap = count, gap
         self.asked = 0
         self.finished_at: float | None = None
+        self.produced: list[float] = []
 
     def _deltas(self) -> list[ResponseDelta]:
         words = [ResponseDelta(part="text", text=f"w{i} ") for i in range(self.count)]
@@ -39,6 +40,7 @@ class Typist:
                 self.finished_at = time.monotonic()
             else:
                 await asyncio.sleep(self.gap)
+                self.produced.append(time.monotonic())
             yield delta
 
 
@@ -61,6 +63,9 @@ async def test_the_iterator_sees_the_text_grow_before_the_response_completes() -
     early = [t for t, _ in fragments if t < model.finished_at]
     assert len(early) >= 150
     assert "".join(e.text for _, e in fragments) == full_text(200)
+    # Each fragment reaches the reader soon after the model produced it (loopback, no I/O).
+    lags = sorted(t - made for (t, _), made in zip(fragments, model.produced, strict=True))
+    assert lags[len(lags) // 2] < 0.05
     assert isinstance(events[0], sr.RunStarted)
     assert isinstance(events[1], sr.ModelCallStarted) and events[1].model_call_id == "m1"
     settled = [e for e in events if isinstance(e, sr.ModelCallSettled)]
@@ -191,3 +196,24 @@ async def test_a_bare_break_stops_the_run_too() -> None:
     assert model.asked == 1
     result = await runtime.resume("r")
     assert result.text == full_text(100) and model.asked == 2
+
+
+async def test_an_observer_sees_the_text_grow_before_the_response_completes() -> None:
+    class Watch(sr.Observer):
+        def __init__(self) -> None:
+            self.at: list[float] = []
+            self.text: list[str] = []
+
+        def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> None:
+            self.at.append(time.monotonic())
+            self.text.append(delta.text)
+
+    watch, model, store = Watch(), Typist(), MemoryStore()
+    runtime = Runtime(store, observers=[watch])
+    result = await runtime.run(sr.Agent(name="typist", model=model), run_id="r", input="go")
+    assert model.finished_at is not None
+    assert len([t for t in watch.at if t < model.finished_at]) == 200
+    assert "".join(watch.text) == result.text == full_text(200)
+    snap = await store.load("r")
+    assert snap is not None
+    assert [m.text for m in snap.context if m.role == "assistant"] == [full_text(200)]

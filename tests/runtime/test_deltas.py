@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
+
+import pytest
 
 from steadyrun import Agent, MemoryStore, Observer, Runtime
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta, accumulate, deltas_of
@@ -130,3 +134,51 @@ async def test_deltas_pass_inside_the_model_middleware() -> None:
 def test_accumulated_fragments_equal_the_response() -> None:
     response = text("abc")
     assert accumulate(deltas_of(response, chunk=1)) == response
+
+
+class Typist:
+    """A streaming model writing ``count`` one-character fragments ``gap`` seconds apart."""
+
+    def __init__(self, count: int, gap: float) -> None:
+        self.count, self.gap = count, gap
+        self.started_at = self.finished_at = 0.0
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        return text("x" * self.count)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
+        self.started_at = time.monotonic()
+        for _ in range(self.count):
+            await asyncio.sleep(self.gap)
+            yield ResponseDelta(part="text", text="x")
+        self.finished_at = time.monotonic()
+        yield ResponseDelta(part="finish", finish_reason="stop")
+
+
+async def test_a_slow_observer_does_not_hold_up_the_model_stream_its_fragments_coalesce() -> None:
+    class Sluggish(Deltas):
+        async def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
+            await asyncio.sleep(0.05)
+            self.seen.append((run_id, model_call_id, delta))
+
+    slow, model = Sluggish(), Typist(count=200, gap=0.001)
+    result = await Runtime(MemoryStore(), observers=[slow]).run(
+        Agent(name="a", model=model), run_id="r", input="go"
+    )
+    # 200 deliveries of 50 ms would take 10 s; the stream is read at the model's own pace.
+    assert model.finished_at - model.started_at < 2.0
+    assert 1 <= len(slow.seen) < 200
+    assert "".join(d.text for *_, d in slow.seen) == result.text == "x" * 200
+
+
+async def test_a_crash_mid_stream_stops_the_delivery_too() -> None:
+    seen, model = Deltas(), Typist(count=200, gap=0.002)
+    runtime = Runtime(MemoryStore(), observers=[seen])
+    task = asyncio.ensure_future(runtime.run(Agent(name="a", model=model), run_id="r", input="go"))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    count = len(seen.seen)
+    await asyncio.sleep(0.05)
+    assert 0 < count == len(seen.seen) < 200

@@ -124,6 +124,18 @@ def counting_model(request: ModelRequest) -> ModelResponse:
     return text(f"looked up {n} orders")
 
 
+def slow_model(deps: Deps) -> FunctionModel:
+    """Answers at once, but first blocks for an hour when ``deps.block`` (to be killed in it)."""
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        effect(deps, "model called")
+        if deps.block:
+            await asyncio.sleep(3600)  # killed here
+        return text("slow answer")
+
+    return FunctionModel(respond)
+
+
 def agents(deps: Deps) -> list[sr.Agent]:
     return [
         sr.Agent(
@@ -138,6 +150,7 @@ def agents(deps: Deps) -> list[sr.Agent]:
             tools=[slow_refund],
             deps=deps,
         ),
+        sr.Agent(name="slow", model=slow_model(deps), deps=deps),
         sr.Agent(
             name="counter",
             model=FunctionModel(counting_model),

@@ -1,4 +1,4 @@
-"""A worker SIGKILLed in the middle of a side-effecting tool is replaced; nothing runs twice."""
+"""A worker SIGKILLed in a side-effecting tool or a model call is replaced; nothing runs twice."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 import uuid  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -24,9 +25,12 @@ from steadyrun.temporal import TemporalRuns  # noqa: E402
 WORKER = Path(__file__).with_name("temporal_worker.py")
 
 
-def start_worker(server: Any, queue: str, tmp: Path) -> subprocess.Popen[str]:
+def start_worker(server: Any, queue: str, tmp: Path, mode: str = "block") -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), server.target, queue, str(tmp / "runs.db"), str(tmp / "fx")],
+        [
+            sys.executable,
+            *(str(WORKER), server.target, queue, str(tmp / "runs.db"), str(tmp / "fx"), mode),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -73,3 +77,37 @@ async def test_killed_worker_is_replaced_without_repeating_side_effects(
     assert call.name == "slow_refund" and call.status == "needs_review"
     assert out.text is not None and out.text.startswith("after: ")
     assert call.result is not None and call.result in out.text
+
+
+async def test_worker_killed_in_a_model_call_is_noticed_by_its_heartbeat(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    runs = TemporalRuns(client, task_queue=queue)
+    first = await asyncio.to_thread(start_worker, temporal_server, queue, tmp_path)
+    second = None
+    try:
+        handle = await runs.start("slow", run_id="slow-1", input="Think slowly.")
+        # The model activity runs in the first worker, blocked for an hour.
+        await eventually(lambda: asyncio.to_thread(effects, tmp_path / "fx"), bool)
+        kill(first)
+        killed = time.monotonic()
+        second = await asyncio.to_thread(start_worker, temporal_server, queue, tmp_path, "free")
+        # Without a heartbeat the lost call would hold the run for model_timeout (10 minutes).
+        # With one (2 s here) it is retried on the second worker at once; the rest is the
+        # workflow task leaving the dead worker's sticky queue (10 s) and the store's writes.
+        out = await asyncio.wait_for(handle.result(), 30)
+        elapsed = time.monotonic() - killed
+    finally:
+        kill(first)
+        if second is not None:
+            kill(second)
+
+    assert out.status == "completed" and out.text == "slow answer"
+    assert elapsed < 30
+    assert effects(tmp_path / "fx") == ["model called", "model called"]  # the retry, elsewhere
+    store = sr.SqliteStore(tmp_path / "runs.db")
+    snap = await store.load("slow-1")
+    await store.close()
+    assert snap is not None and snap.run.status == "completed"

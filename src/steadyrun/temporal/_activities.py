@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
@@ -86,10 +86,13 @@ class Activities:
             summary = agent.context.summary_model
             client = resolve_model(summary) if summary is not None else agent.client
         request = from_plain(inp.request, ModelRequest)
-        request, supply = await self.media.prepare(request, client)
         try:
-            with supplying(supply):
-                response = await client.respond(request)
+            # A model call can take minutes: the heartbeat lets Temporal notice a lost worker
+            # within heartbeat_timeout instead of model_timeout.
+            async with self._beating():
+                request, supply = await self.media.prepare(request, client)
+                with supplying(supply):
+                    response = await client.respond(request)
         except Exception as exc:
             if getattr(exc, "retryable", True) is False:
                 raise ApplicationError(
@@ -127,17 +130,26 @@ class Activities:
             edited_arguments=inp.edited_arguments,
             texts=self.app.texts,
         )
-        beat = asyncio.create_task(self._heartbeat())
-        try:
+        async with self._beating():
             outcome = await _run_tool(tool, args, ctx)
-        finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
         if ctx.usage is not None:
             outcome.usage = to_plain(ctx.usage, Usage)
         outcome.media = [to_plain(m, MediaRef) for m in ctx.media]
         return outcome
+
+    @contextlib.asynccontextmanager
+    async def _beating(self) -> AsyncIterator[None]:
+        """Heartbeat while the body runs (outside an activity, as in unit tests, nothing)."""
+        if not activity.in_activity():
+            yield
+            return
+        beat = asyncio.create_task(self._heartbeat())
+        try:
+            yield
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
 
     async def _heartbeat(self) -> None:
         interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
@@ -170,9 +182,12 @@ class Activities:
             return
         run_id = inp.run_id
         workflow_id = activity.info().workflow_id if activity.in_activity() else None
-        fence = await engine_claim(store, run_id, workflow_id or run_id)
-        with fenced(fence):  # its own writes: they wake no built-in worker
-            await self._apply(store, run_id, inp)
+        # A batch waits on the store (a lock, a slow disk): the heartbeat tells a lost worker
+        # from a slow write within heartbeat_timeout instead of record_timeout.
+        async with self._beating():
+            fence = await engine_claim(store, run_id, workflow_id or run_id)
+            with fenced(fence):  # its own writes: they wake no built-in worker
+                await self._apply(store, run_id, inp)
 
     async def _apply(self, store: Store, run_id: str, inp: RecordInput) -> None:
         for op in inp.ops:

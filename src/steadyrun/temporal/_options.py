@@ -35,7 +35,9 @@ class TemporalOptions:
         tool_attempts: Attempts of a tool body whose worker was lost, for tools that are
             replayable or have no side effects. Tools with side effects that are not
             replayable get exactly one attempt: a lost attempt is settled ``needs_review``.
-        heartbeat_timeout: How soon the loss of a worker running a tool body is noticed.
+        heartbeat_timeout: How soon the loss of a worker running an activity (a model call, a
+            tool body, a background operation, a write to the store) is noticed: its
+            attempt then fails and the next one runs on another worker.
         retry_interval: First interval between attempts.
         record_timeout: Start-to-close timeout of one write batch to the store.
         continue_as_new_after: History length past which the workflow continues as new at its

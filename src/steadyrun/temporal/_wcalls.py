@@ -130,6 +130,7 @@ class _ActivityModel:
             ),
             result_type=dict,
             start_to_close_timeout=options.model_timeout,
+            heartbeat_timeout=options.heartbeat_timeout,
             retry_policy=RetryPolicy(
                 maximum_attempts=options.model_attempts,
                 initial_interval=options.retry_interval,

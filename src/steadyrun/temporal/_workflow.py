@@ -124,7 +124,9 @@ class AgentWorkflow:
         self._run_id = inp.run_id
         self._agent = agent
         self._subagent = inp.subagent
-        recorder = Recorder(inp.run_id, app.store is not None, options.record_timeout)
+        recorder = Recorder(
+            inp.run_id, app.store is not None, options.record_timeout, options.heartbeat_timeout
+        )
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
         self._host = WorkflowHost(store, agent)

@@ -69,10 +69,13 @@ class ContinueAsNew(BaseException):  # noqa: N818 - control flow, not an error
 class Recorder:
     """Writes queued for the app's store, flushed in order by one background task."""
 
-    def __init__(self, run_id: str, enabled: bool, timeout: timedelta) -> None:
+    def __init__(
+        self, run_id: str, enabled: bool, timeout: timedelta, heartbeat: timedelta | None = None
+    ) -> None:
         self.run_id = run_id
         self.enabled = enabled
         self.timeout = timeout
+        self.heartbeat = heartbeat
         self.ops: list[RecordOp] = []
         self.closing = False
         self.task: asyncio.Task[None] | None = None
@@ -95,6 +98,7 @@ class Recorder:
                 ACTIVITY_RECORD,
                 RecordInput(run_id=self.run_id, ops=batch),
                 start_to_close_timeout=self.timeout,
+                heartbeat_timeout=self.heartbeat,
                 # Idempotent writes: retried until the store takes them.
                 retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=30)),
             )

@@ -182,3 +182,16 @@ async def test_a_crash_mid_stream_stops_the_delivery_too() -> None:
     count = len(seen.seen)
     await asyncio.sleep(0.05)
     assert 0 < count == len(seen.seen) < 200
+
+
+async def test_a_middleware_that_answers_by_itself_streams_nothing() -> None:
+    class Cache(Extension):
+        name = "cache"
+
+        async def wrap_model(self, call: ModelCall, next: Any) -> ModelResponse:
+            return text("from the cache")
+
+    seen, model = Deltas(), ScriptedModel([])
+    agent = Agent(name="a", model=model, extensions=[Cache()])
+    result = await Runtime(MemoryStore(), observers=[seen]).run(agent, run_id="r", input="hi")
+    assert result.text == "from the cache" and seen.seen == [] and model.requests == []

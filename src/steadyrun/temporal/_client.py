@@ -5,21 +5,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from steadyrun import _errors
 from steadyrun._codec import from_plain
-from steadyrun._errors import UsageError
+from steadyrun._errors import NotPendingError, RunCancelledError, RunNotFoundError, UsageError
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
 from steadyrun.stores import FeedMessage
@@ -35,6 +38,16 @@ from steadyrun.temporal._payloads import (
 )
 
 __all__ = ["TemporalRuns", "client_with_codec"]
+
+T = TypeVar("T")
+
+# How Temporal names a closed workflow's status, in the words of a run's.
+_ENDED = {
+    WorkflowExecutionStatus.FAILED: "failed (its workflow failed)",
+    WorkflowExecutionStatus.TERMINATED: "terminated (its workflow was terminated)",
+    WorkflowExecutionStatus.TIMED_OUT: "timed out (its workflow's execution timeout)",
+}
+_CLOSED = {*_ENDED, WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED}
 
 
 def client_with_codec(client: Client, codec: PayloadCodec | None) -> Client:
@@ -57,6 +70,10 @@ class TemporalRuns:
     The run id is the workflow id. Host writes are workflow updates: a refused write raises
     the same typed error as ``Runtime`` would (``NotPendingError``, ``ConflictError``,
     ``UnknownCallError``, ``InvalidResponseError``, ``UsageError``) and changes nothing.
+    A call on a run whose workflow has ended raises ``NotPendingError`` (it completed or
+    failed: it takes no input, answer or cancel; start a new run) or ``RunCancelledError``
+    (it was cancelled; cancelling it again changes nothing); a call on a run id with no
+    workflow raises ``RunNotFoundError``.
 
     Args:
         client: A connected Temporal client.
@@ -103,21 +120,22 @@ class TemporalRuns:
 
     async def result(self, run_id: str) -> RunOutput:
         """Wait for a run's end (across continue-as-new)."""
-        return await self._handle(run_id).result()
+        return await self._reaching(run_id, "result", self._handle(run_id).result())
 
     async def pending(self, run_id: str) -> list[PendingItem]:
         """What the run waits for (decisions, inputs, awaited results)."""
-        plain = await self._handle(run_id).query("pending", result_type=list)
-        return from_plain(plain, list[PendingItem])
+        query = self._handle(run_id).query("pending", result_type=list)
+        return from_plain(await self._reaching(run_id, "query", query), list[PendingItem])
 
     async def snapshot(self, run_id: str) -> DisplaySnapshot:
         """The run's display snapshot."""
-        plain = await self._handle(run_id).query("snapshot", result_type=dict)
-        return from_plain(plain, DisplaySnapshot)
+        query = self._handle(run_id).query("snapshot", result_type=dict)
+        return from_plain(await self._reaching(run_id, "query", query), DisplaySnapshot)
 
     async def status(self, run_id: str) -> str:
         """The run's status as its workflow sees it."""
-        return str(await self._handle(run_id).query("status", result_type=str))
+        query = self._handle(run_id).query("status", result_type=str)
+        return str(await self._reaching(run_id, "query", query))
 
     async def decide(
         self,
@@ -173,7 +191,7 @@ class TemporalRuns:
         args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision)
         handle = self._handle(run_id)
         if not wait:
-            await handle.signal("input", args)
+            await self._reaching(run_id, "input", handle.signal("input", args))
             return None
         plain = await self._update(run_id, "send", args)
         return from_plain(plain, FeedMessage)
@@ -182,9 +200,22 @@ class TemporalRuns:
         """Cancel a run, and the child workflows of its delegations.
 
         The workflows end cancelled; the store shows the runs ``cancelled``, their open calls
-        settled ``cancelled``.
+        settled ``cancelled``. Cancelling a cancelled run again changes nothing.
+
+        Raises:
+            RunNotFoundError: No workflow has this run id.
+            NotPendingError: The run completed or failed (there is nothing to cancel).
         """
-        await self._handle(run_id).cancel()
+        handle = self._handle(run_id)
+        try:
+            # Temporal takes a cancel of a closed workflow and does nothing: ask first, so an
+            # ended run is refused as ``Runtime``'s cancel refuses it.
+            description = await self._reaching(run_id, "cancel", handle.describe())
+            if description.status in _CLOSED:
+                raise await self._gone(run_id, "cancel", None)
+            await self._reaching(run_id, "cancel", handle.cancel())
+        except RunCancelledError:
+            return
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
         return self.client.get_workflow_handle(run_id, result_type=RunOutput)
@@ -193,10 +224,62 @@ class TemporalRuns:
         return from_plain(await self._update(run_id, name, args), CallRecord)
 
     async def _update(self, run_id: str, name: str, args: Any) -> Any:
+        what = {"send": "input", "decide": "decision", "settle": "result"}.get(name, name)
+        update = self._handle(run_id).execute_update(name, args, result_type=dict)
         try:
-            return await self._handle(run_id).execute_update(name, args, result_type=dict)
+            return await self._reaching(run_id, what, update)
         except WorkflowUpdateFailedError as exc:
             raise _typed(exc) from None
+
+    async def _reaching(self, run_id: str, what: str, call: Awaitable[T]) -> T:
+        """``call`` on the run's workflow; Temporal's "not found" as steadyrun's typed error."""
+        try:
+            return await call
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise await self._gone(run_id, what, exc) from None
+
+    async def _gone(self, run_id: str, what: str, exc: RPCError | None) -> Exception:
+        """Why the workflow of ``run_id`` could not be reached: none, or it ended (and how)."""
+        handle = self._handle(run_id)
+        try:
+            status = (await handle.describe()).status
+        except RPCError as described:
+            if described.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return _not_found(run_id)
+        if status == WorkflowExecutionStatus.CANCELED:
+            return RunCancelledError(
+                f"run {run_id!r} was cancelled; it is not resumed (start a new run with "
+                "TemporalRuns.start)"
+            )
+        if status == WorkflowExecutionStatus.COMPLETED:
+            # The workflow completes when the run completes or fails: its output says which.
+            ended = (await handle.result()).status
+        elif status in _ENDED:
+            ended = _ENDED[status]
+        else:
+            # Running after all (or continued as new): not a run that ended.
+            return exc or UsageError(f"run {run_id!r} has not ended")
+        if what == "cancel":
+            return NotPendingError(f"run {run_id!r} {ended}; there is nothing to cancel")
+        return NotPendingError(
+            f"run {run_id!r} {ended} and its workflow ended with it: it takes no {what}. "
+            "A Temporal run cannot be continued after it ends (the built-in engine starts a "
+            "new turn): start a new run with TemporalRuns.start(agent, run_id=<a new id>, "
+            "input=...)"
+        )
+
+
+def _not_found(run_id: str) -> RunNotFoundError:
+    error = RunNotFoundError(run_id)
+    # Its own message points at Runtime.run, which would not reach Temporal.
+    error.args = (
+        f"no run with id {run_id!r} on Temporal (no workflow with that id in this client's "
+        "namespace); start it with TemporalRuns.start()",
+    )
+    return error
 
 
 def _typed(exc: WorkflowUpdateFailedError) -> Exception:

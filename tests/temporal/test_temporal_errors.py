@@ -1,0 +1,86 @@
+"""Host calls on a Temporal run that ended, or never existed, raise steadyrun's typed errors."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
+
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from temporal_kit import build_app  # noqa: E402
+from test_temporal_engine import connect, eventually  # noqa: E402
+
+from steadyrun import NotPendingError, RunCancelledError, RunNotFoundError  # noqa: E402
+from steadyrun.temporal import TemporalRuns  # noqa: E402
+
+
+async def test_a_completed_run_refuses_host_calls_with_typed_errors(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
+    runs = TemporalRuns(client, task_queue=queue)
+    run_id = f"done-{uuid.uuid4().hex}"
+    async with app.worker(client):
+        assert (await runs.run("counter", run_id=run_id, input="Go.")).status == "completed"
+
+        # The built-in engine would start a new turn; Temporal's ended workflow cannot: the
+        # error says so and what to do instead.
+        with pytest.raises(NotPendingError, match=r"completed.*TemporalRuns\.start"):
+            await runs.send(run_id, "And one more?")
+        with pytest.raises(NotPendingError, match="completed"):
+            await runs.send(run_id, "And one more?", wait=False)
+        with pytest.raises(NotPendingError, match="completed"):
+            await runs.decide(run_id, "c1", approve=True)
+        with pytest.raises(NotPendingError, match="completed"):
+            await runs.answer(run_id, "c1.w1", "yes")
+        with pytest.raises(NotPendingError, match="completed"):
+            await runs.settle(run_id, "c1", result="ok")
+        with pytest.raises(NotPendingError, match="nothing to cancel"):
+            await runs.cancel(run_id)
+        assert await runs.status(run_id) == "completed"  # reading an ended run still works
+
+
+async def test_a_cancelled_run_refuses_input_and_cancels_again_quietly(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
+    runs = TemporalRuns(client, task_queue=queue)
+    run_id = f"cancelled-{uuid.uuid4().hex}"
+    async with app.worker(client):
+        handle = await runs.start("support", run_id=run_id, input="I was charged twice.")
+        pending = await eventually(lambda: runs.pending(run_id), lambda p: len(p) == 2)
+        await runs.cancel(run_id)
+        await eventually(lambda: handle.describe(), lambda d: d.status.name == "CANCELED")
+
+        with pytest.raises(RunCancelledError, match="cancelled"):
+            await runs.send(run_id, "Still there?")
+        with pytest.raises(RunCancelledError, match="cancelled"):
+            await runs.decide(run_id, pending[0].call_id, approve=True)
+        await runs.cancel(run_id)  # as on the built-in engine: again changes nothing
+
+
+async def test_an_unknown_run_is_not_found(temporal_server: Any) -> None:
+    client = await connect(temporal_server)
+    runs = TemporalRuns(client, task_queue=f"q-{uuid.uuid4().hex}")
+    run_id = f"never-{uuid.uuid4().hex}"
+    with pytest.raises(RunNotFoundError, match=r"TemporalRuns\.start"):
+        await runs.send(run_id, "Hello?")
+    with pytest.raises(RunNotFoundError):
+        await runs.send(run_id, "Hello?", wait=False)
+    with pytest.raises(RunNotFoundError):
+        await runs.decide(run_id, "c1", approve=True)
+    with pytest.raises(RunNotFoundError):
+        await runs.pending(run_id)
+    with pytest.raises(RunNotFoundError):
+        await runs.status(run_id)
+    with pytest.raises(RunNotFoundError):
+        await runs.cancel(run_id)
+    with pytest.raises(RunNotFoundError):
+        await runs.result(run_id)

@@ -255,7 +255,8 @@ async def test_a_run_cancelled_while_a_worker_executes_it(setup: Setup) -> None:
     await setup.leases.wake("c0")  # even when something wakes it
     await asyncio.wait_for(setup.worker("worker-x").run_until_idle(), WAIT)
     with pytest.raises(RunCancelledError):
-        await setup.ops.runtime.resume("c0")
+        # worker-w, still running, may hold the claim for a moment to find it cancelled too
+        await setup.ops.runtime.resume("c0", wait=WAIT)
     again = await setup.store.load("c0")
     assert again is not None and again.run.status == "cancelled"
     assert again.run.steps == snap.run.steps

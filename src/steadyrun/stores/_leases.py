@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from steadyrun._errors import StoreError
+from steadyrun._errors import StoreError, UsageError
 from steadyrun.records import CallRecord, is_settled
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "fenced",
     "foreign_engine",
     "late_outcome",
+    "ttl_micros",
 ]
 
 
@@ -125,6 +126,17 @@ def ensure_held() -> None:
             f"executor {fence.owner!r} lost its claim (token {fence.token}) on run "
             f"{fence.run_id!r}; it stops here and the next owner recovers the run"
         )
+
+
+def ttl_micros(ttl: float) -> int:
+    """A claim's ttl in whole microseconds (how the stores keep expiries).
+
+    Raises:
+        UsageError: The ttl is not above 0 seconds.
+    """
+    if ttl <= 0:
+        raise UsageError(f"a claim lasts more than 0 seconds, not {ttl}")
+    return int(ttl * 1_000_000)
 
 
 def late_outcome(call: CallRecord) -> bool:

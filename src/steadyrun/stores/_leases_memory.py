@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from steadyrun._errors import UsageError
 from steadyrun.stores._leases import (
     Holder,
     Lease,
     LeaseLostError,
     StepWriter,
     current_fence,
+    ttl_micros,
 )
 
 __all__ = ["MemoryLeases"]
@@ -148,7 +148,7 @@ class MemoryLeases:
 
     async def renew(self, lease: Lease, ttl: float) -> bool:
         """Extend a held claim by ``ttl`` seconds; ``False`` when it was lost."""
-        span = _seconds(ttl)
+        span = ttl_micros(ttl) / 1_000_000
         work = self._state.work.get(lease.run_id)
         if work is None or work.owner != lease.owner or work.token != lease.token:
             return False
@@ -186,7 +186,7 @@ class MemoryLeases:
     def _take(
         self, run_id: str, owner: str, ttl: float, *, force: bool, wake: bool
     ) -> Lease | None:
-        span = _seconds(ttl)
+        span = ttl_micros(ttl) / 1_000_000
         work = self._state.work.setdefault(run_id, _Work())
         now = time.monotonic()
         if not force and work.owner is not None and work.expires >= now:
@@ -199,9 +199,3 @@ class MemoryLeases:
         work.token += 1
         work.expires = now + span
         return Lease(run_id=run_id, owner=owner, token=work.token, wake=work.wanted)
-
-
-def _seconds(ttl: float) -> float:
-    if ttl <= 0:
-        raise UsageError(f"a claim lasts more than 0 seconds, not {ttl}")
-    return ttl

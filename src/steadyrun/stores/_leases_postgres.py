@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import psycopg
 from psycopg.rows import TupleRow
 
 from steadyrun._errors import UsageError
-from steadyrun.stores._leases import Holder, Lease, LeaseLostError, StepWriter, current_fence
+from steadyrun.stores._leases import (
+    Holder,
+    Lease,
+    LeaseLostError,
+    StepWriter,
+    current_fence,
+    ttl_micros,
+)
 from steadyrun.stores._postgres_db import PostgresDatabase
+from steadyrun.stores._sql_values import from_us
 
 __all__ = ["WORK_CHANNEL", "PostgresLeases", "fence_check", "wake_in"]
 
@@ -156,7 +163,7 @@ class PostgresLeases:
             row = await cur.fetchone()
         if row is None:
             return None
-        expires = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(row[2]))
+        expires = from_us(int(row[2]))
         return Holder(run_id=run_id, owner=row[0], token=int(row[1]), expires_at=expires)
 
     async def revoke(self, run_id: str, owner: str, ttl: float) -> Lease:
@@ -171,7 +178,7 @@ class PostgresLeases:
             cur = await conn.execute(
                 f"UPDATE {self._s}.work SET expires_us = {_NOW} + %s"
                 " WHERE run_id = %s AND owner = %s AND token = %s RETURNING 1",
-                (_micros(ttl), lease.run_id, lease.owner, lease.token),
+                (ttl_micros(ttl), lease.run_id, lease.owner, lease.token),
             )
             return await cur.fetchone() is not None
 
@@ -237,9 +244,9 @@ class PostgresLeases:
                 f"UPDATE {self._s}.work SET owner = %s, token = token + 1,"
                 f" expires_us = {_NOW} + %s{wanted} WHERE run_id = %s{free}"
                 " RETURNING token, wanted",
-                (owner, _micros(ttl), run_id)
+                (owner, ttl_micros(ttl), run_id)
                 if force
-                else (owner, _micros(ttl), run_id, -1 if dead is None else dead),
+                else (owner, ttl_micros(ttl), run_id, -1 if dead is None else dead),
             )
             row = await cur.fetchone()
         if row is None:
@@ -262,9 +269,3 @@ class PostgresLeases:
                 self._event.set()
         except psycopg.Error:
             self._event.set()  # the connection broke: the next wait listens again
-
-
-def _micros(seconds: float) -> int:
-    if seconds <= 0:
-        raise UsageError(f"a lease lasts more than 0 seconds, not {seconds}")
-    return int(seconds * 1_000_000)

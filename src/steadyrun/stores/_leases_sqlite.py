@@ -18,11 +18,11 @@ import asyncio
 import contextlib
 import sqlite3
 import time
-from datetime import UTC, datetime, timedelta
 
 from steadyrun._errors import UsageError
 from steadyrun._sqlite_thread import SqliteThread
-from steadyrun.stores._leases import Fence, Holder, Lease, LeaseLostError, StepWriter
+from steadyrun.stores._leases import Fence, Holder, Lease, LeaseLostError, StepWriter, ttl_micros
+from steadyrun.stores._sql_values import from_us
 
 __all__ = ["SqliteLeases", "fence_check", "wake_in"]
 
@@ -165,12 +165,12 @@ class SqliteLeases:
         row = await self.db.run(read)
         if row is None:
             return None
-        expires = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=row[2])
+        expires = from_us(row[2])
         return Holder(run_id=run_id, owner=row[0], token=row[1], expires_at=expires)
 
     async def renew(self, lease: Lease, ttl: float) -> bool:
         """Extend a held claim by ``ttl`` seconds from now; ``False`` when it was lost."""
-        span = _micros(ttl)
+        span = ttl_micros(ttl)
 
         def write(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
@@ -253,13 +253,7 @@ class SqliteLeases:
     async def _take(
         self, run_id: str, owner: str, ttl: float, *, force: bool, wake: bool, dead: int | None
     ) -> Lease | None:
-        span = _micros(ttl)
+        span = ttl_micros(ttl)
         return await self.db.run(
             lambda conn: self._take_sync(conn, run_id, owner, span, force, wake, dead)
         )
-
-
-def _micros(seconds: float) -> int:
-    if seconds <= 0:
-        raise UsageError(f"a claim lasts more than 0 seconds, not {seconds}")
-    return int(seconds * 1_000_000)

@@ -7,7 +7,7 @@ SQL module of the stores imports these; none borrows them from another store's m
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, overload
 
 __all__ = ["from_us", "statements", "to_us"]
 
@@ -25,6 +25,10 @@ def to_us(value: datetime | None) -> int | None:
     return (value - _EPOCH) // _US
 
 
+@overload
+def from_us(value: int) -> datetime: ...
+@overload
+def from_us(value: None) -> None: ...
 def from_us(value: Any) -> datetime | None:
     """The UTC time of a count of microseconds since the epoch; ``None`` stays ``None``."""
     return None if value is None else _EPOCH + value * _US

@@ -40,7 +40,13 @@ async def test_a_cancel_through_another_connection_stops_the_executor(tmp_path: 
         run = asyncio.create_task(sr.Runtime(executing).run(agent, run_id="t", input="go"))
         await started.wait()
         cancelling = asyncio.create_task(Operations(other).cancel("t"))
-        await asyncio.sleep(0.3)  # the body ends while the cancel waits for it
+        for _ in range(1000):  # the claim is revoked: the cancel now waits for the body
+            holder = await other.leases.holder("t")
+            if holder is not None and holder.owner == "steadyrun.operations":
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the cancel never revoked the claim")
         release.set()
         cancelled = await cancelling
         assert cancelled.runs == ["t"] and cancelled.calls == []

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -145,7 +146,7 @@ async def test_an_executor_that_lost_its_claim_starts_no_call_and_makes_no_model
 
 async def test_the_claim_is_renewed_while_a_long_tool_runs() -> None:
     store = sr.MemoryStore()
-    done = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
     @sr.tool(side_effects=False)
     async def long(n: int) -> str:
@@ -154,7 +155,8 @@ async def test_the_claim_is_renewed_while_a_long_tool_runs() -> None:
         Args:
             n: Which.
         """
-        await asyncio.sleep(0.9)  # three ttls of 0.3 s
+        started.set()
+        await release.wait()  # held until the test saw the claim renewed twice
         return "ok"
 
     agent = sr.Agent(
@@ -162,15 +164,21 @@ async def test_the_claim_is_renewed_while_a_long_tool_runs() -> None:
         model=ScriptedModel([tool_calls(("long", {"n": 1})), text("done")]),
         tools=[long],
     )
-    runtime = sr.Runtime(store, claim_ttl=0.3)
+    runtime = sr.Runtime(store, claim_ttl=1.0)
     other = sr.Runtime(store, agents=[agent], owner="other")
     task = asyncio.create_task(runtime.run(agent, run_id="t", input="go"))
-    await asyncio.sleep(0.6)
+    await started.wait()
+    first = await store.leases.holder("t")
+    assert first is not None
+    # Past the claim's first expiry (and half a ttl more) it is still held: it was renewed.
+    await asyncio.sleep((first.expires_at - datetime.now(UTC)).total_seconds() + 0.5)
+    holder = await store.leases.holder("t")
+    assert holder is not None and holder.token == first.token  # the same claim, renewed
+    assert holder.expires_at > first.expires_at
     with pytest.raises(RunBusyError):
-        await other.resume("t")  # still held: renewed, not expired
-    result = await task
-    done.set()
-    assert result.status == "completed"
+        await other.resume("t")
+    release.set()
+    assert (await task).status == "completed"
 
 
 async def test_retrying_a_start_after_a_crash_adds_the_input_once() -> None:

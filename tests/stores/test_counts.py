@@ -1,0 +1,145 @@
+"""What the stores do per loop iteration, counted so it cannot grow silently (issue 20).
+
+The counts come from ``countkit`` (how each is taken is in its docstring): whole iterations of
+a real ``Runtime`` loop, one tool call each, on each store. ``BUDGET`` holds today's figures as
+upper bounds; ``benchmarks/counts.py`` prints the same table (and ``docs/benchmarks.md`` shows
+it). The first tests check the counters themselves on SQL whose counts are known.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import countkit
+import pgkit
+
+pg_dsn = pgkit.database_fixture(prefix="steadyrun_counts")
+
+ITERATIONS = 6
+
+# Upper bounds per loop iteration, measured on the code of 2026-12-01 (before issue 20's write
+# path). Issue 20 lowers them: its target is 2 commits per iteration, no read-before-write on the
+# hot path, one hop to the SQLite thread per transaction (or none per statement) and at most 3
+# round trips per PostgreSQL commit. When a change lowers a figure, lower its budget here too,
+# so the gain cannot be lost again unnoticed. A count missing from a store's row is not bounded.
+BUDGET: dict[str, dict[str, float]] = {
+    "memory": {
+        "encodes": 10,
+        "decodes": 2,
+        "encoded_bytes": 9_400,  # the workload's argument is 1 KiB
+    },
+    "sqlite": {
+        "commits": 4,
+        "transactions": 4,
+        "statements": 34,  # BEGIN and COMMIT included
+        "selects": 14,
+        "hops": 6,
+        "encodes": 10,
+        "decodes": 2,
+        "encoded_bytes": 9_400,
+    },
+    "postgres": {
+        "commits": 4,
+        "transactions": 4,
+        "statements": 32,
+        "selects": 6,
+        "round_trips": 23,  # 3 syncs per transaction, 1 per fetched result, 1 per feed read
+        "encodes": 10,
+        "decodes": 2,
+        "encoded_bytes": 9_400,
+    },
+}
+
+# The guarantees need at least this many durable commits per iteration: the step with its
+# calls' starts before a call's body runs, and the settled calls with the next step before the
+# next model call. Fewer means a safe point is no longer made durable in time.
+MIN_COMMITS = 2
+
+
+def over_budget(kind: str, counts: countkit.Counts) -> list[str]:
+    per = counts.per_iteration()
+    return [
+        f"{kind}: {name} {per[name]:g} per iteration > budget {bound:g}"
+        for name, bound in BUDGET[kind].items()
+        if per[name] > bound
+    ]
+
+
+# -- the counters --------------------------------------------------------------------------
+
+
+def test_sqlite_counter_counts_statements_and_commits(tmp_path: Path) -> None:
+    with countkit.counting("sqlite") as counter:
+        conn = sqlite3.connect(tmp_path / "x.db", isolation_level=None)
+        conn.execute("CREATE TABLE t (a INTEGER)")  # before the window: not counted
+        counter.active = True
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("SELECT count(*) FROM t").fetchone()
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.execute("COMMIT")
+        conn.execute("BEGIN")
+        conn.execute("SELECT a FROM t").fetchall()
+        conn.execute("COMMIT")  # read-only: a transaction, not a commit of writes
+        conn.execute("INSERT INTO t VALUES (2)")  # autocommit: its own write transaction
+        counter.active = False
+        conn.close()
+    c = counter.counts
+    assert (c.statements, c.selects, c.transactions, c.commits) == (8, 2, 3, 2)
+
+
+async def test_postgres_counter_counts_round_trips(pg_dsn: str) -> None:
+    with countkit.counting("postgres") as counter:
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute("CREATE TEMPORARY TABLE t (a integer)")
+            counter.active = True
+            await conn.execute("SELECT 1")  # autocommit, no pipeline: one round trip
+            async with conn.pipeline():
+                await conn.execute("INSERT INTO t VALUES (1)")
+                await conn.execute("INSERT INTO t VALUES (2)")
+                cur = await conn.execute("SELECT count(*) FROM t")
+                assert await cur.fetchone() == (2,)  # a fetch waits: one round trip
+            # the pipeline's exit syncs: one more
+            counter.active = False
+    c = counter.counts
+    # the two INSERTs share the implicit transaction that the sync ends
+    assert (c.statements, c.selects, c.commits, c.round_trips) == (4, 2, 1, 3)
+
+
+# -- the loop, per store ---------------------------------------------------------------------
+
+
+async def test_memory_store_per_iteration() -> None:
+    counts = await countkit.count_loop("memory", iterations=ITERATIONS)
+    assert counts.encodes > 0, "the codec hook counted nothing: is countkit still wired?"
+    assert over_budget("memory", counts) == []
+
+
+async def test_sqlite_store_per_iteration(tmp_path: Path) -> None:
+    counts = await countkit.count_loop("sqlite", iterations=ITERATIONS, path=tmp_path / "counts.db")
+    per = counts.per_iteration()
+    assert counts.statements > 0, "the SQLite trace counted nothing: is countkit still wired?"
+    assert per["commits"] >= MIN_COMMITS
+    assert over_budget("sqlite", counts) == []
+
+
+async def test_postgres_store_per_iteration(pg_dsn: str) -> None:
+    counts = await countkit.count_loop("postgres", iterations=ITERATIONS, dsn=pg_dsn)
+    per = counts.per_iteration()
+    assert counts.round_trips > 0, "the psycopg hooks counted nothing: is countkit still wired?"
+    assert per["commits"] >= MIN_COMMITS
+    assert over_budget("postgres", counts) == []
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_counts_do_not_grow_with_the_history(kind: str, tmp_path: Path) -> None:
+    # Every iteration costs the same: a longer window gives the same figures per iteration.
+    short = await countkit.count_loop(kind, iterations=3, path=tmp_path / "a.db")
+    long = await countkit.count_loop(kind, iterations=9, path=tmp_path / "b.db")
+    counted = ("commits", "statements", "hops", "encodes", "decodes")
+    assert {k: short.per_iteration()[k] for k in counted} == {
+        k: long.per_iteration()[k] for k in counted
+    }

@@ -33,6 +33,14 @@ How steadyrun is driven:
   the resume to the end (the peers pass the approval inside their resume call).
   ``open_and_compile_s`` includes opening the connection (``SqliteStore`` opens lazily, so one
   ``list_runs(limit=1)`` forces it).
+* ``postgres`` is the ``sqlite`` run on a ``PostgresStore`` (the ``postgres`` extra: psycopg and
+  psycopg-pool) in the harness's database (``--dsn``): ``_common.PgSchema`` creates the schema
+  ``peers_steadyrun_<pid>`` (and the database if missing), the store keeps its tables there
+  (``schema=``) and the schema is dropped at exit unless ``--keep-db``. The store's defaults
+  are kept (a pool of 1 to 10 connections, pipeline mode); no server setting is changed. The
+  pool is opened before the timer (``list_runs(limit=1)``), as the peers connect before theirs.
+  ``server_cpu_s`` sums the CPU of every server backend of the store's connections (they carry
+  ``application_name=peers_steadyrun_<pid>``); the other postgres fields are the harness's.
 """
 
 from __future__ import annotations
@@ -70,6 +78,7 @@ from steadyrun import (  # noqa: E402
     MemoryStore,
     ModelRequest,
     ModelResponse,
+    PostgresStore,
     Runtime,
     SqliteStore,
 )
@@ -199,23 +208,58 @@ def library_default_sync() -> str:
     return SYNC_NAMES.get(value, "FULL")
 
 
+PAYLOAD = (
+    # (table, its encoded payload columns): what the store keeps, in both databases
+    ("runs", ("record", "checkpoint")),
+    ("context", ("message",)),
+    ("calls", ("record",)),
+    ("blocks", ("block",)),
+    ("feed", ("message",)),
+    ("step_history", ("entry",)),
+    ("context_segments", ("message",)),
+)
+
+
 def sqlite_stats(path: str) -> dict[str, int]:
-    """Rows and payload bytes the store keeps (runs, context, calls, blocks, feed)."""
+    """Rows and payload bytes the store keeps (the tables of ``PAYLOAD`` that exist)."""
     conn = sqlite3.connect(path)
     try:
         rows = payload = 0
-        for table, col in (
-            ("runs", "length(record) + length(checkpoint)"),
-            ("context", "length(message)"),
-            ("calls", "length(record)"),
-            ("blocks", "length(block)"),
-            ("feed", "length(message)"),
-        ):
-            r = conn.execute(f"SELECT count(*), coalesce(sum({col}), 0) FROM {table}").fetchone()
+        for table, cols in PAYLOAD:
+            size = " + ".join(f"length({c})" for c in cols)
+            try:
+                q = f"SELECT count(*), coalesce(sum({size}), 0) FROM {table}"
+                r = conn.execute(q).fetchone()
+            except sqlite3.OperationalError:
+                continue  # a table (or column) of another schema version
             rows += r[0]
             payload += r[1]
     finally:
         conn.close()
+    return {"checkpoint_rows": rows, "checkpoint_payload_bytes": payload}
+
+
+def postgres_stats(pg: Any) -> dict[str, int]:
+    """``sqlite_stats`` for the schema of a ``_common.PgSchema`` (uncompressed bytes)."""
+    import psycopg
+
+    sql = pg._sql
+    rows = payload = 0
+    for table, cols in PAYLOAD:
+        size = sql.SQL(" + ").join(
+            sql.SQL("octet_length({})").format(sql.Identifier(c)) for c in cols
+        )
+        q = sql.SQL("SELECT count(*), coalesce(sum({}), 0)::bigint FROM {}").format(
+            size, pg.table(table)
+        )
+        try:
+            r = pg.admin.execute(q).fetchone()
+        except psycopg.errors.UndefinedTable:
+            continue
+        except psycopg.errors.UndefinedColumn:
+            continue
+        rows += r[0]
+        payload += r[1]
     return {"checkpoint_rows": rows, "checkpoint_payload_bytes": payload}
 
 
@@ -270,13 +314,36 @@ async def warmup(env: Env) -> None:
     expect(await rt.resume("warmup"), "completed", C.final_text(3))
 
 
-async def mode_run(env: Env, rec: dict[str, Any]) -> None:
-    """memory / sqlite: one full run of N iterations, timed."""
+def backends_cpu(pg: Any, app: str) -> dict[int, float]:
+    """CPU seconds so far of each server backend whose ``application_name`` is ``app``."""
+    pids = pg.admin.execute(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
+    ).fetchall()
+    out = {}
+    for (pid,) in pids:
+        cpu = C._proc_cpu_s(pid)
+        if cpu is not None:
+            out[pid] = cpu
+    return out
+
+
+async def mode_run(env: Env, rec: dict[str, Any], pg: Any = None) -> None:
+    """memory / sqlite / postgres: one full run of N iterations, timed."""
     fake = FakeLoop(env.n, env.tool)
     agent = env.agent(fake, None)
-    if env.args.mode == "sqlite":
+    mode = env.args.mode
+    app = f"peers_steadyrun_{os.getpid()}"
+    if mode == "sqlite":
         C.remove_db(env.args.db)
         store: Any = env.store()
+    elif mode == "postgres":
+        from psycopg import conninfo
+
+        store = PostgresStore(
+            conninfo.make_conninfo(pg.dsn, application_name=app), schema=pg.schema
+        )
+        await store.list_runs(limit=1)  # open the pool and create the tables before the timer
+        mark, cpu0 = pg.mark(), backends_cpu(pg, app)
     else:
         store = MemoryStore()
     runtime = Runtime(store)
@@ -284,6 +351,11 @@ async def mode_run(env: Env, rec: dict[str, Any]) -> None:
     w0 = C.io_wchar()
     with C.Timer() as tm:
         result = await runtime.run(agent, run_id="run-main", input=RUN_INPUT)
+    if isinstance(store, PostgresStore):
+        # every backend the run used, those the pool opened during the run counted from zero
+        cpu1 = backends_cpu(pg, app)
+        server_cpu = sum(c - cpu0.get(pid, 0.0) for pid, c in cpu1.items()) if cpu1 else None
+        await store.close()
     if isinstance(store, SqliteStore):
         await store.close()  # closing the last connection folds the WAL into the main file
     rec["io_wchar_bytes"] = C.io_wchar() - w0
@@ -308,9 +380,15 @@ async def mode_run(env: Env, rec: dict[str, Any]) -> None:
         }
     )
     rec.update(C.step_latency_fields(fake.call_times))
-    if env.args.mode == "sqlite":
+    if mode == "sqlite":
         rec["db_bytes"] = C.db_bytes(env.args.db)
         rec.update(sqlite_stats(env.args.db))
+    elif mode == "postgres":
+        rec["pool_backends"] = len(cpu1)
+        rec.update(
+            C.pg_run_fields(pg, mark, env.n, 0.0 if server_cpu is not None else None, server_cpu)
+        )
+        rec.update(postgres_stats(pg))
 
 
 async def mode_resume(env: Env, rec: dict[str, Any]) -> None:
@@ -421,16 +499,26 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         sync = "FULL"  # EXTRA is not offered by SqliteStore; FULL is the closest
     env = Env(args, sync)
     rec = C.base_record(FRAMEWORK, steadyrun.__version__, args)
-    store_kind = "MemoryStore" if args.mode == "memory" else f"SqliteStore/synchronous={sync}"
-    origin = "" if args.mode == "memory" else ("(set)" if args.sqlite_sync else "(as peers)")
+    on_sqlite = args.mode not in ("memory", "postgres")
+    store_kind = {"memory": "MemoryStore", "postgres": "PostgresStore"}.get(
+        args.mode, f"SqliteStore/synchronous={sync}"
+    )
+    origin = "" if not on_sqlite else ("(set)" if args.sqlite_sync else "(as peers)")
     tool_kind = "async-tool" if args.async_tool else "sync-tool"
     rec["variant"] = f"{tool_kind}/{store_kind}{origin}"
-    if args.mode != "memory":
+    if on_sqlite:
         rec["sqlite_synchronous"] = sync
     rec["import_s"] = IMPORT_S
     await warmup(env)
     rec["rss_after_warmup_mb"] = C.peak_rss_mb()
-    if args.mode in ("memory", "sqlite"):
+    if args.mode == "postgres":
+        pg = C.PgSchema(args.dsn, "steadyrun", keep=args.keep_db)
+        try:
+            rec.update(pg.server_fields())
+            await mode_run(env, rec, pg)
+        finally:
+            pg.drop()
+    elif args.mode in ("memory", "sqlite"):
         await mode_run(env, rec)
     elif args.mode == "resume":
         await mode_resume(env, rec)
@@ -441,7 +529,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = C.make_parser("steadyrun_loop.py")
+    p = C.make_parser("steadyrun_loop.py", extra_modes=C.POSTGRES_MODES)
     p.add_argument(
         "--async-tool",
         action="store_true",

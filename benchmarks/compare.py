@@ -5,6 +5,8 @@
                                                       # suspended runs; ~25-35 min on 2 cores
     .venv/bin/python benchmarks/compare.py --quick    # smoke test: REPS=1, N = 10 100, 50 runs
     .venv/bin/python benchmarks/compare.py --from-raw OUT/raw.jsonl   # re-print a past run
+    .venv/bin/python benchmarks/compare.py --postgres  # the reference modes and PostgreSQL
+    .venv/bin/python benchmarks/compare.py --modes postgres --ns 10 100 400   # PostgreSQL only
 
 It runs the peer harness (``shared/peers/run_all.sh`` beside the repository, or ``$PEERS_DIR``)
 with ``benchmarks/peers/steadyrun_loop.py`` as an extra framework. ``run_all.sh`` interleaves the
@@ -12,6 +14,13 @@ frameworks inside each repetition, so all of them see the same background load. 
 in their own virtual environment (``--peers-python``, default ``/tmp/peers-venv/bin/python``),
 created from the harness's ``requirements.txt`` when it is missing; they are never dependencies
 of steadyrun. steadyrun runs with the interpreter running this script.
+
+``--modes`` picks the harness's jobs (``MODES``; its default leaves ``postgres`` out, so no
+database server is needed); ``--postgres`` adds ``postgres`` to them. The PostgreSQL jobs use
+the database of ``--pg-dsn`` (``PEERS_PG_DSN``; default the harness's ``peers_bench`` on
+127.0.0.1), each process in a schema of its own that it drops at exit. Their commit counts
+come from the server's transaction counter, so nothing else should write to that server
+meanwhile.
 
 The output is ONE markdown table: the median of each figure per framework over the
 repetitions, and the ratios steadyrun / peer of those medians (below 1: steadyrun is faster or
@@ -148,6 +157,7 @@ def rows(ns: list[int], suspend_n: int | None, count: int | None) -> list[Row]:
             field("tail_after_last_model_call_s"),
         )
     )
+    out += postgres_rows(ns)
     out += [
         Row(f"resume at N/2: load state ms, N={big}", "resume", big, field("load_state_s", 1e3)),
         Row(
@@ -175,6 +185,30 @@ def rows(ns: list[int], suspend_n: int | None, count: int | None) -> list[Row]:
     return out
 
 
+def postgres_rows(ns: list[int]) -> list[Row]:
+    """The ``postgres`` mode: the SQLite figures, plus the server's share and its commits."""
+    out: list[Row] = []
+    for label, key, scale in (
+        ("wall ms per iteration", "per_iter_ms", 1.0),
+        ("client CPU ms per iteration", "per_iter_cpu_ms", 1.0),
+        ("server CPU ms per iteration", "per_iter_server_cpu_ms", 1.0),
+        ("commits per iteration", "write_xacts_per_iter", 1.0),
+        ("MB in the database", "db_bytes", 1e-6),
+    ):
+        for n in ns:
+            out.append(Row(f"PostgreSQL: {label}, N={n}", "postgres", n, field(key, scale)))
+    big = ns[-1]
+    out.append(
+        Row(
+            f"PostgreSQL: s from the last model call to the end (drain), N={big}",
+            "postgres",
+            big,
+            field("tail_after_last_model_call_s"),
+        )
+    )
+    return out
+
+
 def fmt(x: float | None, digits: int = 3) -> str:
     if x is None:
         return "–"
@@ -192,7 +226,8 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def build_table(recs: list[Rec]) -> str:
-    ns = sorted({r["n"] for r in recs if r.get("mode") in ("memory", "sqlite", "resume")})
+    modes = ("memory", "sqlite", "resume", "postgres")
+    ns = sorted({r["n"] for r in recs if r.get("mode") in modes})
     susp = [r for r in recs if r.get("mode") == "suspended"]
     suspend_n = susp[0]["n"] if susp else None
     count = int(statistics.median(r["count"] for r in susp)) if susp else None
@@ -202,6 +237,8 @@ def build_table(recs: list[Rec]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     for row in rows(ns, suspend_n, count):
         vals = {c: row.value(pick(recs, c, row.mode, row.n)) for c in COLUMNS}
+        if all(v is None for v in vals.values()):
+            continue  # a mode (or N) this run left out
         cells = [row.label, *(fmt(vals[c], row.digits) for c in COLUMNS)]
         cells += [ratio(vals["steadyrun"], vals[p]) for p in PEERS]
         lines.append("| " + " | ".join(cells) + " |")
@@ -213,22 +250,43 @@ def header(recs: list[Rec]) -> str:
     for column, (framework, _) in COLUMNS.items():
         vs = sorted({r["version"] for r in recs if r.get("framework") == framework})
         versions[column] = "/".join(vs) if vs else "not run"
-    small = min((r["n"] for r in recs if r.get("mode") == "memory"), default=None)
-    reps = max((len(pick(recs, c, "memory", small)) for c in COLUMNS), default=0)
+    cells = [
+        (c, m, n)
+        for c in COLUMNS
+        for m in ("memory", "sqlite", "postgres")
+        for n in {r["n"] for r in recs if r.get("mode") == m}
+    ]
+    reps = max((len(pick(recs, c, m, n)) for c, m, n in cells), default=0)
     syncs = sorted({r["sqlite_synchronous"] for r in recs if "sqlite_synchronous" in r})
     pythons = sorted({r["python"] for r in recs if "python" in r})
-    return (
+    text = (
         f"steadyrun {versions['steadyrun']}, LangGraph {versions['LangGraph']}, "
         f"PydanticAI {versions['PydanticAI']}; Python {', '.join(pythons)}; tool=echo "
         f"(1 KiB argument); up to {reps} runs per cell, interleaved; medians, and ratios of "
         "the medians (below 1: steadyrun is faster or smaller). "
-        f"SQLite in WAL with synchronous={'/'.join(syncs) or '?'} for every framework "
-        "(the library default; steadyrun's SqliteStore is set to match). "
-        "Peers: LangGraph = sync StateGraph + ToolNode with SqliteSaver, default "
-        "'async' durability; PydanticAI = Agent.iter with a full-history snapshot row per "
-        "step; baseline = plain Python loop with an append-only SQLite log. steadyrun "
-        "'memory' is a MemoryStore, which still encodes every step."
     )
+    if syncs:
+        text += (
+            f"SQLite in WAL with synchronous={'/'.join(syncs)} for every framework "
+            "(the library default; steadyrun's SqliteStore is set to match). "
+            "Peers: LangGraph = sync StateGraph + ToolNode with SqliteSaver, default "
+            "'async' durability; PydanticAI = Agent.iter with a full-history snapshot row per "
+            "step; baseline = plain Python loop with an append-only SQLite log. steadyrun "
+            "'memory' is a MemoryStore, which still encodes every step. "
+        )
+    pg = [r for r in recs if r.get("mode") == "postgres"]
+    if pg:
+        servers = sorted({r.get("pg_server_version", "?") for r in pg})
+        commit = sorted({r.get("pg_synchronous_commit", "?") for r in pg})
+        text += (
+            f"PostgreSQL {'/'.join(servers)} with synchronous_commit={'/'.join(commit)}: "
+            "LangGraph = PostgresSaver (autocommit, default 'async' durability); PydanticAI "
+            "= a full-history snapshot row per step; baseline = an append-only log, one "
+            "INSERT per step; steadyrun = PostgresStore (its pool, pipeline mode). Commits per "
+            "iteration come from the server's transaction counter (server-wide); server CPU "
+            "is the CPU of the backends behind each framework's connections."
+        )
+    return text.rstrip()
 
 
 def load(path: Path) -> list[Rec]:
@@ -292,6 +350,10 @@ def run_harness(args: argparse.Namespace, peers: Path, out: Path) -> tuple[int, 
     )
     if args.skip_suspended:
         env["SKIP_SUSPENDED"] = "1"
+    if args.modes:
+        env["MODES"] = " ".join(args.modes)
+    if args.pg_dsn:
+        env["PEERS_PG_DSN"] = args.pg_dsn
     t0 = time.perf_counter()
     failed = 0
     with subprocess.Popen(
@@ -326,6 +388,14 @@ def main() -> None:
     p.add_argument("--ns", type=int, nargs="+", default=[10, 100, 400], help="N values")
     p.add_argument("--suspend-count", type=int, default=1000, help="suspended runs (1000)")
     p.add_argument("--skip-suspended", action="store_true", help="skip the suspended mode")
+    p.add_argument(
+        "--modes",
+        nargs="+",
+        default=None,
+        help="the harness's MODES (default: its reference set, without postgres)",
+    )
+    p.add_argument("--postgres", action="store_true", help="add the postgres mode to --modes")
+    p.add_argument("--pg-dsn", default=None, help="PEERS_PG_DSN for the postgres mode")
     p.add_argument("--peers-python", default=DEFAULT_PEERS_PY, help="the peers' interpreter")
     p.add_argument("--no-setup", action="store_true", help="never create the peers' venv")
     p.add_argument("--out", type=Path, default=None, help="results folder")
@@ -335,6 +405,9 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.reps, args.ns, args.suspend_count = 1, [10, 100], 50
+    if args.postgres:
+        reference = ["memory", "memsaver", "sqlite", "sqlite_delta", "resume", "suspended"]
+        args.modes = [*(args.modes or reference), "postgres"]
 
     if args.from_raw is not None:
         recs = load(args.from_raw)

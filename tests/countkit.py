@@ -20,6 +20,9 @@ What is counted, and how:
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``) and
   the bytes it produced.
+* ``written_bytes``: what the process passed to ``write()`` in the window (``/proc/self/io``,
+  every thread): SQLite's WAL frames, and its checkpoints when one falls in the window (one
+  per ~4 MB of WAL). Sends to a socket are not counted, so it is 0 for PostgreSQL.
 
 The patches are installed for the whole run and count only inside the window, so the store's
 own set-up does not leak in. A helper that changes how the stores reach their database must
@@ -65,6 +68,7 @@ class Counts:
     encodes: int = 0
     decodes: int = 0
     encoded_bytes: int = 0
+    written_bytes: int = 0
     statement_log: list[str] = field(default_factory=list, repr=False)
 
     def per_iteration(self) -> dict[str, float]:
@@ -78,11 +82,20 @@ class Counts:
 
 
 class Counter:
-    """Counts while ``active``; the hooks below call ``add``."""
+    """Counts while ``active``; the hooks below call ``add``; ``start``/``stop`` a window."""
 
     def __init__(self) -> None:
         self.counts = Counts()
         self.active = False
+        self._wchar = 0
+
+    def start(self) -> None:
+        self.active = True
+        self._wchar = _wchar()
+
+    def stop(self) -> None:
+        self.active = False
+        self.counts.written_bytes += _wchar() - self._wchar
 
     def add(self, name: str, amount: int = 1) -> None:
         if self.active:
@@ -91,6 +104,18 @@ class Counter:
     def log(self, sql: str) -> None:
         if self.active:
             self.counts.statement_log.append(" ".join(sql.split())[:120])
+
+
+def _wchar() -> int:
+    """Bytes this process passed to ``write()`` so far (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("wchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 # -- classifying SQL ---------------------------------------------------------------------------
@@ -337,9 +362,9 @@ def loop_agent(total: int, counter: Counter | None = None, iterations: int = 0) 
         k = _results_in(request)
         if counter is not None:
             if k == WINDOW_START:
-                counter.active = True
+                counter.start()
             elif k == WINDOW_START + iterations:
-                counter.active = False
+                counter.stop()
                 counter.counts.iterations = iterations
         if k < total:
             return tool_calls(call("echo", {"text": echo_text(k)}, id=f"call_{k}"))
@@ -410,6 +435,7 @@ COLUMNS = (
     "encodes",
     "decodes",
     "encoded_bytes",
+    "written_bytes",
 )
 
 

@@ -362,9 +362,9 @@ class Execution:
 
     def _delta_sink(self, model_call_id: str) -> DeltaSink | None:
         """Where the call's fragments go: the observers, when any listens."""
-        if not self.observers.wants("on_model_delta"):
-            return None
         run_id, emit = self.state.run_id, self.observers.emit
+        if not self.observers.wants("on_model_delta", run_id):
+            return None
 
         async def sink(delta: ResponseDelta) -> None:
             await emit("on_model_delta", run_id, model_call_id, delta)

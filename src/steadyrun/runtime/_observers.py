@@ -75,9 +75,20 @@ class ObserverSet:
     observers: Sequence[Observer]
     errors: int = 0
 
-    def wants(self, method: str) -> bool:
-        """Whether any observer implements ``method`` (so the runtime need not produce it)."""
-        return any(_implements(observer, method) for observer in self.observers)
+    def wants(self, method: str, run_id: str | None = None) -> bool:
+        """Whether any observer implements ``method`` (so the runtime need not produce it).
+
+        With ``run_id``, an observer that has ``wants_now(run_id)`` (the live broadcaster,
+        which listens only while someone follows) counts only when that returns true.
+        """
+        for observer in self.observers:
+            if not _implements(observer, method):
+                continue
+            now = getattr(observer, "wants_now", None)
+            if run_id is not None and now is not None and not now(run_id):
+                continue
+            return True
+        return False
 
     async def emit(self, method: str, *args: Any) -> None:
         """Call ``method`` on every observer that has it; failures are logged and counted."""

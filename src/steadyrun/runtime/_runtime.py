@@ -19,12 +19,14 @@ from steadyrun.runtime._claims import Claims, check_writable, owner_id
 from steadyrun.runtime._events import RunStream
 from steadyrun.runtime._fork import ForkOperations
 from steadyrun.runtime._host import HostOperations, PendingItem
+from steadyrun.runtime._live_out import LiveBroadcaster
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet, extra_observers
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import AgentVersions
 from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores._live_open import live_feed
 
 __all__ = ["PendingItem", "RunCancelledError", "Runtime"]
 
@@ -67,6 +69,10 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         claim_ttl: Seconds a claim on a run lasts unless renewed (it is renewed every third
             of it while the run executes); a run whose executor died is taken over by a
             worker this long after.
+        live: Whether runs executed here tell followers in other processes what they do as
+            they do it (the model's words as written, each save), over the store's live
+            feed (see docs/service.md, "Live streaming"). It costs nothing while nobody
+            follows.
 
     Runs are executed under a claim in the store: one executor per run at a time, across
     runtimes, processes and workers (see docs/stores.md).
@@ -90,6 +96,7 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         post_settlements: bool = False,
         owner: str | None = None,
         claim_ttl: float = 30.0,
+        live: bool = True,
     ) -> None:
         self.store = store
         self.owner = owner or default_owner()
@@ -99,6 +106,10 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         for agent in agents:
             self._register(agent)
         self._observers = list(observers)
+        feed = live_feed(store) if live else None
+        if feed is not None:
+            # Followers in other processes see fragments and saves as they happen.
+            self._observers.append(LiveBroadcaster(feed))
         self.texts = texts or Texts()
         self._clock = clock
         self._new_id = new_id

@@ -40,6 +40,7 @@ from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
+from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
 from steadyrun.stores._sql_values import from_us, to_us
@@ -134,6 +135,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
 
     async def close(self) -> None:
         """Stop listening and close the pool's connections."""
+        await close_live(self)
         await self.leases.close()
         if self._listener is not None:
             self._listener.cancel()

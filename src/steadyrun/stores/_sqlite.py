@@ -33,6 +33,7 @@ from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file, read_snapshot
 from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
+from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sql_values import from_us, statements, to_us
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
@@ -129,6 +130,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
     async def close(self) -> None:
         """Close the connection and stop the store's thread."""
+        await close_live(self)
         await self._db.close()
 
     async def __aenter__(self) -> SqliteStore:

@@ -36,8 +36,10 @@ from steadyrun.stream._model import (
     SequenceGapError,
     TextFragment,
     ThinkingFragment,
+    ToolArgumentsFragment,
     UsageChanged,
     apply,
+    coalesce,
 )
 from steadyrun.stream._publisher import Publisher, StreamEvent
 
@@ -61,8 +63,10 @@ __all__ = [
     "StreamEvent",
     "TextFragment",
     "ThinkingFragment",
+    "ToolArgumentsFragment",
     "UsageChanged",
     "apply",
+    "coalesce",
     "delta_from_json",
     "diff",
     "display_call",

@@ -29,6 +29,7 @@ from steadyrun.stream._model import (
     RunStatusChanged,
     TextFragment,
     ThinkingFragment,
+    ToolArgumentsFragment,
     UsageChanged,
 )
 
@@ -204,17 +205,19 @@ def diff(old: DisplaySnapshot, new: DisplaySnapshot) -> list[Delta]:
 
 def _block_change(
     before: DisplayBlock, after: DisplayBlock, seq: int
-) -> BlockUpdated | TextFragment | ThinkingFragment:
+) -> BlockUpdated | TextFragment | ThinkingFragment | ToolArgumentsFragment:
     grown = (
         replace(before, text=after.text) == after
         and after.text.startswith(before.text)
-        and after.kind in ("content", "thinking")
+        and (after.kind in ("content", "thinking") or after.live)
     )
     if not grown:
         return BlockUpdated(seq=seq, block=after)
     more = after.text[len(before.text) :]
     if after.kind == "thinking":
         return ThinkingFragment(seq=seq, block_id=after.id, text=more)
+    if after.kind == "tool_call":
+        return ToolArgumentsFragment(seq=seq, block_id=after.id, text=more)
     return TextFragment(seq=seq, block_id=after.id, text=more)
 
 

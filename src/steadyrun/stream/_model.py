@@ -8,6 +8,7 @@ never modified).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Any, Literal
 
@@ -32,10 +33,13 @@ __all__ = [
     "PlanChanged",
     "RunStatusChanged",
     "SequenceGapError",
+    "Fragment",
     "TextFragment",
     "ThinkingFragment",
+    "ToolArgumentsFragment",
     "UsageChanged",
     "apply",
+    "coalesce",
 ]
 
 
@@ -57,6 +61,11 @@ class DisplayBlock:
         text: The text of thinking and content blocks.
         call_id: The call of a ``tool_call`` block.
         turn: The turn the block belongs to.
+        live: A block of the model call being streamed now: its text grows with the
+            model's fragments (a ``tool_call`` block's text is the arguments typed so far)
+            and it is replaced by the stored blocks once the response is saved, or removed
+            when the call is lost (a crash: the model is asked again).
+        name: The tool of a live ``tool_call`` block.
     """
 
     id: str
@@ -65,6 +74,8 @@ class DisplayBlock:
     text: str = ""
     call_id: str | None = None
     turn: int = 0
+    live: bool = False
+    name: str | None = None
 
     @property
     def order(self) -> tuple[int, str]:
@@ -233,22 +244,46 @@ class BlockRemoved:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TextFragment:
-    """More text of a content block, appended to it."""
+    """More text of a content block, appended to it.
+
+    ``first_seq`` is set when the fragment stands for several joined ones (a follower that
+    lagged gets them as one): it covers ``first_seq`` to ``seq``.
+    """
 
     kind: Literal["text_fragment"] = "text_fragment"
     seq: int
     block_id: str
     text: str
+    first_seq: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThinkingFragment:
-    """More text of a thinking block, appended to it."""
+    """More text of a thinking block, appended to it (``first_seq``: see ``TextFragment``)."""
 
     kind: Literal["thinking_fragment"] = "thinking_fragment"
     seq: int
     block_id: str
     text: str
+    first_seq: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolArgumentsFragment:
+    """More of a live tool call's arguments as the model types them.
+
+    ``first_seq``: see ``TextFragment``.
+    """
+
+    kind: Literal["arguments_fragment"] = "arguments_fragment"
+    seq: int
+    block_id: str
+    text: str
+    first_seq: int | None = None
+
+
+Fragment = TextFragment | ThinkingFragment | ToolArgumentsFragment
+"""The deltas that append text to a block."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -306,6 +341,7 @@ Delta = Annotated[
     | BlockRemoved
     | TextFragment
     | ThinkingFragment
+    | ToolArgumentsFragment
     | CallStatusChanged
     | CallRemoved
     | PlanChanged
@@ -325,7 +361,10 @@ def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
     Raises:
         SequenceGapError: ``delta.seq`` is not ``snapshot.seq + 1``.
     """
-    if delta.seq != snapshot.seq + 1:
+    first = delta.seq
+    if isinstance(delta, Fragment) and delta.first_seq is not None:
+        first = delta.first_seq
+    if first != snapshot.seq + 1 or first > delta.seq:
         raise SequenceGapError(
             f"delta {delta.seq} of run {snapshot.run_id!r} does not follow snapshot "
             f"{snapshot.seq}; take a fresh snapshot"
@@ -341,6 +380,7 @@ def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
         case (
             TextFragment(block_id=block_id, text=more)
             | ThinkingFragment(block_id=block_id, text=more)
+            | ToolArgumentsFragment(block_id=block_id, text=more)
         ):
             grown = (replace(b, text=b.text + more) if b.id == block_id else b for b in s.blocks)
             return replace(s, blocks=tuple(grown))
@@ -364,3 +404,26 @@ def _put_block(blocks: tuple[DisplayBlock, ...], block: DisplayBlock) -> tuple[D
     at = bisect.bisect_left([b.order for b in kept], block.order)
     kept.insert(at, block)
     return tuple(kept)
+
+
+def coalesce(deltas: Sequence[Delta]) -> list[Delta]:
+    """The same changes with each run of fragments of one block joined into one delta.
+
+    A follower that fell behind gets fewer, longer fragments: applying the result in order
+    gives what applying ``deltas`` gives (a joined fragment covers ``first_seq`` to ``seq``).
+    """
+    out: list[Delta] = []
+    for delta in deltas:
+        last = out[-1] if out else None
+        if (
+            isinstance(delta, Fragment)
+            and isinstance(last, Fragment)
+            and type(last) is type(delta)
+            and last.block_id == delta.block_id
+            and last.seq + 1 == (delta.first_seq if delta.first_seq is not None else delta.seq)
+        ):
+            first = last.first_seq if last.first_seq is not None else last.seq
+            out[-1] = replace(delta, text=last.text + delta.text, first_seq=first)
+        else:
+            out.append(delta)
+    return out

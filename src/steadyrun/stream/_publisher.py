@@ -23,12 +23,15 @@ from typing import Any, Literal
 
 from steadyrun._codec import encode, to_plain
 from steadyrun._errors import RunNotFoundError
-from steadyrun.chat import ModelResponse
+from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Observer
 from steadyrun.stores import Store
+from steadyrun.stores._live import LiveFeed
+from steadyrun.stores._live_open import live_feed
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
-from steadyrun.stream._model import Delta, DisplaySnapshot
+from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
+from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
 
 __all__ = ["Publisher", "StreamEvent"]
 
@@ -74,6 +77,8 @@ class _Channel:
         self.followers = 0
         self.active = False
         self.touched = 0
+        self.live: LiveCall | None = None
+        self.feed_task: asyncio.Task[None] | None = None
 
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}.{seq}"
@@ -157,6 +162,7 @@ class Publisher(Observer):
         """
         channel = await self._open(run_id)
         channel.followers += 1
+        self._listen(channel, run_id)
         try:
             seq = -1
             if last_event_id:
@@ -172,7 +178,7 @@ class Publisher(Observer):
                         kind="snapshot", id=channel.event_id(seq), snapshot=channel.snapshot
                     )
                     continue
-                for delta in replay:
+                for delta in coalesce(replay):
                     seq = delta.seq
                     yield StreamEvent(kind="delta", id=channel.event_id(seq), delta=delta)
                 if replay:
@@ -186,6 +192,9 @@ class Publisher(Observer):
                         yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
         finally:
             channel.followers -= 1
+            if channel.followers == 0 and channel.feed_task is not None:
+                channel.feed_task.cancel()
+                channel.feed_task = None
             self._evict()
 
     # -- publishing --------------------------------------------------------------------------
@@ -229,8 +238,10 @@ class Publisher(Observer):
                 first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
             channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
         channel.active = True
+        channel.live = None  # an earlier execution's streaming call, if any, was lost
         async with channel.lock:
-            self._publish(channel, replace(channel.snapshot, status="running"))
+            shown = without_live(channel.snapshot)
+            self._publish(channel, replace(shown, status="running"))
 
     async def run_ended(self, run_id: str) -> None:
         """A run stopped executing in this process (completed, suspended, failed or crashed)."""
@@ -238,6 +249,7 @@ class Publisher(Observer):
         if channel is None:
             return
         channel.active = False
+        channel.live = None
         try:
             await self._refresh(channel, run_id)
         finally:
@@ -264,8 +276,31 @@ class Publisher(Observer):
         except Exception:  # a display must never break a run
             log.exception("display stream of run %r could not reload it", run_id)
 
+    async def on_model_request(
+        self, run_id: str, model_call_id: str, request: ModelRequest
+    ) -> None:
+        """A model call starts: live blocks of an earlier attempt of it are dropped."""
+        await self._live_event(run_id, {"t": "call", "mc": model_call_id})
+
+    async def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> None:
+        """A fragment of the streaming call: its live block grows."""
+        await self._live_event(
+            run_id,
+            {
+                "t": "frag",
+                "mc": model_call_id,
+                "part": delta.part,
+                "index": delta.index,
+                "text": delta.text or delta.arguments,
+                "name": delta.name,
+            },
+        )
+
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
         """Reload the run soon: its new blocks and usage are saved right after this."""
+        channel = self._channels.get(run_id)
+        if channel is not None and channel.live is not None:
+            channel.live.open = False
         task = asyncio.get_running_loop().create_task(self._later(run_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -286,6 +321,76 @@ class Publisher(Observer):
         async with channel.lock:
             plan = to_plain(value) if value is not None else None
             self._publish(channel, replace(channel.snapshot, plan=plan))
+
+    # -- live --------------------------------------------------------------------------------
+
+    async def _live_event(self, run_id: str, message: dict[str, Any]) -> None:
+        """Apply a live message (from this process's runtime, or another's over the feed)."""
+        try:
+            channel = self._channels.get(run_id)
+            if channel is None:
+                if message.get("t") != "frag" and message.get("t") != "call":
+                    return
+                channel = await self._open(run_id)
+            await self._apply_live(channel, run_id, message)
+        except Exception:  # a display must never break a run
+            log.exception("display stream of run %r could not show a live message", run_id)
+
+    async def _apply_live(self, channel: _Channel, run_id: str, message: dict[str, Any]) -> None:
+        kind = message.get("t")
+        mc = message.get("mc")
+        if kind in ("call", "frag") and isinstance(mc, str):
+            async with channel.lock:
+                snap = channel.snapshot
+                if channel.live is None or channel.live.model_call_id != mc or kind == "call":
+                    snap = without_live(snap)
+                    channel.live = LiveCall(model_call_id=mc, base=stored_end(snap))
+                if kind == "frag":
+                    snap = add_fragment(
+                        snap,
+                        channel.live,
+                        part=str(message.get("part", "")),
+                        index=int(message.get("index", 0) or 0),
+                        text=str(message.get("text") or ""),
+                        name=message.get("name") if isinstance(message.get("name"), str) else None,
+                    )
+                self._publish(channel, snap)
+            return
+        if kind == "resp":
+            if channel.live is not None:
+                channel.live.open = False
+        elif kind in ("start", "end", "gap"):
+            channel.live = None  # an execution began or ended: no call streams now
+            async with channel.lock:
+                self._publish(channel, without_live(channel.snapshot))
+        if kind in ("resp", "saved", "start", "end", "gap"):
+            await self._refresh(channel, run_id)
+
+    def _listen(self, channel: _Channel, run_id: str) -> None:
+        """Follow the run's messages on the store's live feed while anyone follows it here."""
+        feed = live_feed(self.store)
+        if feed is None or channel.feed_task is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self._read_feed(feed, channel, run_id))
+        channel.feed_task = task
+
+    async def _read_feed(self, feed: LiveFeed, channel: _Channel, run_id: str) -> None:
+        sub = await feed.subscribe(run_id)
+        try:
+            # What was saved between the snapshot and the subscription is not missed.
+            if not channel.active:
+                await self._refresh(channel, run_id)
+            while True:
+                message = await sub.get()
+                if channel.active:
+                    continue  # executing here: this process's callbacks already show it
+                await self._apply_live(channel, run_id, message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a display must never break: followers fall back to polling
+            log.exception("live feed of run %r stopped", run_id)
+        finally:
+            sub.close()
 
     # -- inside --------------------------------------------------------------------------------
 
@@ -335,6 +440,11 @@ class Publisher(Observer):
             now = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
             if channel.active:
                 now = replace(now, status="running", text=None, error=None)
+            live = channel.live
+            if live is not None and live.replaced_by(now):
+                channel.live = None  # the saved response takes the live blocks' place
+            elif live is not None:
+                now = with_live(now, channel.snapshot)
             self._publish(channel, now)
 
     def _publish(self, channel: _Channel, target: DisplaySnapshot) -> None:

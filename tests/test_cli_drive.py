@@ -53,6 +53,8 @@ def test_start_without_wait_leaves_the_run_to_a_worker(
 ) -> None:
     assert main(["runs", "start", "shipper", "hi", "--run-id", "r2", "--no-wait", *shop]) == 0
     assert "r2" in capsys.readouterr().out
+    assert main(["runs", "show", "r2", *shop]) == 1
+    assert "started but nothing executed it yet" in capsys.readouterr().err
     # Nothing executed it: resume --wait does, here.
     assert main(["runs", "resume", "r2", *shop, "--json"]) == 0
     assert _out(capsys)["status"] == "suspended"

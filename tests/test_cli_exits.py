@@ -7,6 +7,7 @@ file, an agent the app does not have); 3 a run the command waited for failed; 13
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -163,3 +164,12 @@ def test_130_interrupted(shop: list[str], monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(_cli_runs.asyncio, "run", interrupted)
     assert main(["runs", "list", *shop]) == 130
+
+
+def test_every_documented_exit_code_has_a_test_here() -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "cli.md").read_text()
+    table = doc.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    codes = re.findall(r"^\| (\d+) \|", table, flags=re.M)
+    assert codes == ["0", "1", "2", "3", "130"]
+    tested = {name.split("_")[1] for name in globals() if re.match(r"test_\d+_", name)}
+    assert tested == set(codes)

@@ -69,8 +69,8 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
         help="Start a run of AGENT (from --app) with INPUT; the same request again is the same run."
     )
     def start(
-        agent: str,
-        input: str,
+        agent: Annotated[str, typer.Argument(metavar="AGENT")],
+        input: Annotated[str, typer.Argument(metavar="INPUT")],
         run_id: Annotated[
             str | None, typer.Option("--run-id", help="the run's id (default: a new one)")
         ] = None,
@@ -93,8 +93,8 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
 
     @group.command(help="Send a message (TEXT) to a run; it takes it at its next safe point.")
     def send(
-        run_id: str,
-        text: str,
+        run_id: Annotated[str, typer.Argument(metavar="RUN")],
+        text: Annotated[str, typer.Argument(metavar="TEXT")],
         message_id: Annotated[
             str | None,
             typer.Option("--id", help="the message's id: sent again, it is not added twice"),
@@ -118,7 +118,7 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
 
     @group.command(help="Continue a run: what it waited for is in, or it failed or crashed.")
     def resume(
-        run_id: str,
+        run_id: Annotated[str, typer.Argument(metavar="RUN")],
         wait: WaitOpt = True,
         app: AppOpt = None,
         store: StoreOpt = None,
@@ -154,9 +154,9 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
     )
 
     def settle(
-        run_id: str,
-        call_id: str,
-        value: Annotated[str | None, typer.Argument(metavar="[RESULT]")] = None,
+        run_id: Annotated[str, typer.Argument(metavar="RUN")],
+        call_id: Annotated[str, typer.Argument(metavar="CALL")],
+        value: Annotated[str | None, typer.Argument(metavar="RESULT")] = None,
         result: Annotated[str | None, typer.Option(help="the result (the same as RESULT)")] = None,
         error: Annotated[str | None, typer.Option(help="why it failed (the model sees it)")] = None,
         app: AppOpt = None,

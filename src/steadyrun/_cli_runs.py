@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from steadyrun._cli_errors import USAGE, CommandLineError, explain
+from steadyrun._cli_errors import USAGE, CommandFailed, CommandLineError, explain
 from steadyrun._cli_target import Target, load_target
 from steadyrun._errors import RunNotFoundError, SteadyrunError
 from steadyrun.records import RunSnapshot, RunStatus
@@ -76,6 +76,14 @@ def _with(
         target = await load_target(app, store, create=create)
         try:
             return await fn(target)
+        except RunNotFoundError as exc:
+            if await target.store.pending(exc.run_id, 0):  # started, its input waiting
+                raise CommandFailed(
+                    1,
+                    f"RunNotFoundError: run {exc.run_id!r} is started but nothing executed it "
+                    f"yet; `steadyrun runs resume {exc.run_id}` or a worker with the app does",
+                ) from exc
+            raise explain(exc, where=target.where, app=target.spec) from exc
         except SteadyrunError as exc:
             raise explain(exc, where=target.where, app=target.spec) from exc
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 import clikit
 from steadyrun._cli import main
+from steadyrun.stores import SqliteStore
 
 
 @pytest.fixture
@@ -51,7 +53,10 @@ def test_start_waits_for_the_run_and_is_idempotent(
 def test_start_without_wait_leaves_the_run_to_a_worker(
     shop: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["runs", "start", "shipper", "hi", "--run-id", "r2", "--no-wait", *shop]) == 0
+    no_wait = ["runs", "start", "shipper", "hi", "--run-id", "r2", "--no-wait", *shop]
+    assert main([*no_wait, "--json"]) == 0
+    assert _out(capsys) == {"run_id": "r2", "created": True, "status": "started"}
+    assert main(no_wait) == 0
     assert "r2" in capsys.readouterr().out
     assert main(["runs", "show", "r2", *shop]) == 1
     assert "started but nothing executed it yet" in capsys.readouterr().err
@@ -156,3 +161,23 @@ def test_a_failed_run_exits_3_with_wait(
     assert main(["runs", "start", "broken", "hello", "--run-id", "b1", *shop, "--json"]) == 3
     assert _out(capsys)["status"] == "failed"
     assert main(["runs", "start", "broken", "hello", "--run-id", "b2", "--no-wait", *shop]) == 0
+
+
+async def _hold(db: Path, run_id: str) -> None:
+    async with SqliteStore(db) as store:
+        assert await store.leases.acquire(run_id, "a-worker-elsewhere", 600.0) is not None
+
+
+def test_a_run_another_executor_holds_goes_on_there(
+    shop: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["runs", "start", "shipper", "ship", "--run-id", "r1", "--no-wait", *shop]) == 0
+    asyncio.run(_hold(tmp_path / "runs.db", "r1"))
+    capsys.readouterr()
+    assert main(["runs", "resume", "r1", *shop]) == 0  # it goes on where it executes
+    err = capsys.readouterr().err
+    assert "executing in 'a-worker-elsewhere'" in err and "runs tail r1" in err
+    assert "resume(run_id" not in err
+    assert main(["runs", "delete", "r1", *shop]) == 1
+    err = capsys.readouterr().err
+    assert "RunBusyError" in err and "runs tail r1" in err and "resume(run_id" not in err

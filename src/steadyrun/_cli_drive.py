@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from steadyrun._cli_errors import busy
 from steadyrun._cli_runs import (
     AppOpt,
     JsonOpt,
@@ -86,7 +87,9 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
             started = await ops_of(t).start(rid, agent, input)
             extra = {"created": started.created}
             if not wait:
-                return _report(t, rid, None, json_out, {**extra, "status": started.status})
+                snap = await t.store.load(rid)  # a run started before may have gone on
+                status = snap.run.status if snap is not None else "started"
+                return _report(t, rid, None, json_out, {**extra, "status": status})
             return await _drive_and_report(t, rid, json_out, extra)
 
         raise typer.Exit(_with(app, store, go))
@@ -105,9 +108,9 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         async def go(t: Target) -> int:
-            agent = await _agent_of(t, run_id)
-            if wait and agent is not None:
-                need_agent(t, agent, "runs send --wait")  # before anything is written
+            snap = await _found(t, run_id)
+            if wait and snap is not None:
+                need_agent(t, snap.run.agent, "runs send --wait")  # before anything is written
             sent = await t.runtime.send(run_id, text, id=message_id)
             extra = {"message_id": sent.id}
             if not wait:
@@ -125,8 +128,7 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         async def go(t: Target) -> int:
-            agent = await _agent_of(t, run_id)
-            snap = await t.store.load(run_id)
+            snap = await _found(t, run_id)
             if snap is not None and snap.run.status == "cancelled":
                 raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
             if snap is not None and snap.run.status == "completed":
@@ -142,8 +144,8 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
                 await check_writable(t.store.leases, run_id)  # not a Temporal run
                 await t.store.leases.wake(run_id)
                 return _report(t, run_id, None, json_out, {"status": "woken"})
-            if agent is not None:
-                need_agent(t, agent, "runs resume")
+            if snap is not None:
+                need_agent(t, snap.run.agent, "runs resume")
             return await _drive_and_report(t, run_id, json_out, {})
 
         raise typer.Exit(_with(app, store, go))
@@ -179,14 +181,12 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
     cli.command("settle", help=f"{settle_help} The same as `runs settle`.")(settle)
 
 
-async def _agent_of(t: Target, run_id: str) -> str | None:
-    """The run's agent; ``None`` for a run started but not executed yet (its input waits)."""
+async def _found(t: Target, run_id: str) -> RunSnapshot | None:
+    """The run; ``None`` for a run started but not executed yet (its input waits)."""
     snap = await t.store.load(run_id)
-    if snap is not None:
-        return snap.run.agent
-    if not await t.store.pending(run_id, 0):
+    if snap is None and not await t.store.pending(run_id, 0):
         raise RunNotFoundError(run_id)
-    return None
+    return snap
 
 
 async def _drive_and_report(t: Target, run_id: str, json_out: bool, extra: dict[str, Any]) -> int:
@@ -194,8 +194,10 @@ async def _drive_and_report(t: Target, run_id: str, json_out: bool, extra: dict[
         await ops_of(t).drive(run_id)
     except RunBusyError as exc:
         # A serve or worker holds it: it goes on there (this command wrote what it had to).
-        print(f"steadyrun: {run_id} executes elsewhere ({exc}); it goes on there", file=sys.stderr)
+        print(f"steadyrun: {busy(exc)}; it goes on there", file=sys.stderr)
     snap = await t.store.load(run_id)
+    if snap is None:  # not executed yet: the executor holding it has not saved a step
+        return _report(t, run_id, None, json_out, {"status": "started", **extra})
     return _report(t, run_id, snap, json_out, extra, pending=await t.runtime.pending(run_id))
 
 

@@ -8,7 +8,8 @@ mapped here, once, on their way out:
   file that is not there, an agent the app does not have): exit 2.
 - a plain ``UsageError`` raised by an operation (the call was wrong, whatever the run's state):
   exit 2, its Python advice replaced by the option that fixes it.
-- ``RunNotFoundError``: exit 1, naming the store looked in and ``steadyrun runs start``.
+- ``RunNotFoundError``: exit 1, naming the store looked in and ``steadyrun runs start``;
+  ``RunBusyError``: exit 1, pointing at ``runs tail`` and ``runs send``.
 - every other ``SteadyrunError`` (a conflict, a call not pending, a run busy or cancelled...):
   exit 1, the error's class named so scripts can tell them apart.
 """
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import re
 
-from steadyrun._errors import RunNotFoundError, SteadyrunError, UsageError
+from steadyrun._errors import RunBusyError, RunNotFoundError, SteadyrunError, UsageError
 
-__all__ = ["USAGE", "CommandFailed", "CommandLineError", "explain"]
+__all__ = ["USAGE", "CommandFailed", "CommandLineError", "busy", "explain"]
 
 USAGE = 2
 """The exit code of a wrong command line."""
@@ -48,6 +49,15 @@ class CommandFailed(Exception):  # noqa: N818 - an outcome carried to main(), no
         self.message = message
 
 
+def busy(exc: RunBusyError) -> str:
+    """Who executes the run, in the command's terms."""
+    until = f" until {exc.expires_at.isoformat()} unless renewed" if exc.expires_at else ""
+    return (
+        f"run {exc.run_id!r} is executing in {exc.owner!r} (its claim holds{until}); follow it "
+        f"with `steadyrun runs tail {exc.run_id}`, give it input with `steadyrun runs send`"
+    )
+
+
 def explain(
     exc: SteadyrunError, *, where: str = "this store", app: str | None = None
 ) -> CommandFailed:
@@ -58,6 +68,8 @@ def explain(
             f"RunNotFoundError: no run {exc.run_id!r} in {where}; start one with "
             "`steadyrun runs start`",
         )
+    if type(exc) is RunBusyError:
+        return CommandFailed(1, f"RunBusyError: {busy(exc)}")
     if isinstance(exc, CommandLineError):
         return CommandFailed(USAGE, str(exc))
     if type(exc) is UsageError:

@@ -99,8 +99,8 @@ def test_app_option(
     monkeypatch.delitem(sys.modules, "cliapp", raising=False)
     assert main(["runs", "list", "--app", "cliapp:ops", "--json"]) == 0
     assert [r["run_id"] for r in _json(capsys)] == ["r1"]  # type: ignore[union-attr]
-    assert main(["runs", "list", "--app", "cliapp:nothing"]) == 1
-    assert main(["runs", "list"]) == 1
+    assert main(["runs", "list", "--app", "cliapp:nothing"]) == 2  # a usage error
+    assert main(["runs", "list"]) == 2
     assert "--store" in capsys.readouterr().err
 
 

@@ -91,6 +91,6 @@ def test_history_and_fork(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "StepNotFoundError" in capsys.readouterr().err
     assert main(["runs", "fork", "r1", "--at", "2", "--as", "r1", *store]) == 1
     assert "ConflictError" in capsys.readouterr().err
-    assert main(["runs", "fork", "r1", "--at", "2", "--as", "r5", "--edit-calls", "[", *store]) == 1
+    assert main(["runs", "fork", "r1", "--at", "2", "--as", "r5", "--edit-calls", "[", *store]) == 2
     assert "--edit-calls" in capsys.readouterr().err
     assert main(["runs", "history", "nope", *store]) == 1

@@ -73,7 +73,7 @@ def test_import_reads_stdin_and_refuses_unknown_formats(
     asyncio.run(_started(db, "r1"))
     assert main(["runs", "export", "r1", "--store", f"sqlite:{db}"]) == 0
     text = capsys.readouterr().out
-    other = ["--store", f"sqlite:{tmp_path / 'other.db'}"]
+    other = ["--store", f"sqlite:{tmp_path / 'other.db'}", "--create"]  # a new file
     newer = json.loads(text)
     newer["format"] = 2
     bad = tmp_path / "newer.json"

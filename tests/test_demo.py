@@ -132,12 +132,13 @@ def test_unknown_option_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--nope" in capsys.readouterr().err
 
 
-def test_quickstart_example_runs() -> None:
-    proc = subprocess.run(
+def test_quickstart_example_runs(tmp_path: Path) -> None:
+    proc = subprocess.run(  # in tmp_path: it keeps its runs in ./runs.db
         [sys.executable, str(ROOT / "examples" / "quickstart.py")],
         capture_output=True,
         text=True,
         env=_env(),
+        cwd=tmp_path,
         timeout=60,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

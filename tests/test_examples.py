@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,11 @@ def test_the_local_agent_example_without_the_extra_says_how_to_install_it() -> N
     assert "needs the local extra" in out.stderr
     assert "scripts/install-local .venv/bin/python" in out.stderr
     assert "pip install 'steadyrun[local]'" in out.stderr
+
+
+def test_the_quickstart_example_is_the_readme_snippet() -> None:
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    section = readme.split("## A first agent", 1)[1].split("\n## ", 1)[0]
+    [snippet] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert (EXAMPLES / "quickstart.py").read_text() == snippet
+    assert "`examples/quickstart.py` is this program" in section

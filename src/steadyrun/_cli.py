@@ -1,7 +1,8 @@
 """The ``steadyrun`` command line (typer + rich); see docs/cli.md.
 
-``main(argv)`` returns the exit code: 0 on success, 1 when the operation failed (a typed
-steadyrun error, printed in one line), 2 for usage errors.
+``main(argv)`` returns the exit code: 0 on success, 1 when the operation cannot apply to the
+run as it is (a typed steadyrun error, printed in one line), 2 for a wrong command line, 3
+when a run the command waited for failed, 130 on Ctrl-C (see ``steadyrun._cli_errors``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from typing import Annotated, Any
 
 import typer
 
+from steadyrun._cli_drive import drive_commands
+from steadyrun._cli_errors import USAGE, CommandFailed, explain
 from steadyrun._cli_history import history_commands
+from steadyrun._cli_inbox import inbox_command
 from steadyrun._cli_lifecycle import lifecycle_commands
-from steadyrun._cli_runs import AppOpt, JsonOpt, fail, runs, write_commands
+from steadyrun._cli_runs import AppOpt, JsonOpt, runs, usage, write_commands
 from steadyrun._cli_target import load_target
 from steadyrun._errors import SteadyrunError
 
@@ -133,7 +137,7 @@ def build_app() -> typer.Typer:
 
             from steadyrun.service import App, create_app
         except ImportError as exc:
-            fail(f"serve is not available: {exc} (pip install 'steadyrun[service]')")
+            usage(f"serve is not available: {exc} (pip install 'steadyrun[service]')")
         target = _run(load_target(app, None))
         # An App serves itself; anything else (Operations, Runtime) gets an App on its runtime.
         served = target.app if isinstance(target.app, App) else App(target.runtime)
@@ -160,14 +164,17 @@ def build_app() -> typer.Typer:
         _run(_work(app, concurrency, ttl, grace, json_out))
 
     group = runs()
+    drive_commands(group, cli)
     lifecycle_commands(group)
     history_commands(group)
     cli.add_typer(
         group,
         name="runs",
-        help="List, show, follow, cancel, fork, export, import and delete runs; list their steps.",
+        help="Start runs, send them messages, settle their results, resume them; list, show, "
+        "follow, cancel, fork, export, import and delete them; list their steps.",
     )
     write_commands(cli)
+    inbox_command(cli)
     return cli
 
 
@@ -221,13 +228,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code = command.main(args=args, prog_name="steadyrun", standalone_mode=False)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         return 130
-    except SteadyrunError as exc:
-        print(f"steadyrun: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+    except CommandFailed as exc:
+        print(f"steadyrun: {exc.message}", file=sys.stderr)
+        return exc.code
+    except SteadyrunError as exc:  # raised before a store was opened
+        failed = explain(exc)
+        print(f"steadyrun: {failed.message}", file=sys.stderr)
+        return failed.code
     except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else USAGE)
     except Exception as exc:
         # Usage errors of click (typer vendors its own click: matched by shape, not class).
         show = getattr(exc, "show", None)

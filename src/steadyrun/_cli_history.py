@@ -16,8 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from steadyrun._cli_runs import AppOpt, JsonOpt, StoreOpt, _print, _with, fail
+from steadyrun._cli_runs import AppOpt, JsonOpt, StoreOpt, _print, _with, need_agent, usage
 from steadyrun._cli_target import Target
+from steadyrun._errors import RunNotFoundError
 from steadyrun.chat import Message, Part, TextPart, ToolCallPart
 from steadyrun.runtime import HistoryStep
 
@@ -76,6 +77,11 @@ def history_commands(group: typer.Typer) -> None:
         replacement = _edit(edit, edit_calls)
 
         async def go(t: Target) -> None:
+            if edit_calls is not None:  # the calls are checked against the agent's tools
+                snap = await t.store.load(run_id)
+                if snap is None:
+                    raise RunNotFoundError(run_id)
+                need_agent(t, snap.run.agent, "--edit-calls")
             forked = await t.runtime.fork(run_id, at=at, new_run_id=new_run_id, edit=replacement)
             if resume and forked.status == "suspended":
                 await t.store.leases.wake(forked.run_id)  # a serve or worker continues it
@@ -94,11 +100,11 @@ def _edit(text: str | None, calls: str | None) -> Message | str | None:
     try:
         found = json.loads(calls)
     except json.JSONDecodeError as exc:
-        fail(f"--edit-calls is not JSON: {exc}")
+        usage(f"--edit-calls is not JSON: {exc}")
     if not isinstance(found, list) or not all(
         isinstance(c, dict) and isinstance(c.get("name"), str) for c in found
     ):
-        fail('--edit-calls is a JSON list of {"name": ..., "arguments": {...}}')
+        usage('--edit-calls is a JSON list of {"name": ..., "arguments": {...}}')
     parts: list[Part] = [TextPart(text=text)] if text else []
     parts += [
         ToolCallPart(call_id="", name=c["name"], arguments=json.dumps(c.get("arguments") or {}))

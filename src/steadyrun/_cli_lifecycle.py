@@ -8,6 +8,7 @@ background tasks when ``--app`` names an ``Operations`` that has them). See docs
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -18,8 +19,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from steadyrun._cli_runs import AppOpt, JsonOpt, StoreOpt, _print, _with, fail
+from steadyrun._cli_drive import ops_of
+from steadyrun._cli_runs import AppOpt, CreateOpt, JsonOpt, StoreOpt, _print, _with, usage
 from steadyrun._cli_target import Target
+from steadyrun._errors import RunNotFoundError
 
 if TYPE_CHECKING:
     from steadyrun.service._ops import Operations
@@ -28,10 +31,12 @@ __all__ = ["lifecycle_commands"]
 
 
 def _ops(t: Target) -> Operations:
-    from steadyrun.service._ops import Operations
-
     # An Operations named by --app knows the background tasks deleted with a run.
-    return t.app if isinstance(t.app, Operations) else Operations(t.runtime)
+    return ops_of(t)
+
+
+def _read(name: str) -> str:
+    return sys.stdin.read() if name == "-" else Path(name).read_text("utf-8")
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -78,16 +83,16 @@ def lifecycle_commands(group: typer.Typer) -> None:
         files: Annotated[list[str], typer.Argument(metavar="FILE...")],
         app: AppOpt = None,
         store: StoreOpt = None,
+        create: CreateOpt = False,
         json_out: JsonOpt = False,
     ) -> None:
-        texts = []
-        for name in files:
-            try:
-                texts.append(sys.stdin.read() if name == "-" else Path(name).read_text("utf-8"))
-            except OSError as exc:
-                fail(f"cannot read {name}: {exc}")
-
         async def go(t: Target) -> None:
+            texts = []  # read once the store is found: a wrong --store reads nothing
+            for name in files:
+                try:
+                    texts.append(await asyncio.to_thread(_read, name))
+                except OSError as exc:
+                    usage(f"cannot read {name}: {exc}")
             ops = _ops(t)
             done = []
             for text in texts:  # one by one: each run is imported whole or not at all
@@ -98,7 +103,7 @@ def lifecycle_commands(group: typer.Typer) -> None:
             if json_out:
                 _print([asdict(i) for i in done])
 
-        _with(app, store, go)
+        _with(app, store, go, create=create)
 
     @group.command(help="Delete a run, its sub-agent runs, input, claim and tasks.")
     def delete(
@@ -110,7 +115,7 @@ def lifecycle_commands(group: typer.Typer) -> None:
         async def go(t: Target) -> None:
             deleted = await _ops(t).delete(run_id)
             if not deleted.found:
-                fail(f"no run {run_id!r} in this store")
+                raise RunNotFoundError(run_id)
             if json_out:
                 _print(asdict(deleted))
                 return

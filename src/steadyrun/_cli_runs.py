@@ -1,8 +1,9 @@
-"""The ``steadyrun runs ...``, ``pending`` and ``approve|reject|answer`` commands.
+"""The ``steadyrun runs list|show|tail|cancel``, ``pending`` and ``approve|reject|answer`` commands.
 
 ``runs export|import|delete`` live in ``steadyrun._cli_lifecycle``, ``runs history|fork`` in
-``steadyrun._cli_history``; ``steadyrun._cli`` adds them to the ``runs`` group (they import the
-options and helpers of this module).
+``steadyrun._cli_history``, ``runs start|send|settle|resume`` in ``steadyrun._cli_drive`` and
+``inbox`` in ``steadyrun._cli_inbox``; ``steadyrun._cli`` adds them (they import the options and
+helpers of this module). Errors leave ``_with`` in the command's terms (``_cli_errors``).
 """
 
 from __future__ import annotations
@@ -12,16 +13,32 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from datetime import datetime
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from steadyrun._cli_errors import USAGE, CommandFailed, CommandLineError, explain
 from steadyrun._cli_target import Target, load_target
-from steadyrun.records import RunStatus
+from steadyrun._errors import RunNotFoundError, SteadyrunError
+from steadyrun.records import RunSnapshot, RunStatus
+from steadyrun.runtime import PendingItem
 
-__all__ = ["AppOpt", "JsonOpt", "StoreOpt", "fail", "runs", "write_commands"]
+__all__ = [
+    "AppOpt",
+    "CreateOpt",
+    "JsonOpt",
+    "StoreOpt",
+    "fail",
+    "need_agent",
+    "pending_table",
+    "run_json",
+    "runs",
+    "usage",
+    "write_commands",
+]
 
 AppOpt = Annotated[
     str | None,
@@ -32,27 +49,83 @@ StoreOpt = Annotated[
     typer.Option("--store", metavar="URL", help="sqlite:PATH or postgresql://... (no agents)"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts")]
+CreateOpt = Annotated[
+    bool, typer.Option("--create", help="make the SQLite file of --store if it is not there")
+]
 
 
-def fail(message: str) -> NoReturn:
-    """Print ``message`` to stderr and exit with 1."""
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``message`` to stderr and exit with ``code`` (1: the operation failed)."""
     print(f"steadyrun: {message}", file=sys.stderr)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
-def _with(app: str | None, store: str | None, fn: Callable[[Target], Awaitable[Any]]) -> Any:
+def usage(message: str) -> NoReturn:
+    """Print ``message`` to stderr and exit with 2: the command line is wrong."""
+    fail(message, USAGE)
+
+
+def _with(
+    app: str | None,
+    store: str | None,
+    fn: Callable[[Target], Awaitable[Any]],
+    *,
+    create: bool = False,
+) -> Any:
     async def go() -> Any:
-        target = await load_target(app, store)
+        target = await load_target(app, store, create=create)
         try:
             return await fn(target)
+        except RunNotFoundError as exc:
+            if await target.store.pending(exc.run_id, 0):  # started, its input waiting
+                raise CommandFailed(
+                    1,
+                    f"RunNotFoundError: run {exc.run_id!r} is started but nothing executed it "
+                    f"yet; `steadyrun runs resume {exc.run_id}` or a worker with the app does",
+                ) from exc
+            raise explain(exc, where=target.where, app=target.spec) from exc
+        except SteadyrunError as exc:
+            raise explain(exc, where=target.where, app=target.spec) from exc
         finally:
             await target.store.close()
 
     return asyncio.run(go())
 
 
+def _encode(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
 def _print(data: Any) -> None:
-    print(json.dumps(data, default=str, ensure_ascii=False, indent=None))
+    print(json.dumps(data, default=_encode, ensure_ascii=False, indent=None))
+
+
+def need_agent(t: Target, name: str, why: str) -> None:
+    """Raise a ``CommandLineError`` unless the target knows agent ``name`` (``why`` needs it)."""
+    known = t.runtime._agents
+    if name in known:
+        return
+    if t.spec is None:
+        raise CommandLineError(f"{why} needs agent {name!r}: name the app that has it with --app")
+    has = ", ".join(sorted(known)) or "no agents"
+    raise CommandLineError(f"agent {name!r} is not in --app {t.spec} (it has: {has})")
+
+
+def pending_table(items: list[PendingItem]) -> Table:
+    """What a run waits for, as a table."""
+    table = Table("kind", "call", "tool", "wait id", "prompt")
+    for i in items:
+        table.add_row(i.kind, i.call_id, i.name, i.wait_id or "", i.prompt or "")
+    return table
+
+
+def run_json(snap: RunSnapshot, pending: list[Any]) -> dict[str, Any]:
+    """Everything of a run for ``--json``: its row, every call record, messages, what waits."""
+    data = asdict(snap.run)
+    data["calls"] = [asdict(c) for c in snap.calls]
+    data["messages"] = [{**asdict(m), "text": m.text} for m in snap.context]
+    data["pending"] = [asdict(p) for p in pending]
+    return data
 
 
 def runs() -> typer.Typer:
@@ -80,7 +153,10 @@ def runs() -> typer.Typer:
 
         _with(app, store, go)
 
-    @group.command(help="A run: status, answer, calls.")
+    @group.command(
+        help="A run: status, answer, calls; --json: everything (calls with results, decisions "
+        "and answers, the messages, what it waits for)."
+    )
     def show(
         run_id: str,
         app: AppOpt = None,
@@ -90,33 +166,25 @@ def runs() -> typer.Typer:
         async def go(t: Target) -> None:
             snap = await t.store.load(run_id)
             if snap is None:
-                fail(f"no run {run_id!r}")
-            calls = [
-                {"id": c.id, "name": c.name, "status": c.status, "arguments": c.arguments}
-                for c in snap.calls
-            ]
-            run = snap.run
-            data = {
-                "run_id": run.run_id,
-                "agent": run.agent,
-                "status": run.status,
-                "text": run.text,
-                "error": run.error,
-                "steps": run.steps,
-                "calls": calls,
-            }
+                raise RunNotFoundError(run_id)
             if json_out:
-                _print(data)
+                _print(run_json(snap, await t.runtime.pending(run_id)))
                 return
+            run = snap.run
             console = Console()
             console.print(f"[bold]{run.run_id}[/] ({run.agent}): [bold]{run.status}[/]")
             if run.text:
                 console.print(run.text)
             if run.error:
                 console.print(f"[red]{run.error_kind}: {run.error}[/]")
-            table = Table("call", "tool", "status", "arguments")
-            for c in calls:
-                table.add_row(c["id"], c["name"], c["status"], c["arguments"][:60])
+            table = Table("call", "tool", "status", "arguments", "outcome")
+            for c in snap.calls:
+                outcome = c.result if c.error is None else f"error: {c.error}"
+                if c.decision is not None:
+                    said = "approved" if c.decision.approve else "rejected"
+                    who = f" by {c.decision.decided_by}" if c.decision.decided_by else ""
+                    outcome = f"{said}{who}; {outcome or ''}"
+                table.add_row(c.id, c.name, c.status, c.arguments[:60], (outcome or "")[:60])
             console.print(table)
 
         _with(app, store, go)
@@ -136,7 +204,7 @@ def runs() -> typer.Typer:
                 while True:
                     snap = await t.store.load(run_id)
                     if snap is None:
-                        fail(f"no run {run_id!r}")
+                        raise RunNotFoundError(run_id)
                     for c in snap.calls:
                         if seen.get(c.id) != c.status:
                             seen[c.id] = c.status
@@ -185,7 +253,7 @@ def runs() -> typer.Typer:
 
 
 def write_commands(cli: typer.Typer) -> None:
-    """Add ``pending``, ``approve``, ``reject``, ``answer`` and ``settle`` to ``cli``."""
+    """Add ``pending``, ``approve``, ``reject`` and ``answer`` to ``cli``."""
 
     @cli.command(help="What a run waits for: decisions, inputs, results.")
     def pending(
@@ -199,10 +267,7 @@ def write_commands(cli: typer.Typer) -> None:
             if json_out:
                 _print([asdict(i) for i in items])
                 return
-            table = Table("kind", "call", "tool", "wait id", "prompt")
-            for i in items:
-                table.add_row(i.kind, i.call_id, i.name, i.wait_id or "", i.prompt or "")
-            Console().print(table)
+            Console().print(pending_table(items))
 
         _with(app, store, go)
 
@@ -244,29 +309,10 @@ def write_commands(cli: typer.Typer) -> None:
         try:
             value = json.loads(response)
         except json.JSONDecodeError as exc:
-            fail(f"RESPONSE is not JSON: {exc}")
+            usage(f"RESPONSE is not JSON: {exc} (a text is quoted: '\"red\"')")
 
         async def go(t: Target) -> None:
             record = await t.runtime.answer(run_id, wait_id, value)
-            _done(record.id, record.status, json_out)
-
-        _with(app, store, go)
-
-    @cli.command(help="Record the outcome of a call the host owns (an awaited result...).")
-    def settle(
-        run_id: str,
-        call_id: str,
-        result: Annotated[str | None, typer.Option(help="what it returned (it succeeded)")] = None,
-        error: Annotated[str | None, typer.Option(help="why it failed (the model sees it)")] = None,
-        app: AppOpt = None,
-        store: StoreOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        if (result is None) == (error is None):
-            fail("give exactly one of --result and --error")
-
-        async def go(t: Target) -> None:
-            record = await t.runtime.settle(run_id, call_id, result=result, error=error)
             _done(record.id, record.status, json_out)
 
         _with(app, store, go)
@@ -283,7 +329,19 @@ def _decide(
     by: str | None,
     json_out: bool,
 ) -> None:
+    if arguments is not None:
+        try:
+            json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            usage(f"--arguments is not JSON: {exc}")
+
     async def go(t: Target) -> None:
+        if arguments is not None:
+            # Edited arguments are checked against the tool of the run's agent.
+            snap = await t.store.load(run_id)
+            if snap is None:
+                raise RunNotFoundError(run_id)
+            need_agent(t, snap.run.agent, "--arguments")
         record = await t.runtime.decide(
             run_id, call_id, approve=approve, reason=reason, arguments=arguments, decided_by=by
         )
@@ -296,11 +354,11 @@ def _done(call_id: str, status: str, json_out: bool) -> None:
     if json_out:
         _print({"call": call_id, "status": status})
     else:
-        print(f"{call_id}: {status} (a worker resumes the run)")
+        print(f"{call_id}: {status} (`steadyrun runs resume` or a worker continues the run)")
 
 
 def _status(value: str | None) -> RunStatus | None:
     allowed = ("running", "suspended", "completed", "failed", "cancelled")
     if value is not None and value not in allowed:
-        fail(f"--status is one of {', '.join(allowed)}")
+        usage(f"--status is one of {', '.join(allowed)}")
     return value  # type: ignore[return-value]

@@ -4,7 +4,8 @@
 ``Operations``, a ``Runtime``, or a function (sync or async, no arguments) returning one. The
 module is imported from the current directory too. ``--store`` names a store alone, enough for
 the commands that read runs and write decisions: ``sqlite:PATH`` (or a path ending in ``.db``)
-or a ``postgresql://`` URL.
+or a ``postgresql://`` URL. A SQLite file that is not there is a usage error (a mistyped path
+must not become an empty store) unless the command asks to create it (``--create``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from steadyrun._errors import UsageError
+from steadyrun._cli_errors import CommandLineError
 from steadyrun.runtime import Runtime
 from steadyrun.stores import SqliteStore, Store
 
-__all__ = ["STORE_ENV", "Target", "load_target"]
+__all__ = ["STORE_ENV", "Target", "load_target", "open_store"]
 
 STORE_ENV = "STEADYRUN_STORE"
 """Environment variable with the default ``--store``."""
@@ -36,10 +38,14 @@ class Target:
     Attributes:
         runtime: A runtime on the store, with the app's agents.
         app: What ``--app`` named, after calling it if it was a function.
+        spec: The ``--app`` value, when the runs were found that way.
+        where: The store in words for messages (a SQLite path, "the PostgreSQL store").
     """
 
     runtime: Runtime
     app: Any = None
+    spec: str | None = None
+    where: str = "this store"
 
     @property
     def store(self) -> Store:
@@ -47,19 +53,32 @@ class Target:
         return self.runtime.store
 
 
-def open_store(url: str) -> Store:
-    """A store from a ``--store`` value."""
+def open_store(url: str, *, create: bool = False) -> Store:
+    """A store from a ``--store`` value; a SQLite file must exist unless ``create``."""
     if url.startswith(("postgresql://", "postgres://")) or url.startswith("host="):
         from steadyrun.stores import PostgresStore
 
         return PostgresStore(url)
     path = url.removeprefix("sqlite:")
     if url.startswith("sqlite:") or path.endswith((".db", ".sqlite", ".sqlite3")):
+        # Checked before the store opens the file, which would create it.
+        if not create and not Path(path).is_file():
+            raise CommandLineError(
+                f"no SQLite file {path} (is the path right?); pass --create to make a new store"
+            )
         return SqliteStore(path)
-    raise UsageError(f"--store {url!r}: use sqlite:PATH or a postgresql:// URL")
+    raise CommandLineError(f"--store {url!r}: use sqlite:PATH or a postgresql:// URL")
 
 
-async def load_target(app: str | None, store: str | None) -> Target:
+def _where(store: Store, spec: str | None) -> str:
+    if isinstance(store, SqliteStore):
+        return str(store.path)
+    if type(store).__name__ == "PostgresStore":
+        return "the PostgreSQL store"
+    return f"the store of --app {spec}" if spec else "this store"
+
+
+async def load_target(app: str | None, store: str | None, *, create: bool = False) -> Target:
     """Resolve ``--app`` (first) or ``--store`` (or their environment variables)."""
     app = app or os.environ.get(APP_ENV)
     store = store or os.environ.get(STORE_ENV)
@@ -69,32 +88,35 @@ async def load_target(app: str | None, store: str | None) -> Target:
         if isinstance(found, Runtime):
             runtime = found
         if not isinstance(runtime, Runtime):
-            raise UsageError(
+            raise CommandLineError(
                 f"--app {app!r} is a {type(found).__name__}: name an App, Operations or Runtime "
                 "(or a function returning one)"
             )
-        return Target(runtime=runtime, app=found)
+        return Target(runtime=runtime, app=found, spec=app, where=_where(runtime.store, app))
     if store:
-        return Target(runtime=Runtime(open_store(store)))
-    raise UsageError(f"say where the runs are: --app module:attribute or --store URL ({STORE_ENV})")
+        opened = open_store(store, create=create)
+        return Target(runtime=Runtime(opened), where=_where(opened, None))
+    raise CommandLineError(
+        f"say where the runs are: --app module:attribute or --store URL ({STORE_ENV})"
+    )
 
 
 async def _load_app(spec: str) -> Any:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise UsageError(f"--app takes module:attribute, not {spec!r}")
+        raise CommandLineError(f"--app takes module:attribute, not {spec!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
+        raise CommandLineError(f"--app {spec!r}: cannot import {module_name!r}: {exc}") from exc
     found: Any = module
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
         except AttributeError:
-            raise UsageError(f"--app {spec!r}: {module_name} has no {attribute!r}") from None
+            raise CommandLineError(f"--app {spec!r}: {module_name} has no {attribute!r}") from None
     plain = not isinstance(found, (type, Runtime)) and not hasattr(found, "runtime")
     if callable(found) and plain:
         found = found()

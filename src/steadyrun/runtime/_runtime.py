@@ -273,6 +273,39 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         """
         return RunStream(lambda: self.resume(run_id, agent=agent, wait=wait), run_id, buffer=buffer)
 
+    def stream_send(
+        self,
+        run_id: str,
+        message: str | Message,
+        *,
+        id: str | None = None,
+        agent: Agent | None = None,
+        wait: float = 0.0,
+        buffer: int = 256,
+    ) -> RunStream:
+        """``send`` and then ``resume``, as an async iterator of the run's events.
+
+        The streaming way to continue a conversation; the events are those of ``stream``.
+
+        Args:
+            run_id: The run.
+            message: The new input.
+            id: Its id for deduplication (see ``send``): a repeated id is not added again.
+            agent: The run's agent, when this runtime was not given it.
+            wait: Seconds to wait for the run's claim when another executor holds it.
+            buffer: Events held for a slow reader.
+
+        Returns:
+            A ``RunStream`` of ``RunEvent``s; the errors of ``send`` and ``resume`` are
+            raised from it.
+        """
+
+        async def go() -> RunResult:
+            await self.send(run_id, message, id=id)
+            return await self.resume(run_id, agent=agent, wait=wait)
+
+        return RunStream(go, run_id, buffer=buffer)
+
     async def send(
         self,
         run_id: str,

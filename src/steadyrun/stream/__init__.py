@@ -8,9 +8,11 @@ Snapshots and deltas go over the wire as versioned JSON (``to_json`` / ``delta_f
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 from steadyrun._codec import decode, encode
+from steadyrun.stores import Store
 from steadyrun.stream._diff import (
     diff,
     display_call,
@@ -68,6 +70,7 @@ __all__ = [
     "apply",
     "coalesce",
     "delta_from_json",
+    "follow",
     "diff",
     "display_call",
     "display_from_run",
@@ -93,3 +96,24 @@ def snapshot_from_json(raw: bytes | str) -> DisplaySnapshot:
 def delta_from_json(raw: bytes | str) -> Delta:
     """Read a delta written by ``to_json``."""
     return cast(Delta, decode(raw, cast(Any, Delta)))
+
+
+async def follow(
+    store: Store, run_id: str, last_event_id: str | None = None
+) -> AsyncIterator[StreamEvent]:
+    """The display stream of a run, wherever it executes: a snapshot, then its deltas.
+
+    For a process that does not execute the run (a dashboard, a CLI, a second service): the
+    run's owner, in any process on the same store, publishes on the store's live feed, so the
+    model's words arrive as they are written and each save is seen at once. Fold the events
+    with ``apply`` (a ``snapshot`` event starts over). Ends only when the caller stops reading.
+
+    Raises:
+        RunNotFoundError: The store has no such run.
+
+    Example:
+        ``async for event in follow(store, "r-1"): ...``
+    """
+    publisher = Publisher(store)
+    async for event in publisher.follow(run_id, last_event_id):
+        yield event

@@ -12,61 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from pathlib import Path
 
-import steadyrun as sr
-from steadyrun._cli_target import open_store
-from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta, Usage, deltas_of
-from steadyrun.testing import text, tool_calls
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def words(count: int) -> list[str]:
-    """The answer's fragments: ``w0 w1 ...``."""
-    return [f"w{i} " for i in range(count)]
-
-
-class SlowStreamingModel:
-    """A fake streaming model (tests only): the answer word by word, ``delay`` apart."""
-
-    def __init__(self, count: int, delay: float, wait: float) -> None:
-        self.count, self.delay, self.wait = count, delay, wait
-
-    def _paused(self, request: ModelRequest) -> bool:
-        return any(m.role == "tool" for m in request.messages)
-
-    async def respond(self, request: ModelRequest) -> ModelResponse:
-        if not self._paused(request):
-            return tool_calls(("pause", {"seconds": self.wait}))
-        return text("".join(words(self.count)))
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
-        if not self._paused(request):
-            for delta in deltas_of(await self.respond(request)):
-                yield delta
-            return
-        for i, word in enumerate(words(self.count)):
-            if i == 0:
-                print("streaming", flush=True)
-            yield ResponseDelta(part="text", index=0, text=word)
-            await asyncio.sleep(self.delay)
-        yield ResponseDelta(part="finish", finish_reason="stop", usage=Usage(output_tokens=1))
+import steadyrun as sr  # noqa: E402
+from steadyrun._cli_target import open_store  # noqa: E402
+from streamkit import writer_agent  # noqa: E402
 
 
 async def main(url: str, run_id: str, count: int, delay: float, wait: float) -> None:
-    store = open_store(url)
+    store = open_store(url, create=True)
 
-    @sr.tool(side_effects=False)
-    async def pause(seconds: float) -> str:
-        """Wait a moment.
-
-        Args:
-            seconds: How long.
-        """
-        await asyncio.sleep(seconds)
-        return "ok"
-
-    model = SlowStreamingModel(count, delay, wait)
-    agent = sr.Agent(name="writer", model=model, tools=[pause])
+    agent = writer_agent(count, delay, wait)
     runtime = sr.Runtime(store, agents=[agent], claim_ttl=2.0)
     if await store.load(run_id) is None:
         result = await runtime.run(agent, run_id=run_id, input="write")

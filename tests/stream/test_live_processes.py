@@ -82,7 +82,7 @@ async def test_a_run_in_another_process_streams_its_words_live(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     url = str(tmp_path / "runs.db") if kind == "sqlite" else request.getfixturevalue("pg_dsn")
-    store = open_store(url)
+    store = open_store(url, create=True)
     publisher = Publisher(store)
     await store.list_runs()  # the file or schema exists before the child opens it
     child = await _child(url, "r1", 60, 0.02, 1.0)
@@ -109,7 +109,7 @@ async def test_a_sigkill_mid_stream_drops_the_partial_text_and_the_resume_asks_a
     tmp_path: Path,
 ) -> None:
     url = str(tmp_path / "runs.db")
-    store = open_store(url)
+    store = open_store(url, create=True)
     publisher = Publisher(store)
     await store.list_runs()
     first = await _child(url, "r1", 400, 0.02, 0.5)
@@ -133,7 +133,7 @@ async def test_a_sigkill_mid_stream_drops_the_partial_text_and_the_resume_asks_a
     assert dropped, "the partial text of the lost call was dropped by a delta"
     assert watch.snap is not None and not any(b.live for b in watch.snap.blocks)
     answer = "".join(f"w{i} " for i in range(30))
-    stored = await open_store(url).load("r1")
+    stored = await open_store(url, create=True).load("r1")
     assert stored is not None
     texts = [m.text for m in stored.context if m.role == "assistant" and m.text]
     assert [t.strip() for t in texts] == [answer.strip()], "the answer is stored once"

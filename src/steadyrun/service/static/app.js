@@ -62,14 +62,18 @@ function putBlock(blocks, block) {
   return kept;
 }
 
+const FRAGMENTS = new Set(["text_fragment", "thinking_fragment", "arguments_fragment"]);
+
 function apply(s, d) {
-  if (d.seq !== s.seq + 1) throw new Error("gap");
+  // A joined fragment (sent to a follower that lagged) covers first_seq..seq.
+  const first = FRAGMENTS.has(d.kind) && d.first_seq != null ? d.first_seq : d.seq;
+  if (first !== s.seq + 1 || first > d.seq) throw new Error("gap");
   s = { ...s, seq: d.seq };
   switch (d.kind) {
     case "run_status": return { ...s, status: d.status, text: d.text, error: d.error };
     case "block_added": case "block_updated": return { ...s, blocks: putBlock(s.blocks, d.block) };
     case "block_removed": return { ...s, blocks: s.blocks.filter((b) => b.id !== d.block_id) };
-    case "text_fragment": case "thinking_fragment":
+    case "text_fragment": case "thinking_fragment": case "arguments_fragment":
       return { ...s, blocks: s.blocks.map((b) => (b.id === d.block_id ? { ...b, text: b.text + d.text } : b)) };
     case "call_status": {
       const known = s.calls.some((c) => c.id === d.call.id);
@@ -140,8 +144,19 @@ function onEvent(run, chunk) {
     return;
   }
   if (id) run.lastId = id;
-  render(run.snapshot);
-  markRun(run.snapshot.run_id, run.snapshot.status);
+  scheduleRender(run);
+}
+
+// Many deltas may arrive within one frame (a model writing fast, a catch-up after a
+// reconnect): the page is drawn once per frame, with what they add up to.
+function scheduleRender(run) {
+  if (run.frame) return;
+  run.frame = requestAnimationFrame(() => {
+    run.frame = 0;
+    if (current !== run || !run.snapshot) return;
+    render(run.snapshot);
+    markRun(run.snapshot.run_id, run.snapshot.status);
+  });
 }
 
 // -- rendering ----------------------------------------------------------------------------
@@ -159,7 +174,7 @@ function render(s) {
   $("run-meta").textContent =
     `agent ${s.agent} · ${u.requests || 0} model calls · ${(u.input_tokens || 0) + (u.output_tokens || 0)} tokens`;
   const calls = Object.fromEntries(s.calls.map((c) => [c.id, c]));
-  $("timeline").replaceChildren(...s.blocks.map((b) => blockView(b, calls[b.call_id])));
+  renderTimeline(s.run_id, s.blocks, calls);
   const final = $("final");
   const said = s.blocks.filter((b) => b.kind === "content").map((b) => b.text);
   final.hidden = !(s.error || (s.text && said[said.length - 1] !== s.text));
@@ -168,8 +183,49 @@ function render(s) {
   renderPending(s);
 }
 
+// The timeline keeps each block's element while the block lives: text that grows (the
+// model's words as they are written) is extended in place, nothing else is redrawn, and the
+// reader's scroll stays where it was (or follows the end when the reader was at the end).
+const drawn = new Map(); // block id -> {key, el, text}
+let drawnRun = null;
+
+function renderTimeline(runId, blocks, calls) {
+  const list = $("timeline");
+  if (drawnRun !== runId) { drawn.clear(); drawnRun = runId; }
+  const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+  const seen = new Set();
+  const els = blocks.map((b) => {
+    seen.add(b.id);
+    const call = calls[b.call_id];
+    const key = JSON.stringify([b.kind, b.live, b.name, b.call_id, call || null]);
+    const was = drawn.get(b.id);
+    if (was && was.key === key && b.kind !== "tool_call") {
+      const text = was.el.querySelector(".text") || was.el;
+      if (text.textContent !== b.text) text.textContent = b.text;
+      return was.el;
+    }
+    if (was && was.key === key && was.text === b.text) return was.el;
+    const el = blockView(b, call);
+    drawn.set(b.id, { key, el, text: b.text });
+    return el;
+  });
+  for (const id of [...drawn.keys()]) if (!seen.has(id)) drawn.delete(id);
+  const same = els.length === list.children.length && els.every((el, i) => list.children[i] === el);
+  if (!same) list.replaceChildren(...els);
+  if (atEnd && blocks.some((b) => b.live)) window.scrollTo(0, document.body.scrollHeight);
+}
+
 function blockView(b, call) {
-  if (b.kind !== "tool_call") return h("li", { class: b.kind }, b.text);
+  if (b.live && b.kind === "tool_call") {
+    return h("li", { class: "tool_call live", "data-block": b.id },
+      h("div", { class: "tool" }, h("span", { class: "name" }, b.name || "tool call"),
+        h("span", { class: "badge running" }, "writing")),
+      h("pre", { class: "text" }, b.text));
+  }
+  if (b.kind !== "tool_call") {
+    return h("li", { class: b.live ? `${b.kind} live` : b.kind, "data-block": b.id },
+      h("span", { class: "text" }, b.text));
+  }
   if (!call) return h("li", { class: "tool_call" }, "tool call");
   const out = call.error || call.result;
   return h("li", { class: "tool_call", "data-call": call.id },

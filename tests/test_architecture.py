@@ -55,7 +55,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("temporal",),
     # the entry points: the command line and the demo
     ("__main__", "_cli", "_cli_drive", "_cli_errors", "_cli_history", "_cli_inbox",
-     "_cli_lifecycle", "_cli_runs", "_cli_target", "_demo"),
+     "_cli_lifecycle", "_cli_runs", "_cli_tail", "_cli_target", "_demo"),
 )  # fmt: skip
 """The layers, from the top. A name is a subpackage or module directly under ``steadyrun``
 (``steadyrun`` itself: its ``__init__``)."""

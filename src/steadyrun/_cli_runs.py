@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from steadyrun._cli_errors import USAGE, CommandFailed, CommandLineError, explain
+from steadyrun._cli_tail import tail_run
 from steadyrun._cli_target import Target, load_target
 from steadyrun._errors import RunNotFoundError, SteadyrunError
 from steadyrun.records import RunSnapshot, RunStatus
@@ -189,39 +190,21 @@ def runs() -> typer.Typer:
 
         _with(app, store, go)
 
-    @group.command(help="Follow a run: print its calls as they change until it stops.")
+    @group.command(
+        help="Follow a run: print the model's words as they are written and its calls as "
+        "they change, until it stops."
+    )
     def tail(
         run_id: str,
         app: AppOpt = None,
         store: StoreOpt = None,
-        interval: Annotated[float, typer.Option(help="seconds between looks")] = 0.5,
+        interval: Annotated[
+            float, typer.Option(help="seconds between looks when no live feed reaches here")
+        ] = 2.0,
         json_out: JsonOpt = False,
     ) -> None:
         async def go(t: Target) -> None:
-            console = Console(stderr=json_out)
-            seen: dict[str, str] = {}
-            with console.status(f"following {run_id}...") as spinner:
-                while True:
-                    snap = await t.store.load(run_id)
-                    if snap is None:
-                        raise RunNotFoundError(run_id)
-                    for c in snap.calls:
-                        if seen.get(c.id) != c.status:
-                            seen[c.id] = c.status
-                            event = {"call": c.id, "tool": c.name, "status": c.status}
-                            if json_out:
-                                _print(event)
-                            else:
-                                console.print(f"{c.id}  {c.name}  {c.status}")
-                    spinner.update(f"{run_id}: {snap.run.status}, {snap.run.steps} steps")
-                    if snap.run.status != "running":
-                        end = {"run": run_id, "status": snap.run.status, "text": snap.run.text}
-                        if json_out:
-                            _print(end)
-                        else:
-                            console.print(f"[bold]{snap.run.status}[/] {snap.run.text or ''}")
-                        return
-                    await asyncio.sleep(interval)
+            await tail_run(t, run_id, interval, json_out)
 
         _with(app, store, go)
 

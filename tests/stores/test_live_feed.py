@@ -98,7 +98,7 @@ async def test_sqlite_feed_crosses_processes_and_removes_dead_followers(tmp_path
     sub = await feed.subscribe("r")
     # A follower that died without unbinding left its socket file behind.
     stale = live_directory(path) / "12345-dead"
-    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(stale))
     dead.close()
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", SENDER, str(path), "20")

@@ -137,3 +137,31 @@ async def test_a_sigkill_mid_stream_drops_the_partial_text_and_the_resume_asks_a
     assert stored is not None
     texts = [m.text for m in stored.context if m.role == "assistant" and m.text]
     assert [t.strip() for t in texts] == [answer.strip()], "the answer is stored once"
+
+
+async def test_runs_tail_prints_the_words_as_they_are_written(tmp_path: Path) -> None:
+    url = str(tmp_path / "runs.db")
+    store = open_store(url, create=True)
+    await store.list_runs()
+    writer = await _child(url, "r1", 80, 0.02, 1.0)
+    try:
+        await _wait_for_run(store, "r1")
+        tail = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "steadyrun", "runs", "tail", "r1", "--store", url,
+            stdout=asyncio.subprocess.PIPE, env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        assert tail.stdout is not None
+        chunks: list[bytes] = []
+        while chunk := await asyncio.wait_for(tail.stdout.read(4096), 60):
+            chunks.append(chunk)
+        assert await tail.wait() == 0
+    finally:
+        await writer.wait()
+        await store.close()
+    out = b"".join(chunks).decode()
+    answer = "".join(f"w{i} " for i in range(80)).strip()
+    assert out.count(answer) == 1, f"the answer printed once:\n{out}"
+    before_end = [c for c in chunks if b"completed" not in c]
+    assert len(before_end) >= 5, "the words came in many pieces, not in one at the end"
+    assert out.rstrip().endswith("completed")
+    assert "pause  succeeded" in out

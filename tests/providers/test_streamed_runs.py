@@ -1,0 +1,143 @@
+"""Each provider adapter streams a real run's model calls to the observers (issue 21 item 5).
+
+A ``Runtime`` runs an agent with one tool whose model is the adapter, talking to a recorded
+streamed exchange (``wire/<provider>_agent_stream.json``: a tool call, then the answer). An
+observer records ``on_model_delta``; the fragments of each call, joined by part, must be the
+parts stored in the run's context: the text, the tool call's arguments (with its id and name)
+and, where the provider has them, the thinking.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+import steadyrun as sr
+from providerkit import (
+    Wire,
+    anthropic_model,
+    google_model,
+    http_client,
+    openai_chat,
+    openai_responses,
+    order_tool,
+    replay_of,
+)
+from steadyrun.chat import Message, ResponseDelta, TextPart, ThinkingPart, ToolCallPart
+from steadyrun.models import ModelClient
+from steadyrun.models.compat import CompatModel
+
+INSTRUCTIONS = "You help customers track their orders."
+QUESTION = "Where is order 4711?"
+ANSWER = "Order 4711 shipped on Monday."
+
+lookup_order = order_tool("order {order_id}: shipped on Monday")
+
+
+def compat(source: Wire) -> CompatModel:
+    return CompatModel("http://localhost:8000/v1#Qwen/Qwen3-8B", http_client=http_client(source))
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    model: Callable[[Wire], ModelClient]
+    thinks: bool  # the fixture's answers carry thinking
+
+
+PROVIDERS = [
+    Provider("openai_chat", openai_chat, thinks=False),
+    Provider(
+        "openai_responses",
+        lambda w: openai_responses(
+            w, "o4-mini", extra={"reasoning": {"effort": "medium", "summary": "auto"}}
+        ),
+        thinks=True,
+    ),
+    Provider(
+        "anthropic",
+        lambda w: anthropic_model(
+            w, extra={"thinking": {"type": "enabled", "budget_tokens": 10000}}
+        ),
+        thinks=True,
+    ),
+    Provider("google", lambda w: google_model(w, include_thoughts=True), thinks=True),
+    Provider("compat", compat, thinks=True),
+]
+
+
+class Fragments(sr.Observer):
+    """Records every fragment, by model call, in the order they came."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, list[ResponseDelta]] = {}
+
+    def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> None:
+        self.calls.setdefault(model_call_id, []).append(delta)
+
+
+def joined(deltas: list[ResponseDelta]) -> list[tuple[str, str]]:
+    """The fragments of one call joined by part, in part order: (kind, text or arguments)."""
+    parts: dict[int, tuple[str, list[str]]] = {}
+    for d in deltas:
+        kind, pieces = parts.setdefault(d.index, (d.part, []))
+        assert kind == d.part, f"part {d.index} switched from {kind} to {d.part}"
+        pieces.append(d.arguments if d.part == "tool_call" else d.text)
+    return [(kind, "".join(pieces)) for _, (kind, pieces) in sorted(parts.items())]
+
+
+def stored(message: Message) -> list[tuple[str, str]]:
+    """The parts of a stored assistant message as ``joined`` gives them (empty ones left out)."""
+    out: list[tuple[str, str]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart) and part.text:
+            out.append(("text", part.text))
+        elif isinstance(part, ThinkingPart) and part.text:
+            out.append(("thinking", part.text))
+        elif isinstance(part, ToolCallPart):
+            out.append(("tool_call", part.arguments))
+    return out
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+async def test_fragments_seen_by_an_observer_add_up_to_the_stored_answer(
+    provider: Provider,
+) -> None:
+    replay = replay_of(f"{provider.name}_agent_stream")
+    seen = Fragments()
+    agent = sr.Agent(
+        name="orders",
+        model=provider.model(replay),
+        instructions=INSTRUCTIONS,
+        tools=[lookup_order],
+    )
+    store = sr.MemoryStore()
+
+    result = await sr.Runtime(store, observers=[seen]).run(agent, run_id="t", input=QUESTION)
+
+    replay.assert_done()
+    assert result.status == "completed", result.error
+    assert result.text == ANSWER
+    snapshot = await store.load("t")
+    assert snapshot is not None
+    answers = [m for m in snapshot.context if m.role == "assistant"]
+    assert len(answers) == 2 and list(seen.calls) == ["m1", "m2"]
+    for call_id, answer in zip(seen.calls, answers, strict=True):
+        assert joined(seen.calls[call_id]) == stored(answer), call_id
+    assert answers[1].text == ANSWER
+
+    # The first call: text, then the tool call announced with its id and name.
+    first = seen.calls["m1"]
+    (call,) = answers[0].tool_calls
+    assert call.name == "lookup_order"
+    assert [d.call_id for d in first if d.call_id] == [call.call_id]
+    assert [d.name for d in first if d.name] == ["lookup_order"]
+    assert json.loads(call.arguments) == {"order_id": "4711"}
+    assert [c.provider_call_id for c in result.calls] == [call.call_id]
+    # The text came in pieces, not as a whole once the call was over.
+    assert len([d for d in seen.calls["m2"] if d.part == "text"]) > 1
+    thinking = [kind for call_parts in map(stored, answers) for kind, _ in call_parts]
+    assert ("thinking" in thinking) == provider.thinks

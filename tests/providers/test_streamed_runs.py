@@ -46,6 +46,7 @@ class Provider:
     name: str
     model: Callable[[Wire], ModelClient]
     thinks: bool  # the fixture's answers carry thinking
+    typed: bool = True  # the API sends a tool call's arguments in pieces (Gemini: whole)
 
 
 PROVIDERS = [
@@ -64,7 +65,7 @@ PROVIDERS = [
         ),
         thinks=True,
     ),
-    Provider("google", lambda w: google_model(w, include_thoughts=True), thinks=True),
+    Provider("google", lambda w: google_model(w, include_thoughts=True), thinks=True, typed=False),
     Provider("compat", compat, thinks=True),
 ]
 
@@ -137,7 +138,9 @@ async def test_fragments_seen_by_an_observer_add_up_to_the_stored_answer(
     assert [d.name for d in first if d.name] == ["lookup_order"]
     assert json.loads(call.arguments) == {"order_id": "4711"}
     assert [c.provider_call_id for c in result.calls] == [call.call_id]
-    # The text came in pieces, not as a whole once the call was over.
+    # The text came in pieces, not as a whole once the call was over; so did the arguments.
     assert len([d for d in seen.calls["m2"] if d.part == "text"]) > 1
+    typed = [d.arguments for d in first if d.part == "tool_call" and d.arguments]
+    assert len(typed) > 1 if provider.typed else len(typed) == 1
     thinking = [kind for call_parts in map(stored, answers) for kind, _ in call_parts]
     assert ("thinking" in thinking) == provider.thinks

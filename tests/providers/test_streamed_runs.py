@@ -4,18 +4,23 @@ A ``Runtime`` runs an agent with one tool whose model is the adapter, talking to
 streamed exchange (``wire/<provider>_agent_stream.json``: a tool call, then the answer). An
 observer records ``on_model_delta``; the fragments of each call, joined by part, must be the
 parts stored in the run's context: the text, the tool call's arguments (with its id and name)
-and, where the provider has them, the thinking.
+and, where the provider has them, the thinking. The local model (llama.cpp, ``local_model``)
+is checked the same way with a real run of the packaged model.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
 import steadyrun as sr
+from e2e.local_support import INSTRUCTIONS as LOCAL_INSTRUCTIONS
+from e2e.local_support import QUESTION as LOCAL_QUESTION
+from e2e.local_support import check_weather_call, require_llama
 from providerkit import (
     Wire,
     anthropic_model,
@@ -26,7 +31,17 @@ from providerkit import (
     order_tool,
     replay_of,
 )
-from steadyrun.chat import Message, ResponseDelta, TextPart, ThinkingPart, ToolCallPart
+from steadyrun.chat import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ResponseDelta,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from steadyrun.models import ModelClient
 from steadyrun.models.compat import CompatModel
 
@@ -144,3 +159,102 @@ async def test_fragments_seen_by_an_observer_add_up_to_the_stored_answer(
     assert len(typed) > 1 if provider.typed else len(typed) == 1
     thinking = [kind for call_parts in map(stored, answers) for kind, _ in call_parts]
     assert ("thinking" in thinking) == provider.thinks
+
+
+# -- the local model (llama.cpp) ------------------------------------------------------------
+
+
+class StreamingToolFirst:
+    """The local model, its tool forced until a result is in, then ``none`` (as ``ToolFirst``).
+
+    A base model cannot be trusted to choose; with a named tool or ``none`` llama.cpp streams
+    (with ``auto`` and tools it answers in one piece).
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def _settled(self, request: ModelRequest) -> ModelRequest:
+        if any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts):
+            return replace(request, settings=replace(request.settings, tool_choice="none"))
+        return request
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        response: ModelResponse = await self.model.respond(self._settled(request))
+        return response
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
+        stream: AsyncIterator[ResponseDelta] = self.model.stream(self._settled(request))
+        return stream
+
+
+@pytest.fixture(scope="module")
+def local() -> Iterator[Any]:
+    require_llama()
+    from steadyrun.models.local import LocalModel
+
+    model = LocalModel(temperature=0)
+    yield model
+    model.close()
+
+
+@pytest.mark.local_model
+async def test_the_local_models_fragments_add_up_to_the_stored_answer(local: Any) -> None:
+    seen = Fragments()
+    agent = sr.Agent(
+        name="local",
+        model=local,
+        instructions="Answer in one short sentence.",
+        settings=ModelSettings(max_tokens=32, temperature=0),
+    )
+    store = sr.MemoryStore()
+
+    result = await sr.Runtime(store, observers=[seen]).run(
+        agent, run_id="l", input="What is the capital of France?"
+    )
+
+    assert result.status == "completed", result.error
+    snapshot = await store.load("l")
+    assert snapshot is not None
+    (answer,) = [m for m in snapshot.context if m.role == "assistant"]
+    assert list(seen.calls) == ["m1"]
+    assert joined(seen.calls["m1"]) == stored(answer)
+    assert answer.text == result.text and answer.text
+    assert len(seen.calls["m1"]) > 1  # token by token, not the answer in one piece
+
+
+@pytest.mark.local_model
+async def test_the_local_models_tool_call_and_answer_stream_to_observers(local: Any) -> None:
+    @sr.tool(replayable=True)
+    def get_weather(city: str, unit: str) -> str:
+        """Get the current weather in a city.
+
+        Args:
+            city: The city.
+            unit: celsius or fahrenheit.
+        """
+        return f"18 degrees {unit}, light rain in {city}"
+
+    seen = Fragments()
+    agent = sr.Agent(
+        name="weather",
+        model=StreamingToolFirst(local),
+        instructions=LOCAL_INSTRUCTIONS,
+        tools=[get_weather],
+        settings=ModelSettings(tool_choice="get_weather", max_tokens=48, temperature=0),
+    )
+    store = sr.MemoryStore()
+
+    result = await sr.Runtime(store, observers=[seen]).run(agent, run_id="w", input=LOCAL_QUESTION)
+
+    assert result.status == "completed", result.error
+    snapshot = await store.load("w")
+    assert snapshot is not None
+    answers = [m for m in snapshot.context if m.role == "assistant"]
+    assert len(answers) == 2 and list(seen.calls) == ["m1", "m2"]
+    for call_id, answer in zip(seen.calls, answers, strict=True):
+        assert joined(seen.calls[call_id]) == stored(answer), call_id
+    (call,) = answers[0].tool_calls
+    check_weather_call(call.arguments)
+    # The grammar-constrained arguments come token by token too.
+    assert len([d for d in seen.calls["m1"] if d.part == "tool_call" and d.arguments]) > 1

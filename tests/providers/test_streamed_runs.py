@@ -20,7 +20,7 @@ import pytest
 import steadyrun as sr
 from e2e.local_support import INSTRUCTIONS as LOCAL_INSTRUCTIONS
 from e2e.local_support import QUESTION as LOCAL_QUESTION
-from e2e.local_support import check_weather_call, require_llama
+from e2e.local_support import WEATHER, check_weather_call, require_llama
 from providerkit import (
     Wire,
     anthropic_model,
@@ -41,6 +41,7 @@ from steadyrun.chat import (
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
+    accumulate,
 )
 from steadyrun.models import ModelClient
 from steadyrun.models.compat import CompatModel
@@ -258,3 +259,21 @@ async def test_the_local_models_tool_call_and_answer_stream_to_observers(local: 
     check_weather_call(call.arguments)
     # The grammar-constrained arguments come token by token too.
     assert len([d for d in seen.calls["m1"] if d.part == "tool_call" and d.arguments]) > 1
+
+
+@pytest.mark.local_model
+async def test_a_local_text_answer_streams_even_when_the_model_may_call_a_tool(
+    local: Any,
+) -> None:
+    # With tool_choice auto the model first picks a call or a text answer (this one: text);
+    # the text is then written without tools, and that completion streams.
+    request = ModelRequest(
+        messages=[Message.user("Say hello.")],
+        tools=[WEATHER],
+        settings=ModelSettings(tool_choice="auto", max_tokens=32),
+    )
+    responded = await local.respond(request)
+    deltas = [d async for d in local.stream(request)]
+    assert accumulate(deltas) == responded
+    assert responded.message.tool_calls == [] and responded.message.text
+    assert len([d for d in deltas if d.part == "text"]) > 1

@@ -84,13 +84,13 @@ async def test_streamed_thinking_text_and_tool_call_accumulate_to_the_response()
     signatures = [d.signature for d in deltas if d.part == "thinking" and d.signature]
     assert len(signatures) == 1  # the signature_delta, given whole
     calls = [d for d in deltas if d.part == "tool_call"]
-    # announced when the block starts, arguments once the block is complete
+    # announced when the block starts, the arguments as they are typed
     assert (calls[0].call_id, calls[0].name, calls[0].arguments) == (
         "toolu_01A09q90qw90lq917835lq9",
         "get_weather",
         "",
     )
-    assert calls[1].arguments == '{"city": "Paris", "unit": "celsius"}'
+    assert [c.arguments for c in calls[1:]] == ['{"city": "Par', 'is", "unit": "cel', 'sius"}']
 
 
 async def test_streamed_parallel_tool_calls_accumulate_to_the_response() -> None:

@@ -2,13 +2,12 @@
 
 Each content block keeps its API ``index`` as the delta index, so the deltas accumulate to the
 parts ``respond`` gives for the same answer. A tool call is announced (id and name) when its
-block starts; its arguments come as one fragment when the block stops, normalized exactly like
-the arguments of a whole response.
+block starts; its arguments come as they are typed, each piece re-written (``JsonRewriter``) so
+that they join to the text a whole response gives (``json.dumps`` of the parsed input).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from anthropic.types import (
@@ -37,6 +36,7 @@ from steadyrun.models._anthropic_convert import (
     provider_details,
     usage_from,
 )
+from steadyrun.models._json_rewrite import JsonRewriter
 
 __all__ = ["StreamState"]
 
@@ -59,7 +59,7 @@ class StreamState:
         self._stop_sequence: str | None = None
         self._stop_details: RefusalStopDetails | None = None
         self._signatures: dict[int, str] = {}
-        self._tool_input: dict[int, tuple[dict[str, Any], list[str]]] = {}
+        self._tool_input: dict[int, tuple[dict[str, Any], JsonRewriter]] = {}
         self._has_tool_calls = False
         self._unmapped: list[str] = []
 
@@ -127,7 +127,7 @@ class StreamState:
             ]
         if isinstance(block, ToolUseBlock):
             self._has_tool_calls = True
-            self._tool_input[index] = (dict(block.input), [])
+            self._tool_input[index] = (dict(block.input), JsonRewriter())
             return [ResponseDelta(part="tool_call", index=index, call_id=block.id, name=block.name)]
         self._unmapped.append(str(getattr(block, "type", type(block).__name__)))
         return []
@@ -143,23 +143,19 @@ class StreamState:
             self._signatures[index] = signature
             return [ResponseDelta(part="thinking", index=index, signature=signature or None)]
         if isinstance(delta, InputJSONDelta) and index in self._tool_input:
-            self._tool_input[index][1].append(delta.partial_json)
+            arguments = self._tool_input[index][1].feed(delta.partial_json)
+            if arguments:
+                return [ResponseDelta(part="tool_call", index=index, arguments=arguments)]
         return []  # citations are not mapped
 
     def _stop(self, index: int) -> list[ResponseDelta]:
         tool = self._tool_input.pop(index, None)
         if tool is None:
             return []
-        start_input, fragments = tool
-        raw = "".join(fragments)
-        if not raw.strip():
-            arguments = arguments_text(start_input)
-        else:
-            try:
-                arguments = arguments_text(json.loads(raw))
-            except ValueError:
-                arguments = raw  # malformed (e.g. cut by max_tokens): keep what the model wrote
-        return [ResponseDelta(part="tool_call", index=index, arguments=arguments)]
+        start_input, rewriter = tool
+        # Nothing typed: the input came whole with the block's start (or is empty).
+        rest = rewriter.close() if rewriter.fed else arguments_text(start_input)
+        return [ResponseDelta(part="tool_call", index=index, arguments=rest)] if rest else []
 
     def _finish(self) -> ResponseDelta:
         usage = self._usage

@@ -82,10 +82,10 @@ class LocalModel:
     makes llama.cpp constrain the arguments to the tool's JSON schema, so even a small base
     model returns valid calls. Specific to this format: without a ``tool_choice`` the model
     chooses (``auto``): a grammar lets it pick a call or a text answer, and a text answer is
-    then generated again without tools (llama-cpp-python would constrain it to nothing); such
-    requests cannot stream (``stream`` answers in one piece). ``required`` works only with a
-    single tool. Tool results, which its template would drop, are shown to the model as user
-    messages.
+    then generated again without tools (llama-cpp-python would constrain it to nothing); the
+    choice cannot stream, so ``stream`` gives a call in one piece and streams a text answer
+    as it is generated again. ``required`` works only with a single tool. Tool results, which
+    its template would drop, are shown to the model as user messages.
 
     Usage counts the prompt and sampled tokens of every llama.cpp completion a request takes.
     Answers are reproducible: the sampler is seeded with ``seed`` before every request, so the
@@ -230,7 +230,8 @@ class LocalModel:
         """Answer one request as deltas ending with a ``finish`` delta.
 
         The deltas accumulate to what ``respond`` returns. With tools and ``tool_choice``
-        ``auto`` llama.cpp cannot stream: the answer then comes in one piece.
+        ``auto`` llama.cpp cannot stream the choice: a tool call then comes in one piece, and a
+        text answer streams as it is written again without tools (see the class).
 
         Args:
             request: The provider-neutral request.
@@ -242,11 +243,15 @@ class LocalModel:
         """
         check_model_requests_allowed(self.provider)
         params, request_id = await self._params(request)
-        if params.get("tools") and params.get("tool_choice") == "auto":
-            for delta in deltas_of(await self._respond(params, request_id)):
-                yield delta
-            return
         meter = Meter()
+        if params.get("tools") and params.get("tool_choice") == "auto":
+            data = await self._call(meter, params)
+            if not self._answers_again(params, data):
+                for delta in deltas_of(self._response(data, request_id, meter)):
+                    yield delta
+                return
+            meter = Meter(input_tokens=meter.input_tokens, output_tokens=meter.output_tokens)
+            params = {**params, "tool_choice": "none"}
         state = ChatStream(request_id=request_id, model=self.model, provider=self.provider)
         chunks = self._engine.stream(meter, lambda llama: self._start(llama, params))
         try:
@@ -326,17 +331,26 @@ class LocalModel:
     async def _respond(self, params: dict[str, Any], request_id: str) -> ModelResponse:
         meter = Meter()
         data = await self._call(meter, params)
-        if (
+        if self._answers_again(params, data):
+            meter = Meter(input_tokens=meter.input_tokens, output_tokens=meter.output_tokens)
+            data = await self._call(meter, {**params, "tool_choice": "none"})
+        return self._response(data, request_id, meter)
+
+    def _answers_again(self, params: Mapping[str, Any], data: Any) -> bool:
+        """Whether a text answer chosen under ``auto`` must be generated again without tools.
+
+        The model chose to answer in text, but llama-cpp-python's chatml-function-calling
+        constrains that text with its call-or-stop grammar (it comes back empty, or as
+        "functions.<name>:"): the answer is generated again without tools, freely.
+        """
+        return bool(
             self.chat_format == FUNCTION_CALLING
             and params.get("tools")
             and params.get("tool_choice") == "auto"
             and not _tool_calls(data)
-        ):
-            # The model chose to answer in text, but llama-cpp-python's chatml-function-calling
-            # constrains that text with its call-or-stop grammar (it comes back empty, or as
-            # "functions.<name>:"): the answer is generated again without tools, freely.
-            meter = Meter(input_tokens=meter.input_tokens, output_tokens=meter.output_tokens)
-            data = await self._call(meter, {**params, "tool_choice": "none"})
+        )
+
+    def _response(self, data: Any, request_id: str, meter: Meter) -> ModelResponse:
         response = chat_response(
             _without_ids(data), request_id=request_id, model=self.model, provider=self.provider
         )

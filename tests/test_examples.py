@@ -61,3 +61,21 @@ def test_the_quickstart_example_is_the_readme_snippet() -> None:
     [snippet] = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert (EXAMPLES / "quickstart.py").read_text() == snippet
     assert "`examples/quickstart.py` is this program" in section
+
+
+def test_the_streaming_example_prints_the_words_of_another_process_as_written() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "streaming.py")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    reads = []
+    while chunk := proc.stdout.read1(4096):
+        reads.append(chunk.decode())
+    assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    out = "".join(reads)
+    answer = "Durable runs keep their work through crashes, and nobody waits for a refresh."
+    assert out.splitlines()[-1] == f"completed: {answer}"
+    assert out.splitlines()[0].strip() == answer, "the words printed as they came, once"
+    assert len(reads) >= 4, "the words came in pieces while the writer wrote them"

@@ -52,7 +52,7 @@ class SqliteLive:
         self._others = Cached(self._look, 0.5)
         self._out: dict[str, asyncio.StreamWriter] = {}
         self._server: asyncio.Server | None = None
-        self._readers: set[asyncio.Task[None]] = set()
+        self._readers: set[asyncio.StreamWriter] = set()
 
     def followed(self) -> bool:
         """Whether a follower of this file may be listening (a socket in the directory)."""
@@ -110,9 +110,7 @@ class SqliteLive:
         return self.hub.subscribe(run_id, limit)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._readers.add(task)
+        self._readers.add(writer)
         try:
             while line := await reader.readline():
                 message = decode_frame(line)
@@ -122,16 +120,15 @@ class SqliteLive:
             pass  # the owner went away (or wrote a line past the limit): gaps tell the rest
         finally:
             writer.close()
-            if task is not None:
-                self._readers.discard(task)
+            self._readers.discard(writer)
 
     async def close(self) -> None:
         """Stop listening (the socket file goes) and close the connections to followers."""
         if self._server is not None:
             server, self._server = self._server, None
             server.close()
-            for task in list(self._readers):
-                task.cancel()
+            for reader in list(self._readers):
+                reader.close()  # its readline ends: the connection's task returns
             with contextlib.suppress(OSError):
                 os.unlink(self.dir / self._name)
         for writer in self._out.values():

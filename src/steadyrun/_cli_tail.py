@@ -75,7 +75,7 @@ class _Printer:
         if self.json_out:
             self.emit({"text": text})
         else:
-            self.console.print(text)
+            self.console.print(text, soft_wrap=True, markup=False)
 
     def dropped(self) -> None:
         if not self.live_said:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +18,10 @@ from local_support import require_llama
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "service"))
 from servicekit import AUTH, TOKEN  # noqa: E402
-from test_browser import free_port  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import steadyrun as sr  # noqa: E402
+from servekit import serving  # noqa: E402
 from steadyrun.service import App, create_app  # noqa: E402
 from steadyrun.stores import MemoryStore  # noqa: E402
 from steadyrun.stream import (  # noqa: E402
@@ -52,18 +51,8 @@ def served() -> Iterator[tuple[str, App]]:
     )
     app = App(MemoryStore(), agents=[agent])
     api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.5)
-    port = free_port()
-    config = uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}", app
-    srv.should_exit = True
-    thread.join(timeout=30)
+    with serving(api, lifespan="on") as base:
+        yield base, app
     model.close()
     allow_model_requests(False)
 

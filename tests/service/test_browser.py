@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import httpx
 import pytest
 from servicekit import AUTH, TOKEN, make_app
 
+from servekit import serving
 from steadyrun.service import create_app
 from steadyrun.stores import MemoryStore
 
@@ -40,27 +39,11 @@ uvicorn = pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
     api = create_app(make_app(MemoryStore()), tokens=[TOKEN], stream_poll_seconds=0.5)
-    port = free_port()
-    config = uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=30)
+    with serving(api) as base:
+        yield base
 
 
 def wait_status(base: str, run_id: str, status: str) -> None:

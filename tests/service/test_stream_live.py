@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import Any
 import httpx
 import pytest
 from servicekit import AUTH, TOKEN
-from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, free_port
+from test_browser import ARGS, CHROMIUM, TIMEOUT_MS
 
+from servekit import serving
 from steadyrun.service import App, create_app
 from steadyrun.stores import MemoryStore
 from steadyrun.stream import apply, delta_from_json, snapshot_from_json, snapshot_from_store
@@ -38,19 +38,9 @@ def served() -> Iterator[tuple[str, App, SlowStreamingModel]]:
     agent = writer_agent(WORDS, 0.005, 1.5)
     app = App(MemoryStore(), agents=[agent])
     api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.5)
-    port = free_port()
-    config = uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not srv.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
     assert isinstance(agent.model, SlowStreamingModel)
-    yield f"http://127.0.0.1:{port}", app, agent.model
-    srv.should_exit = True
-    thread.join(timeout=30)
+    with serving(api, lifespan="on") as base:
+        yield base, app, agent.model
 
 
 def _events(response: httpx.Response) -> Iterator[tuple[float, str, str, Any]]:

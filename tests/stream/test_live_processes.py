@@ -143,7 +143,8 @@ async def test_runs_tail_prints_the_words_as_they_are_written(tmp_path: Path) ->
     url = str(tmp_path / "runs.db")
     store = open_store(url, create=True)
     await store.list_runs()
-    writer = await _child(url, "r1", 80, 0.02, 1.0)
+    # The pause leaves time for the tail process to start (and listen) before the words.
+    writer = await _child(url, "r1", 80, 0.02, 4.0)
     try:
         await _wait_for_run(store, "r1")
         tail = await asyncio.create_subprocess_exec(

@@ -156,6 +156,15 @@ class LiveHub:
                 sub.gap()
             sub.put(message)
 
+    def deliver_own(self, frames: list[bytes]) -> None:
+        """Hand this feed's own frames to this process's subscriptions (no transport)."""
+        if not self._subs:
+            return
+        for frame in frames:
+            decoded = decode_frame(frame)
+            if decoded is not None:
+                self.deliver({**decoded, "local": True})
+
     def gap_all(self) -> None:
         """Every subscription lost messages (the transport broke and reconnected)."""
         for subs in self._subs.values():
@@ -237,10 +246,7 @@ class MemoryLive:
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Deliver to this process's subscriptions."""
-        for frame in self._sender.frames(message):
-            decoded = decode_frame(frame)
-            if decoded is not None:
-                self.hub.deliver({**decoded, "local": True})
+        self.hub.deliver_own(self._sender.frames(message))
 
     async def subscribe(self, run_id: str, *, limit: int = 1000) -> LiveSubscription:
         """Start receiving ``run_id``'s messages."""

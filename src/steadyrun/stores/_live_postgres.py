@@ -82,11 +82,7 @@ class PostgresLive:
     async def publish(self, message: dict[str, Any]) -> None:
         """Queue the message for the sending task (never waits for the database)."""
         frames = self._sender.frames(message)
-        if len(self.hub):
-            for frame in frames:
-                decoded = decode_frame(frame)
-                if decoded is not None:
-                    self.hub.deliver({**decoded, "local": True})
+        self.hub.deliver_own(frames)
         if not self._others:
             return
         self._queue.extend(frames)

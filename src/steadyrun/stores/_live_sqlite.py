@@ -68,11 +68,7 @@ class SqliteLive:
     async def publish(self, message: dict[str, Any]) -> None:
         """Send to every listening process (this one too, directly)."""
         frames = self._sender.frames(message)
-        if len(self.hub):
-            for frame in frames:
-                decoded = decode_frame(frame)
-                if decoded is not None:
-                    self.hub.deliver({**decoded, "local": True})
+        self.hub.deliver_own(frames)
         if not self._others():
             return
         data = b"".join(frame + b"\n" for frame in frames)

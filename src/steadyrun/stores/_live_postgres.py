@@ -53,6 +53,10 @@ class PostgresLive:
         self._others = True  # until looked up: an unknown deployment may have followers
         self._looked_at = -1e9
         self._looking: asyncio.Task[None] | None = None
+        # Live traffic has a connection of its own: a send cut off mid-pipeline (a close, a
+        # cancelled task) must never hand the store's pool a connection in a broken state.
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._conn_lock = asyncio.Lock()
 
     def followed(self) -> bool:
         """Whether a process listens on this store's live channel (looked up once a second)."""
@@ -65,9 +69,21 @@ class PostgresLive:
                 self._looking = asyncio.get_running_loop().create_task(self._look())
         return self._others
 
+    async def _own(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed:
+            self._conn = await self._store.database.connect()
+        return self._conn
+
+    async def _drop_conn(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await conn.close()
+
     async def _look(self) -> None:
         try:
-            async with self._store.database.connection() as conn:
+            async with self._conn_lock:
+                conn = await self._own()
                 cur = await conn.execute(
                     "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
                     " AND datname = current_database() AND pid <> pg_backend_pid())",
@@ -78,6 +94,7 @@ class PostgresLive:
         except Exception:  # a failed look keeps publishing: better a wasted NOTIFY than a gap
             log.debug("live listener lookup failed", exc_info=True)
             self._others = True
+            await self._drop_conn()
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Queue the message for the sending task (never waits for the database)."""
@@ -96,13 +113,16 @@ class PostgresLive:
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(len(self._queue), 50))]
             try:
-                async with self._store.database.connection() as conn, conn.pipeline():
-                    for frame in batch:
-                        await conn.execute(
-                            "SELECT pg_notify(%s, %s)", (self.channel, frame.decode())
-                        )
+                async with self._conn_lock:
+                    conn = await self._own()
+                    async with conn.pipeline():
+                        for frame in batch:
+                            await conn.execute(
+                                "SELECT pg_notify(%s, %s)", (self.channel, frame.decode())
+                            )
             except Exception:  # the followers see the gap; the run goes on
                 log.debug("live messages not sent", exc_info=True)
+                await self._drop_conn()
 
     async def subscribe(self, run_id: str, *, limit: int = 1000) -> LiveSubscription:
         """Start receiving ``run_id``'s messages (listens on first use)."""
@@ -153,3 +173,4 @@ class PostgresLive:
                 with contextlib.suppress(BaseException):
                     await task
         self._listener = self._sending = self._looking = None
+        await self._drop_conn()

@@ -116,7 +116,7 @@ class App:
         agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"
-            raise UsageError(f"no agent is named {name!r} (known: {known})")
+            raise UsageError(f"agent {name!r} is not registered with this service (known: {known})")
         return agent
 
     def executing(self, run_id: str) -> bool:

@@ -193,7 +193,11 @@ def install_error_handlers(api: FastAPI) -> None:
         if malformed is not None:
             return _error(400, "bad_request", malformed)
         details = [
-            {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
+            {
+                "where": ".".join(str(p) for p in e.get("loc", ())),
+                # A model's own check says its words; pydantic prefixes them.
+                "problem": str(e.get("msg", "")).removeprefix("Value error, "),
+            }
             for e in errors
         ]
         first = details[0] if details else {"where": "request", "problem": "invalid"}

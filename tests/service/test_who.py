@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -18,8 +17,8 @@ import steadyrun as sr
 from steadyrun._codec import decode, encode
 from steadyrun.control import await_external
 from steadyrun.records import CallDecision, CallRecord, InputRequest, RunRecord
-from steadyrun.service import App, Operations, Token, create_app
-from steadyrun.stores import MemoryStore, SqliteStore, Store
+from steadyrun.service import App, Token, create_app
+from steadyrun.stores import MemoryStore
 from steadyrun.testing import FunctionModel, text, tool_calls
 
 ALICE = {"Authorization": "Bearer alice-token"}
@@ -136,33 +135,6 @@ async def test_plain_tokens_act_as_the_operator(monkeypatch: pytest.MonkeyPatch)
         bad = await client.get("/whoami", headers={"Authorization": "Bearer dave:dave-token"})
         assert bad.status_code == 401
     await app.close()
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    return MemoryStore() if request.param == "memory" else SqliteStore(tmp_path / "who.db")
-
-
-async def test_the_runtime_and_operations_take_by_themselves(store: Store) -> None:
-    agent = payer()
-    runtime = sr.Runtime(store, agents=[agent])
-    first = await runtime.run(agent, run_id="r", input="go")
-    assert first.status == "suspended"
-    settled = await runtime.settle("r", "m1.c1", result="paid", by="erin")
-    assert settled.settled_by == "erin"
-    again = await runtime.settle("r", "m1.c1", result="paid", by="frank")
-    assert again.settled_by == "erin"  # a repeat changes nothing, not even who
-    assert (await runtime.resume("r")).status == "completed"
-    loaded = await store.load_call("r", "m1.c1")
-    assert loaded is not None and loaded.settled_by == "erin"
-    sent = await runtime.send("r", "and now?", id="n1", by="erin")
-    assert (sent.meta or {}).get("steadyrun.by") == "erin"
-
-    await runtime.run(agent, run_id="r2", input="go")
-    done = await Operations(runtime).cancel("r2", by="erin")
-    assert done.runs == ["r2"]
-    snap = await store.load("r2")
-    assert snap is not None and snap.run.cancelled_by == "erin"
 
 
 def test_rows_written_before_the_fields_existed_still_read() -> None:

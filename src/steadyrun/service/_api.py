@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from pydantic import TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from steadyrun._codec import to_plain
@@ -54,7 +55,7 @@ from steadyrun.service._schemas import (
 )
 from steadyrun.service._start import start_fingerprint
 from steadyrun.stores import RunSummary
-from steadyrun.stream import display_call, to_json
+from steadyrun.stream import DisplaySnapshot, display_call, to_json
 
 __all__ = ["TOKENS_ENV", "create_app"]
 
@@ -79,6 +80,25 @@ _SNAPSHOT_DOC = (
     "The run's display snapshot as versioned JSON: "
     '`{"format": 1, "data": DisplaySnapshot}` (see docs/service.md).'
 )
+
+
+def _snapshot_schemas() -> dict[str, dict[str, Any]]:
+    """The display snapshot's JSON schemas, for the OpenAPI document (it is a dataclass)."""
+    ref = "#/components/schemas/{model}"
+    snapshot = TypeAdapter(DisplaySnapshot).json_schema(ref_template=ref)
+    schemas: dict[str, dict[str, Any]] = snapshot.pop("$defs", {})
+    schemas["DisplaySnapshot"] = snapshot
+    schemas["SnapshotDocument"] = {
+        "title": "SnapshotDocument",
+        "description": "A display snapshot as versioned JSON.",
+        "type": "object",
+        "properties": {
+            "format": {"type": "integer", "const": 1},
+            "data": {"$ref": "#/components/schemas/DisplaySnapshot"},
+        },
+        "required": ["format", "data"],
+    }
+    return schemas
 
 
 def create_app(
@@ -138,7 +158,7 @@ def create_app(
     api.state.steadyrun = app
     install_error_handlers(api)
     _routes(api, app, stream_poll_seconds)
-    complete_openapi(api, public={"/health"})
+    complete_openapi(api, public={"/health"}, schemas=_snapshot_schemas())
     api.mount("/static", StaticFiles(directory=STATIC), name="static")
     api.add_middleware(
         RequestGate,
@@ -345,7 +365,14 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         tags=["runs"],
         response_class=Response,
         responses={
-            200: {"content": {"application/json": {}}, "description": _SNAPSHOT_DOC},
+            200: {
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/SnapshotDocument"}
+                    }
+                },
+                "description": _SNAPSHOT_DOC,
+            },
             **_ALWAYS,
             **_RUN,
         },

@@ -76,12 +76,15 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {s: {"model": ErrorOut, "description": _DESCRIPTIONS[s]} for s in statuses}
 
 
-def complete_openapi(api: FastAPI, public: set[str]) -> None:
+def complete_openapi(
+    api: FastAPI, public: set[str], schemas: dict[str, dict[str, Any]] | None = None
+) -> None:
     """Make the OpenAPI document list the errors every route may answer.
 
     Routes declare their own errors; the ones the gate and the store add to every route (401,
     413 where a body is read, 503), and the 404 of a route on a run, are added here where a
-    route (the stream's, say) did not declare them.
+    route (the stream's, say) did not declare them. ``schemas`` are added to the document's
+    components (bodies that are not pydantic models, such as the display snapshot).
     """
     plain = api.openapi
 
@@ -111,9 +114,12 @@ def complete_openapi(api: FastAPI, public: set[str]) -> None:
                             "content": {"application/json": {"schema": ref}},
                         },
                     )
-        schemas = doc.get("components", {}).get("schemas", {})
+        components = doc.setdefault("components", {}).setdefault("schemas", {})
         for unused in ("HTTPValidationError", "ValidationError"):
-            schemas.pop(unused, None)
+            components.pop(unused, None)
+        for name, schema in (schemas or {}).items():
+            if components.setdefault(name, schema) != schema:
+                raise AssertionError(f"two schemas are named {name!r} in the OpenAPI document")
         api.openapi_schema = doc
         return doc
 

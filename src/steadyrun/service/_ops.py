@@ -34,6 +34,7 @@ from steadyrun._errors import ConflictError, NotPendingError, RunNotFoundError, 
 from steadyrun.records import (
     ACTIVE_STATUSES,
     CallRecord,
+    CallUpdate,
     Checkpoint,
     RunRecord,
     RunSnapshot,
@@ -462,6 +463,14 @@ class Operations:
             why = reason
             if call.status == "running":
                 why = f"{reason} while the call was running; whether it took effect is unknown"
+            if call.handover:
+                # The host owns a handed-over call's outcome: a runtime snapshot may not
+                # change it (merge_call), so the cancel records it as the host, like settle.
+                update = CallUpdate(status="cancelled", error=why, completed_at=now, by=by)
+                try:
+                    await self.store.update_call(run_id, call.id, update)
+                except (ConflictError, NotPendingError):
+                    continue  # settled meanwhile: that outcome stands
             settled.append(
                 replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
             )

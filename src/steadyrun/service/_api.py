@@ -8,18 +8,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import TypeAdapter
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from steadyrun._codec import to_plain
 from steadyrun._errors import RunNotFoundError, UsageError
-from steadyrun.records import CallRecord, RunStatus
-from steadyrun.runtime import PendingItem, Runtime
+from steadyrun.records import RunStatus
+from steadyrun.runtime import Runtime
 from steadyrun.runtime._host import BY_META
 from steadyrun.service._app import App
 from steadyrun.service._gate import PRINCIPAL_SCOPE, RequestGate, Token, parse_tokens, principals
@@ -44,7 +42,6 @@ from steadyrun.service._schemas import (
     MessageOut,
     MessageRequest,
     PendingList,
-    PendingOut,
     ResumeOut,
     RunList,
     RunOut,
@@ -53,9 +50,10 @@ from steadyrun.service._schemas import (
     StartRequest,
     WhoOut,
 )
+from steadyrun.service._shapes import call_out, pending_out, run_out, snapshot_schemas
 from steadyrun.service._start import start_fingerprint
 from steadyrun.stores import RunSummary
-from steadyrun.stream import DisplaySnapshot, display_call, to_json
+from steadyrun.stream import to_json
 
 __all__ = ["TOKENS_ENV", "create_app"]
 
@@ -80,25 +78,6 @@ _SNAPSHOT_DOC = (
     "The run's display snapshot as versioned JSON: "
     '`{"format": 1, "data": DisplaySnapshot}` (see docs/service.md).'
 )
-
-
-def _snapshot_schemas() -> dict[str, dict[str, Any]]:
-    """The display snapshot's JSON schemas, for the OpenAPI document (it is a dataclass)."""
-    ref = "#/components/schemas/{model}"
-    snapshot = TypeAdapter(DisplaySnapshot).json_schema(ref_template=ref)
-    schemas: dict[str, dict[str, Any]] = snapshot.pop("$defs", {})
-    schemas["DisplaySnapshot"] = snapshot
-    schemas["SnapshotDocument"] = {
-        "title": "SnapshotDocument",
-        "description": "A display snapshot as versioned JSON.",
-        "type": "object",
-        "properties": {
-            "format": {"type": "integer", "const": 1},
-            "data": {"$ref": "#/components/schemas/DisplaySnapshot"},
-        },
-        "required": ["format", "data"],
-    }
-    return schemas
 
 
 def create_app(
@@ -158,7 +137,7 @@ def create_app(
     api.state.steadyrun = app
     install_error_handlers(api)
     _routes(api, app, stream_poll_seconds)
-    complete_openapi(api, public={"/health"}, schemas=_snapshot_schemas())
+    complete_openapi(api, public={"/health"}, schemas=snapshot_schemas())
     api.mount("/static", StaticFiles(directory=STATIC), name="static")
     api.add_middleware(
         RequestGate,
@@ -178,32 +157,6 @@ def _principal(request: Request) -> str:
 Who = Annotated[str, Depends(_principal)]
 
 
-def _pending_out(i: PendingItem) -> PendingOut:
-    return PendingOut(
-        kind=i.kind,
-        blocking=i.blocking,
-        call_id=i.call_id,
-        name=i.name,
-        arguments=i.arguments,
-        prompt=i.prompt,
-        wait_id=i.wait_id,
-        response_schema=i.response_schema,
-        payload=to_plain(i.payload) if i.payload is not None else None,
-    )
-
-
-def _run_out(app: App, r: RunSummary) -> RunOut:
-    return RunOut(
-        run_id=r.run_id,
-        agent=r.agent,
-        status="running" if app.executing(r.run_id) else r.status,
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-        steps=r.steps,
-        executing=app.executing(r.run_id),
-    )
-
-
 def _query(
     status: RunStatus | None,
     agent: str | None,
@@ -219,23 +172,6 @@ def _query(
         updated_after=updated_after,
         updated_before=updated_before,
         cursor=decode_cursor(cursor) if cursor else None,
-    )
-
-
-def _call_out(record: CallRecord) -> CallOut:
-    shown = display_call(record)
-    decision = to_plain(shown.decision) if shown.decision is not None else None
-    return CallOut(
-        id=shown.id,
-        name=shown.name,
-        arguments=shown.arguments,
-        status=shown.status,
-        result=shown.result,
-        error=shown.error,
-        handover=shown.handover,
-        decision=decision,
-        answered_by=record.input_request.answered_by if record.input_request else None,
-        settled_by=record.settled_by,
     )
 
 
@@ -278,7 +214,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         listed: list[RunOut] = []
 
         async def take(run: RunSummary) -> int:
-            listed.append(_run_out(app, run))
+            listed.append(run_out(app, run))
             return 1
 
         last = await scan_runs(app.store, query, take, enough=limit)
@@ -326,7 +262,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
                     agent=run.agent,
                     run_status=run.status,
                     updated_at=run.updated_at,
-                    item=_pending_out(i),
+                    item=pending_out(i),
                 )
                 for i in kept
             )
@@ -340,6 +276,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         "/runs",
         tags=["runs"],
         status_code=202,
+        response_model=StartOut,
         responses={
             200: {"model": StartOut, "description": "The same request started it before."},
             **_ALWAYS,
@@ -347,7 +284,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             **_WRITE,
         },
     )
-    async def start(body: StartRequest, who: Who) -> StartOut:
+    async def start(body: StartRequest, who: Who) -> Response:
         """Start a run in the background (202).
 
         The same request again answers 200 with the same run; a different request under the
@@ -358,7 +295,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         started = await app.start(run_id, body.agent, body.input, fingerprint=fingerprint, by=who)
         out = StartOut(run_id=started.run_id, created=started.created, status=started.status)
         status = 202 if started.created else 200
-        return JSONResponse(status_code=status, content=out.model_dump())  # type: ignore[return-value]
+        return JSONResponse(status_code=status, content=out.model_dump())
 
     @api.get(
         "/runs/{run_id}",
@@ -406,6 +343,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         "/runs/{run_id}/fork",
         tags=["runs"],
         status_code=202,
+        response_model=ForkOut,
         responses={
             200: {"model": ForkOut, "description": "The same fork was made before."},
             **_ALWAYS,
@@ -414,7 +352,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             **_WRITE,
         },
     )
-    async def fork(run_id: str, body: ForkRequest) -> ForkOut:
+    async def fork(run_id: str, body: ForkRequest) -> Response:
         """Fork the run at one of its steps into a new run, which a worker continues (202).
 
         The new run's context is the run's after that step, with its last message replaced
@@ -428,7 +366,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         )
         out = fork_out(forked)
         status = 202 if forked.created else 200
-        return JSONResponse(status_code=status, content=out.model_dump())  # type: ignore[return-value]
+        return JSONResponse(status_code=status, content=out.model_dump())
 
     @api.post("/runs/{run_id}/cancel", tags=["runs"], responses={**_ALWAYS, **_RUN, **_WRITE})
     async def cancel(run_id: str, who: Who) -> CancelOut:
@@ -470,7 +408,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
     async def pending(run_id: str) -> PendingList:
         """What the run waits for (decisions, inputs, results) and what its host owns."""
         items = await app.runtime.pending(run_id)
-        return PendingList(items=[_pending_out(i) for i in items])
+        return PendingList(items=[pending_out(i) for i in items])
 
     @api.post(
         "/runs/{run_id}/calls/{call_id}/decision",
@@ -492,7 +430,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             arguments=body.arguments,
             by=who,
         )
-        return _call_out(record)
+        return call_out(record)
 
     @api.post(
         "/runs/{run_id}/waits/{wait_id}/answer",
@@ -505,7 +443,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         The answer records the token's principal as ``answered_by``. The same answer again
         answers 200 with the call as it is now; a different one answers 409.
         """
-        return _call_out(await app.answer(run_id, wait_id, body.response, by=who))
+        return call_out(await app.answer(run_id, wait_id, body.response, by=who))
 
     @api.post(
         "/runs/{run_id}/calls/{call_id}/settle",
@@ -519,7 +457,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         answers 200 with the call as it is now; a different one answers 409.
         """
         record = await app.settle(run_id, call_id, result=body.result, error=body.error, by=who)
-        return _call_out(record)
+        return call_out(record)
 
     @api.get(
         "/runs/{run_id}/stream",

@@ -154,3 +154,20 @@ def test_rows_written_before_the_fields_existed_still_read() -> None:
     run = json.loads(encode(RunRecord(run_id="r", agent="a")))
     del run["data"]["cancelled_by"]
     assert decode(json.dumps(run), RunRecord).cancelled_by is None
+
+
+def test_token_configurations_that_cannot_work_are_refused() -> None:
+    from steadyrun._errors import UsageError
+    from steadyrun.service._gate import parse_tokens, principals
+
+    assert parse_tokens("alice:a-1, b-2,bob:x:y") == {
+        "a-1": "alice",
+        "b-2": "operator",
+        "x:y": "bob",
+    }
+    assert principals(["t"]) == {"t": "operator"}
+    for bad in ({}, [""], {"t": "two words"}, [Token("t", "alice"), Token("t", "bob")]):
+        with pytest.raises(UsageError):
+            principals(bad)
+    with pytest.raises(UsageError, match="STEADYRUN_API_TOKENS"):
+        create_app(make_app(MemoryStore()), tokens={"t": "not a name"})

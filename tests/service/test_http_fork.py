@@ -45,7 +45,13 @@ async def test_history_lists_the_steps_with_what_each_added(
     steps = r.json()["steps"]
     assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6, 7]
     assert steps[0]["messages"] == [
-        {"role": "user", "text": "I was charged twice.", "tool_calls": [], "tool_results": []}
+        {
+            "role": "user",
+            "text": "I was charged twice.",
+            "tool_calls": [],
+            "tool_results": [],
+            "by": "operator",
+        }
     ]
     refund = steps[3]
     assert refund["phase"] == "batch" and refund["calls"] == [

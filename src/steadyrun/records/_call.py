@@ -80,6 +80,8 @@ class InputRequest:
         response_schema: JSON schema the answer must satisfy.
         state: Opaque state the tool gets back with the answer.
         response: The answer, once given.
+        answered_by: Who gave it (the host's word, e.g. the API token's principal); ``None``
+            when unsaid or in answers stored before it existed.
     """
 
     wait_id: str
@@ -87,6 +89,7 @@ class InputRequest:
     response_schema: dict[str, Any] | None = None
     state: Any = None
     response: Any = None
+    answered_by: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -132,6 +135,8 @@ class CallRecord:
         decision: The host's decision; runtime snapshots never change it.
         input_request: An open or answered request for input.
         notes: Annotations by tools, guards and extensions; replaced as a whole by newer snapshots.
+        settled_by: Who recorded the outcome, when the host settled the call (``None`` when
+            the runtime did, when unsaid, or in records stored before it existed).
     """
 
     id: str
@@ -155,6 +160,7 @@ class CallRecord:
     decision: CallDecision | None = None
     input_request: InputRequest | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    settled_by: str | None = None
 
     @property
     def settled(self) -> bool:
@@ -171,6 +177,8 @@ class CallUpdate:
 
     ``media=[]`` clears the media; leaving ``media`` unset keeps it. ``input_response`` answers
     the wait ``wait_id``: given, the answer is refused unless that wait is the call's current one.
+    ``by`` names who writes (kept with an answer or an outcome the write records; a decision
+    names its own ``decided_by``).
     """
 
     status: CallStatus | None = None
@@ -183,6 +191,7 @@ class CallUpdate:
     decision: CallDecision | None = None
     input_response: Any = _UNSET
     wait_id: str | None = None
+    by: str | None = None
 
 
 def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
@@ -246,7 +255,15 @@ def _merge_input(stored: InputRequest | None, incoming: InputRequest | None) -> 
         and stored.response is not None
         and incoming.response is None
     ):
-        return replace(incoming, response=stored.response)
+        return replace(incoming, response=stored.response, answered_by=stored.answered_by)
+    if (
+        stored is not None
+        and incoming is not None
+        and stored.wait_id == incoming.wait_id
+        and incoming.answered_by is None
+    ):
+        # A runtime snapshot carries the answer it read, but who gave it is the host's word.
+        return replace(incoming, answered_by=stored.answered_by)
     return incoming
 
 
@@ -280,9 +297,13 @@ def overlay_external(stored: CallRecord, update: CallUpdate) -> CallRecord:
         out.decision = update.decision
     if update.input_response is not _UNSET and not _repeats_answer(stored, update):
         assert out.input_request is not None  # checked by _repeats_answer
-        out.input_request = replace(out.input_request, response=update.input_response)
+        out.input_request = replace(
+            out.input_request, response=update.input_response, answered_by=update.by
+        )
     settles = update.status is not None and is_settled(update.status)
     if not (settles and _repeats_outcome(stored, update)):
+        if settles:
+            out.settled_by = update.by
         if update.status is not None:
             out.status = update.status
         if update.result is not _UNSET:

@@ -131,6 +131,8 @@ class RunRecord:
         steps: Steps saved so far.
         agent_version: The fingerprint of the agent the run last ran under (see
             ``steadyrun.runtime.agent_fingerprint``); ``None`` for runs saved before it.
+        cancelled_by: Who cancelled the run, when it was cancelled and the canceller said
+            (``None`` otherwise, and in runs saved before it existed).
     """
 
     run_id: str
@@ -147,6 +149,7 @@ class RunRecord:
     updated_at: datetime | None = None
     steps: int = 0
     agent_version: str | None = None
+    cancelled_by: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)

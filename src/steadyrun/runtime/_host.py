@@ -35,7 +35,10 @@ from steadyrun.runtime._settlements import settlement_notice
 from steadyrun.stores import Store
 from steadyrun.tools import ToolArgumentsError, validate_strictly
 
-__all__ = ["HostOperations", "PendingItem", "TaskQuestions", "pending_items"]
+__all__ = ["BY_META", "HostOperations", "PendingItem", "TaskQuestions", "pending_items"]
+
+BY_META = "steadyrun.by"
+"""Key, in the meta of an input message, of who sent it (``Runtime.send(by=...)``)."""
 
 PendingKind = Literal[
     "result", "decision", "input", "review", "submission", "detached", "task_input"
@@ -164,6 +167,7 @@ class HostOperations:
         *,
         result: str | None = None,
         error: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
         """Record the outcome of a call the host owns; then ``resume`` if the run waits.
 
@@ -173,7 +177,8 @@ class HostOperations:
         wins). Give exactly one of ``result`` (it succeeded) or ``error`` (it failed; the model
         sees the text). The first outcome recorded is final: the same one again is accepted
         and changes nothing, a different one raises ``ConflictError``; a call the host does
-        not own raises ``NotPendingError``.
+        not own raises ``NotPendingError``. ``by`` names who settled it (``settled_by``; a
+        repeat keeps the first one's).
 
         The model already went on past a detached or submitted call (it has the receipt): it
         never hears of the outcome, unless the runtime posts it (``Runtime(post_settlements=
@@ -188,6 +193,7 @@ class HostOperations:
             result=result,
             error=error,
             completed_at=self._clock(),
+            by=by,
         )
         # Whether the host may record it, and whether another outcome came first, is decided
         # inside the store's write (overlay_external): a check here would race.
@@ -206,6 +212,7 @@ class HostOperations:
         reason: str | None = None,
         arguments: dict[str, Any] | str | None = None,
         decided_by: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
         """Record a final decision on a call waiting for one; then ``resume``.
 
@@ -214,8 +221,11 @@ class HostOperations:
         the decision keeps the model's arguments beside them, and the model is told they were
         edited); a rejected one never runs and the model sees ``reason``. The first decision
         recorded is final: the same one again is accepted (idempotent), a different one raises
-        ``ConflictError``, also when two hosts decide at once.
+        ``ConflictError``, also when two hosts decide at once. ``by`` (or its older name
+        ``decided_by``) names who decided.
         """
+        if by is not None and decided_by is not None and by != decided_by:
+            raise UsageError(f"decide() got by={by!r} and decided_by={decided_by!r}: give one")
         await check_writable(self.store.leases, run_id)
         call = await self._call(run_id, call_id)
         if arguments is not None and not approve:
@@ -230,20 +240,22 @@ class HostOperations:
             arguments=args_text,
             # Only an awaiting call takes a decision, and its arguments are still the model's.
             original_arguments=call.arguments if args_text is not None else None,
-            decided_by=decided_by,
+            decided_by=by if by is not None else decided_by,
             decided_at=self._clock(),
         )
         # Decided inside the store's write: a decision recorded first (by another host, even
         # one process away) wins, and this one raises ConflictError or, the same, changes nothing.
         return await self.store.update_call(run_id, call_id, CallUpdate(decision=decision))
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> CallRecord:
         """Answer an input request by its wait id; then ``resume``.
 
         The answer is validated against the request's schema first (``InvalidResponseError``,
         nothing stored). An answer to a wait that is no longer current raises
         ``NotPendingError``; the same answer again is accepted, a different one raises
-        ``ConflictError``.
+        ``ConflictError``. ``by`` names who answered (``InputRequest.answered_by``).
         """
         await check_writable(self.store.leases, run_id)
         if self.tasks is not None:
@@ -277,7 +289,7 @@ class HostOperations:
                     f"the schema of {wait_id!r} is not a valid JSON schema: {exc.message}"
                 ) from None
         # Whether the wait is still open and unanswered is decided inside the store's write.
-        update = CallUpdate(input_response=response, wait_id=wait_id)
+        update = CallUpdate(input_response=response, wait_id=wait_id, by=by)
         return await self.store.update_call(run_id, call.id, update)
 
     async def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:

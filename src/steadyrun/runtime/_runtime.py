@@ -18,7 +18,7 @@ from steadyrun.runtime._calls import HandoverHook
 from steadyrun.runtime._claims import Claims, check_writable, owner_id
 from steadyrun.runtime._events import RunStream
 from steadyrun.runtime._fork import ForkOperations
-from steadyrun.runtime._host import HostOperations, PendingItem
+from steadyrun.runtime._host import BY_META, HostOperations, PendingItem
 from steadyrun.runtime._live_out import LiveBroadcaster
 from steadyrun.runtime._loop import Execution
 from steadyrun.runtime._observers import Observer, ObserverSet, extra_observers
@@ -313,11 +313,13 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         *,
         id: str | None = None,
         revision: str | None = None,
+        by: str | None = None,
     ) -> FeedMessage:
         """Append input to a run's feed; a running run takes it at its next safe point.
 
         A message with the same ``id`` and ``revision`` as one already sent is not added
-        again; a new ``revision`` of an id is new input.
+        again; a new ``revision`` of an id is new input. ``by`` names who sent it: it is kept
+        in the message's meta under ``BY_META`` (also in the run's context).
         """
         if isinstance(message, Message):
             if message.role not in ("user", "system"):
@@ -339,6 +341,7 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
                 role=role,
                 content=content,
                 media=media,
+                meta={BY_META: by} if by is not None else None,
             ),
         )
 

@@ -6,7 +6,7 @@
 imported on first use::
 
     from steadyrun.service import App, create_app
-    api = create_app(App(store, agents=[support]), tokens=["s3cret"])
+    api = create_app(App(store, agents=[support]), tokens={"s3cret": "alice"})
     # uvicorn.run(api, host="127.0.0.1", port=8000)
 
 See docs/service.md and docs/worker.md.
@@ -15,6 +15,7 @@ See docs/service.md and docs/worker.md.
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.service._app import App, NotSupportedError
+from steadyrun.service._gate import Token
 from steadyrun.service._lifecycle import Deleted, Imported, Retention, RetentionPass
 from steadyrun.service._ops import Cancelled, Operations
 from steadyrun.service._start import Started, start_fingerprint
@@ -34,6 +35,7 @@ __all__ = [
     "Retention",
     "RetentionPass",
     "Started",
+    "Token",
     "Worker",
     "WorkerStats",
     "start_fingerprint",

@@ -2,71 +2,65 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import FastAPI, Header, Query, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sse_starlette import EventSourceResponse, ServerSentEvent
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from steadyrun._codec import to_plain
-from steadyrun._errors import (
-    ConflictError,
-    ForeignEngineError,
-    InvalidResponseError,
-    NotPendingError,
-    RunBusyError,
-    RunCancelledError,
-    RunNotFoundError,
-    StepNotFoundError,
-    StoreError,
-    UnknownCallError,
-    UsageError,
-)
-from steadyrun.records import CallRecord, RunStatus
+from steadyrun._errors import RunNotFoundError, UsageError
+from steadyrun.records import RunStatus
 from steadyrun.runtime import Runtime
-from steadyrun.service._app import App, NotSupportedError
-from steadyrun.service._gate import RequestGate
+from steadyrun.runtime._host import BY_META
+from steadyrun.service._app import App
+from steadyrun.service._gate import PRINCIPAL_SCOPE, RequestGate, Token, parse_tokens, principals
 from steadyrun.service._history import edit_message, fork_out, step_out
+from steadyrun.service._http_errors import (
+    complete_openapi,
+    error_responses,
+    install_error_handlers,
+)
+from steadyrun.service._paging import RunQuery, decode_cursor, encode_cursor, scan_runs
 from steadyrun.service._schemas import (
     AgentList,
     AnswerRequest,
     CallOut,
     CancelOut,
     DecideRequest,
-    ErrorOut,
     ForkOut,
     ForkRequest,
     HistoryOut,
+    InboxItem,
+    InboxList,
     MessageOut,
     MessageRequest,
     PendingList,
-    PendingOut,
     ResumeOut,
     RunList,
     RunOut,
     SettleRequest,
     StartOut,
     StartRequest,
+    WhoOut,
 )
+from steadyrun.service._shapes import call_out, pending_out, run_out, snapshot_schemas
 from steadyrun.service._start import start_fingerprint
-from steadyrun.stream import display_call, to_json
+from steadyrun.stores import RunSummary
+from steadyrun.stream import to_json
 
 __all__ = ["TOKENS_ENV", "create_app"]
 
-log = logging.getLogger("steadyrun.service")
 
 TOKENS_ENV = "STEADYRUN_API_TOKENS"
-"""Environment variable with the API's bearer tokens, comma-separated (when none are passed)."""
+"""Environment variable with the API's bearer tokens (when none are passed): comma-separated,
+each ``principal:token`` or a bare token (whose principal is ``operator``)."""
 
 STATIC = Path(__file__).parent / "static"
 
@@ -74,27 +68,11 @@ STATIC = Path(__file__).parent / "static"
 # the clients written against the stream split on "\n\n".
 _SEP = "\n"
 
-_ERRORS: list[tuple[type[Exception], int, str]] = [
-    (RunNotFoundError, 404, "not_found"),
-    (StepNotFoundError, 404, "not_found"),
-    (UnknownCallError, 404, "not_found"),
-    (NotPendingError, 409, "not_pending"),
-    (ConflictError, 409, "conflict"),
-    (RunCancelledError, 409, "cancelled"),
-    (ForeignEngineError, 409, "other_engine"),
-    (RunBusyError, 409, "busy"),
-    (InvalidResponseError, 422, "invalid"),
-    (UsageError, 422, "invalid"),
-    (NotSupportedError, 501, "not_supported"),
-]
-
-_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "No valid bearer token."},
-    404: {"model": ErrorOut, "description": "No such run, call or wait."},
-    409: {"model": ErrorOut, "description": "Not pending, or a conflicting earlier write."},
-    413: {"model": ErrorOut, "description": "The request body is too large."},
-    422: {"model": ErrorOut, "description": "The request is invalid."},
-}
+# Every route but /health needs a token; every route may meet a failing store.
+_ALWAYS = error_responses(401, 503)
+_RUN = error_responses(404)
+_BODY = error_responses(400, 413, 422)
+_WRITE = error_responses(409)
 
 _SNAPSHOT_DOC = (
     "The run's display snapshot as versioned JSON: "
@@ -105,7 +83,7 @@ _SNAPSHOT_DOC = (
 def create_app(
     app_or_runtime: App | Runtime,
     *,
-    tokens: Sequence[str] | None = None,
+    tokens: Sequence[str | Token] | Mapping[str, str] | None = None,
     max_body_bytes: int = 1_000_000,
     stream_poll_seconds: float = 1.0,
     worker: bool = True,
@@ -114,8 +92,10 @@ def create_app(
 
     Args:
         app_or_runtime: What to serve; a runtime is wrapped in an ``App`` with its agents.
-        tokens: Accepted bearer tokens; by default those of ``STEADYRUN_API_TOKENS``
-            (comma-separated). At least one is needed.
+        tokens: Accepted bearer tokens with who holds each: a mapping of token to principal,
+            or tokens (``Token(value, principal)``, or a bare string: principal
+            ``operator``). By default those of ``STEADYRUN_API_TOKENS``. At least one is
+            needed. Every write a request makes records its token's principal.
         max_body_bytes: Larger request bodies are refused with 413.
         stream_poll_seconds: How often a followed run that does not execute in this process
             is reloaded from the store (and how often a keep-alive is sent).
@@ -129,13 +109,14 @@ def create_app(
     app = app_or_runtime if isinstance(app_or_runtime, App) else App(app_or_runtime)
     if not worker:
         app.run_worker = False
-    if tokens is None:
-        tokens = [t.strip() for t in os.environ.get(TOKENS_ENV, "").split(",") if t.strip()]
-    if not tokens or any(not t for t in tokens):
-        raise UsageError(
-            f"the API needs at least one non-empty bearer token: pass tokens=[...] or set "
-            f"{TOKENS_ENV}"
+    try:
+        holders = (
+            principals(tokens)
+            if tokens is not None
+            else parse_tokens(os.environ.get(TOKENS_ENV, ""))
         )
+    except UsageError as exc:
+        raise UsageError(f"{exc}: pass tokens=[...] or set {TOKENS_ENV}") from None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -152,15 +133,15 @@ def create_app(
         version="1",
         docs_url=None,  # Swagger UI loads from a CDN; the page and the API do not
         redoc_url=None,
-        responses=_ERROR_RESPONSES,
     )
     api.state.steadyrun = app
-    _errors(api)
+    install_error_handlers(api)
     _routes(api, app, stream_poll_seconds)
+    complete_openapi(api, public={"/health"}, schemas=snapshot_schemas())
     api.mount("/static", StaticFiles(directory=STATIC), name="static")
     api.add_middleware(
         RequestGate,
-        tokens=list(tokens),
+        tokens=holders,
         max_body_bytes=max_body_bytes,
         public=lambda path: path in ("/", "/health", "/favicon.ico") or path.startswith("/static/"),
         query_token=lambda path: path.startswith("/runs/") and path.endswith("/stream"),
@@ -168,68 +149,29 @@ def create_app(
     return api
 
 
-def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    body = {"error": code, "message": message, **{k: v for k, v in extra.items() if v}}
-    return JSONResponse(status_code=status, content=body)
+def _principal(request: Request) -> str:
+    """Who the request's token says the caller is (the gate checked it)."""
+    return str(request.scope.get(PRINCIPAL_SCOPE, ""))
 
 
-def _errors(api: FastAPI) -> None:
-    for cls, status, code in _ERRORS:
-
-        def handler(
-            request: Request, exc: Exception, status: int = status, code: str = code
-        ) -> JSONResponse:
-            return _error(status, code, str(exc))
-
-        api.add_exception_handler(cls, handler)
-
-    def invalid(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, RequestValidationError)
-        details = [
-            {"where": ".".join(str(p) for p in e.get("loc", ())), "problem": e.get("msg", "")}
-            for e in exc.errors()
-        ]
-        first = details[0] if details else {"where": "request", "problem": "invalid"}
-        message = f"{first['where']}: {first['problem']}"
-        return _error(422, "invalid", message, details=details)
-
-    def http(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, code, str(exc.detail))
-
-    def store_failed(request: Request, exc: Exception) -> JSONResponse:
-        error_id = uuid.uuid4().hex[:12]
-        log.error(
-            "store error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc
-        )
-        return _error(503, "store_unavailable", "the store failed; try again", error_id=error_id)
-
-    def crashed(request: Request, exc: Exception) -> JSONResponse:
-        error_id = uuid.uuid4().hex[:12]
-        log.error(
-            "internal error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc
-        )
-        return _error(500, "internal", "internal server error", error_id=error_id)
-
-    api.add_exception_handler(RequestValidationError, invalid)
-    api.add_exception_handler(StarletteHTTPException, http)
-    api.add_exception_handler(StoreError, store_failed)
-    api.add_exception_handler(Exception, crashed)
+Who = Annotated[str, Depends(_principal)]
 
 
-def _call_out(record: CallRecord) -> CallOut:
-    shown = display_call(record)
-    decision = to_plain(shown.decision) if shown.decision is not None else None
-    return CallOut(
-        id=shown.id,
-        name=shown.name,
-        arguments=shown.arguments,
-        status=shown.status,
-        result=shown.result,
-        error=shown.error,
-        handover=shown.handover,
-        decision=decision,
+def _query(
+    status: RunStatus | None,
+    agent: str | None,
+    id_prefix: str | None,
+    updated_after: datetime | None,
+    updated_before: datetime | None,
+    cursor: str | None,
+) -> RunQuery:
+    return RunQuery(
+        status=status,
+        agent=agent,
+        id_prefix=id_prefix,
+        updated_after=updated_after,
+        updated_before=updated_before,
+        cursor=decode_cursor(cursor) if cursor else None,
     )
 
 
@@ -243,72 +185,155 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
-    @api.get("/agents", tags=["runs"])
+    @api.get("/whoami", tags=["service"], responses=_ALWAYS)
+    async def whoami(who: Who) -> WhoOut:
+        """The principal of the request's token: who the writes it makes are recorded as."""
+        return WhoOut(principal=who)
+
+    @api.get("/agents", tags=["runs"], responses=_ALWAYS)
     async def agents() -> AgentList:
         """The agents runs can be started with."""
         return AgentList(agents=sorted(app.agents))
 
-    @api.get("/runs", tags=["runs"])
+    @api.get("/runs", tags=["runs"], responses={**_ALWAYS, **error_responses(422)})
     async def list_runs(
         status: RunStatus | None = None,
         agent: str | None = None,
+        id_prefix: Annotated[
+            str | None, Query(max_length=200, description="Only runs whose id starts so.")
+        ] = None,
+        updated_after: datetime | None = None,
         updated_before: datetime | None = None,
+        cursor: Annotated[
+            str | None, Query(max_length=1000, description="next_cursor of the previous page.")
+        ] = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
     ) -> RunList:
-        """Runs by last activity, newest first; page with ``updated_before``."""
-        found = await app.store.list_runs(
-            status=status, agent=agent, updated_before=updated_before, limit=limit
-        )
-        return RunList(
-            runs=[
-                RunOut(
-                    run_id=r.run_id,
-                    agent=r.agent,
-                    status="running" if app.executing(r.run_id) else r.status,
-                    created_at=r.created_at,
-                    updated_at=r.updated_at,
-                    steps=r.steps,
-                    executing=app.executing(r.run_id),
-                )
-                for r in found
+        """Runs by last activity, newest first; page with ``cursor`` (``next_cursor``)."""
+        query = _query(status, agent, id_prefix, updated_after, updated_before, cursor)
+        listed: list[RunOut] = []
+
+        async def take(run: RunSummary) -> int:
+            listed.append(run_out(app, run))
+            return 1
+
+        last = await scan_runs(app.store, query, take, enough=limit)
+        return RunList(runs=listed, next_cursor=encode_cursor(last) if last else None)
+
+    @api.get("/inbox", tags=["host"], responses={**_ALWAYS, **error_responses(422)})
+    async def inbox(
+        kind: Annotated[
+            list[
+                Literal[
+                    "result", "decision", "input", "review", "submission", "detached", "task_input"
+                ]
             ]
-        )
+            | None,
+            Query(description="Only items of these kinds (repeat the parameter for more)."),
+        ] = None,
+        agent: str | None = None,
+        cursor: Annotated[
+            str | None, Query(max_length=1000, description="next_cursor of the previous page.")
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    ) -> InboxList:
+        """Everything waiting for a person across runs, runs by last activity, newest first.
+
+        Approvals (``decision``), input requests (``input``), awaited results (``result``),
+        needs-review calls (``review``), and calls the host owns while the run goes on
+        (``submission``, ``detached``). A page holds the items of whole runs (so it may hold
+        a few more than ``limit``); it may hold none and still have a ``next_cursor`` when
+        the runs it looked at waited for nothing.
+        """
+        found: list[InboxItem] = []
+        kinds = set(kind) if kind else None
+
+        async def take(run: RunSummary) -> int:
+            if run.status == "cancelled":
+                return 0
+            try:
+                items = await app.runtime.pending(run.run_id)
+            except RunNotFoundError:
+                return 0  # deleted meanwhile
+            kept = [i for i in items if kinds is None or i.kind in kinds]
+            found.extend(
+                InboxItem(
+                    run_id=run.run_id,
+                    agent=run.agent,
+                    run_status=run.status,
+                    updated_at=run.updated_at,
+                    item=pending_out(i),
+                )
+                for i in kept
+            )
+            return len(kept)
+
+        query = _query(None, agent, None, None, None, cursor)
+        last = await scan_runs(app.store, query, take, enough=limit, most=max(200, 4 * limit))
+        return InboxList(items=found, next_cursor=encode_cursor(last) if last else None)
 
     @api.post(
         "/runs",
         tags=["runs"],
         status_code=202,
-        responses={200: {"model": StartOut, "description": "The same request started it before."}},
+        response_model=StartOut,
+        responses={
+            200: {"model": StartOut, "description": "The same request started it before."},
+            **_ALWAYS,
+            **_BODY,
+            **_WRITE,
+        },
     )
-    async def start(body: StartRequest) -> Response:
+    async def start(body: StartRequest, who: Who) -> Response:
         """Start a run in the background (202).
 
         The same request again answers 200 with the same run; a different request under the
-        same run id answers 409.
+        same run id answers 409. The input records who started it.
         """
         run_id = body.run_id or uuid.uuid4().hex
         fingerprint = start_fingerprint(body.agent, body.input)
-        started = await app.start(run_id, body.agent, body.input, fingerprint=fingerprint)
+        started = await app.start(run_id, body.agent, body.input, fingerprint=fingerprint, by=who)
         out = StartOut(run_id=started.run_id, created=started.created, status=started.status)
-        return JSONResponse(status_code=202 if started.created else 200, content=out.model_dump())
+        status = 202 if started.created else 200
+        return JSONResponse(status_code=status, content=out.model_dump())
 
     @api.get(
         "/runs/{run_id}",
         tags=["runs"],
         response_class=Response,
-        responses={200: {"content": {"application/json": {}}, "description": _SNAPSHOT_DOC}},
+        responses={
+            200: {
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/SnapshotDocument"}
+                    }
+                },
+                "description": _SNAPSHOT_DOC,
+            },
+            **_ALWAYS,
+            **_RUN,
+        },
     )
     async def show(run_id: str) -> Response:
         """The run as a display shows it: status, blocks, calls, plan, usage, pending."""
         snapshot = await app.publisher.snapshot(run_id)
         return Response(to_json(snapshot), media_type="application/json")
 
-    @api.post("/runs/{run_id}/resume", tags=["runs"], status_code=202)
+    @api.post(
+        "/runs/{run_id}/resume",
+        tags=["runs"],
+        status_code=202,
+        responses={**_ALWAYS, **_RUN, **_WRITE, **error_responses(422)},
+    )
     async def resume(run_id: str) -> ResumeOut:
-        """Wake a suspended, failed or crashed run up: a worker continues it."""
+        """Wake a suspended, failed or crashed run up: a worker continues it.
+
+        A completed run (409: send it a message instead) or a cancelled one (409) is not
+        resumed.
+        """
         return ResumeOut(run_id=run_id, scheduled=await app.resume(run_id))
 
-    @api.get("/runs/{run_id}/history", tags=["runs"])
+    @api.get("/runs/{run_id}/history", tags=["runs"], responses={**_ALWAYS, **_RUN})
     async def history(run_id: str) -> HistoryOut:
         """The run's steps (safe points), oldest first, with the messages and calls each added."""
         steps = await app.history(run_id)
@@ -318,7 +343,14 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         "/runs/{run_id}/fork",
         tags=["runs"],
         status_code=202,
-        responses={200: {"model": ForkOut, "description": "The same fork was made before."}},
+        response_model=ForkOut,
+        responses={
+            200: {"model": ForkOut, "description": "The same fork was made before."},
+            **_ALWAYS,
+            **_RUN,
+            **_BODY,
+            **_WRITE,
+        },
     )
     async def fork(run_id: str, body: ForkRequest) -> Response:
         """Fork the run at one of its steps into a new run, which a worker continues (202).
@@ -333,50 +365,62 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             run_id, at=body.at, new_run_id=new_run_id, edit=edit, resume=body.resume
         )
         out = fork_out(forked)
-        return JSONResponse(status_code=202 if forked.created else 200, content=out.model_dump())
+        status = 202 if forked.created else 200
+        return JSONResponse(status_code=status, content=out.model_dump())
 
-    @api.post("/runs/{run_id}/cancel", tags=["runs"])
-    async def cancel(run_id: str) -> CancelOut:
-        """Cancel a run: it stops, its open calls and sub-agent runs are cancelled."""
-        done = await app.cancel(run_id)
+    @api.post("/runs/{run_id}/cancel", tags=["runs"], responses={**_ALWAYS, **_RUN, **_WRITE})
+    async def cancel(run_id: str, who: Who) -> CancelOut:
+        """Cancel a run: it stops, its open calls and sub-agent runs are cancelled.
+
+        Cancelling a cancelled run again answers the same (200, what the cancel cancelled,
+        who cancelled it); a completed run cannot be cancelled (409).
+        """
+        done = await app.cancel(run_id, by=who)
+        by: str | None = who
+        if not done.runs:  # cancelled before: answer as the cancel that did it answered
+            done = await app.cancelled(run_id)
+            snap = await app.store.load(run_id)
+            by = snap.run.cancelled_by if snap is not None else None
         return CancelOut(
             run_id=run_id,
             runs=done.runs,
             calls=[f"{run}:{call}" for run, call in done.calls],
+            by=by,
         )
 
-    @api.post("/runs/{run_id}/messages", tags=["runs"], status_code=202)
-    async def send(run_id: str, body: MessageRequest) -> MessageOut:
-        """Give a run input; it takes it at its next safe point (resumed if need be)."""
-        stored = await app.send(run_id, body.text, id=body.id, revision=body.revision)
-        return MessageOut(seq=stored.seq, id=stored.id, revision=stored.revision)
+    @api.post(
+        "/runs/{run_id}/messages",
+        tags=["runs"],
+        status_code=202,
+        responses={**_ALWAYS, **_RUN, **_BODY, **_WRITE},
+    )
+    async def send(run_id: str, body: MessageRequest, who: Who) -> MessageOut:
+        """Give a run input; it takes it at its next safe point (resumed if need be).
 
-    @api.get("/runs/{run_id}/pending", tags=["host"])
+        The same ``id`` (and ``revision``) again is not added again: the answer is the message
+        first stored, with who sent it.
+        """
+        stored = await app.send(run_id, body.text, id=body.id, revision=body.revision, by=who)
+        by = (stored.meta or {}).get(BY_META)
+        return MessageOut(seq=stored.seq, id=stored.id, revision=stored.revision, by=by)
+
+    @api.get("/runs/{run_id}/pending", tags=["host"], responses={**_ALWAYS, **_RUN})
     async def pending(run_id: str) -> PendingList:
         """What the run waits for (decisions, inputs, results) and what its host owns."""
         items = await app.runtime.pending(run_id)
-        return PendingList(
-            items=[
-                PendingOut(
-                    kind=i.kind,
-                    blocking=i.blocking,
-                    call_id=i.call_id,
-                    name=i.name,
-                    arguments=i.arguments,
-                    prompt=i.prompt,
-                    wait_id=i.wait_id,
-                    response_schema=i.response_schema,
-                    payload=to_plain(i.payload) if i.payload is not None else None,
-                )
-                for i in items
-            ]
-        )
+        return PendingList(items=[pending_out(i) for i in items])
 
-    @api.post("/runs/{run_id}/calls/{call_id}/decision", tags=["host"])
-    async def decide(run_id: str, call_id: str, body: DecideRequest) -> CallOut:
+    @api.post(
+        "/runs/{run_id}/calls/{call_id}/decision",
+        tags=["host"],
+        responses={**_ALWAYS, **_RUN, **_BODY, **_WRITE},
+    )
+    async def decide(run_id: str, call_id: str, body: DecideRequest, who: Who) -> CallOut:
         """Approve (optionally with edited arguments) or reject a call waiting for a decision.
 
-        The run goes on in the background once nothing else blocks it.
+        The run goes on in the background once nothing else blocks it. The decision records
+        the token's principal as ``decided_by``. The same decision again answers 200 with the
+        call as it is now; a different one answers 409.
         """
         record = await app.decide(
             run_id,
@@ -384,20 +428,36 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             approve=body.approve,
             reason=body.reason,
             arguments=body.arguments,
-            decided_by=body.decided_by,
+            by=who,
         )
-        return _call_out(record)
+        return call_out(record)
 
-    @api.post("/runs/{run_id}/waits/{wait_id}/answer", tags=["host"])
-    async def answer(run_id: str, wait_id: str, body: AnswerRequest) -> CallOut:
-        """Answer an input request; the answer must fit its response schema."""
-        return _call_out(await app.answer(run_id, wait_id, body.response))
+    @api.post(
+        "/runs/{run_id}/waits/{wait_id}/answer",
+        tags=["host"],
+        responses={**_ALWAYS, **_RUN, **_BODY, **_WRITE},
+    )
+    async def answer(run_id: str, wait_id: str, body: AnswerRequest, who: Who) -> CallOut:
+        """Answer an input request; the answer must fit its response schema.
 
-    @api.post("/runs/{run_id}/calls/{call_id}/settle", tags=["host"])
-    async def settle(run_id: str, call_id: str, body: SettleRequest) -> CallOut:
-        """Record the outcome of a call the host owns (awaited, detached, submitted, review)."""
-        record = await app.settle(run_id, call_id, result=body.result, error=body.error)
-        return _call_out(record)
+        The answer records the token's principal as ``answered_by``. The same answer again
+        answers 200 with the call as it is now; a different one answers 409.
+        """
+        return call_out(await app.answer(run_id, wait_id, body.response, by=who))
+
+    @api.post(
+        "/runs/{run_id}/calls/{call_id}/settle",
+        tags=["host"],
+        responses={**_ALWAYS, **_RUN, **_BODY, **_WRITE},
+    )
+    async def settle(run_id: str, call_id: str, body: SettleRequest, who: Who) -> CallOut:
+        """Record the outcome of a call the host owns (awaited, detached, submitted, review).
+
+        The outcome records the token's principal as ``settled_by``. The same outcome again
+        answers 200 with the call as it is now; a different one answers 409.
+        """
+        record = await app.settle(run_id, call_id, result=body.result, error=body.error, by=who)
+        return call_out(record)
 
     @api.get(
         "/runs/{run_id}/stream",

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from steadyrun._errors import (
+    NotPendingError,
     RunCancelledError,
     RunNotFoundError,
     SteadyrunError,
@@ -24,6 +25,7 @@ from steadyrun.background import TaskManager
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
+from steadyrun.runtime._host import BY_META
 from steadyrun.service._ops import Cancelled, Operations
 from steadyrun.service._start import Started, start_fingerprint
 from steadyrun.service._worker import Worker
@@ -114,7 +116,7 @@ class App:
         agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(sorted(self.agents)) or "none"
-            raise UsageError(f"no agent is named {name!r} (known: {known})")
+            raise UsageError(f"agent {name!r} is not registered with this service (known: {known})")
         return agent
 
     def executing(self, run_id: str) -> bool:
@@ -177,13 +179,20 @@ class App:
     # -- operations --------------------------------------------------------------------------
 
     async def start(
-        self, run_id: str, agent: str, input: str, *, fingerprint: str | None = None
+        self,
+        run_id: str,
+        agent: str,
+        input: str,
+        *,
+        fingerprint: str | None = None,
+        by: str | None = None,
     ) -> Started:
         """Start a run: record its first input (with its agent's name) for a worker.
 
         The same request again returns the same run. The request's fingerprint (by default
         of ``agent`` and ``input``) is kept with the run's first input message, so a retry is
-        recognised across processes; the agent's name there lets any worker execute it.
+        recognised across processes; the agent's name there lets any worker execute it, and
+        ``by`` (who started it) is kept there too.
 
         Raises:
             ConflictError: A different request (or a run started otherwise) has this id.
@@ -191,7 +200,9 @@ class App:
         """
         found = self.agent(agent)
         fingerprint = fingerprint or start_fingerprint(agent, input)
-        started = await Operations(self.runtime)._start(run_id, found.name, input, fingerprint, {})
+        meta = {BY_META: by} if by is not None else {}
+        ops = Operations(self.runtime)
+        started = await ops._start(run_id, found.name, input, fingerprint, meta)
         # Known to the display stream before the caller hears it started: a follower that
         # asks at once finds the run (running) instead of a 404.
         await self.publisher.expect(run_id, found.name)
@@ -204,6 +215,7 @@ class App:
         Raises:
             RunNotFoundError: No such run.
             RunCancelledError: It was cancelled.
+            NotPendingError: It completed: there is nothing to resume (give it input instead).
             UsageError: Its agent is not registered.
         """
         snap = await self.store.load(run_id)
@@ -211,6 +223,10 @@ class App:
             raise RunNotFoundError(run_id)
         if snap.run.status == "cancelled":
             raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
+        if snap.run.status == "completed" and not self.executing(run_id):
+            raise NotPendingError(
+                f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
+            )
         self.agent(snap.run.agent)
         await self._ensure()
         here = self.executing(run_id)
@@ -219,16 +235,24 @@ class App:
         return not here
 
     async def send(
-        self, run_id: str, text: str, *, id: str | None = None, revision: str | None = None
+        self,
+        run_id: str,
+        text: str,
+        *,
+        id: str | None = None,
+        revision: str | None = None,
+        by: str | None = None,
     ) -> FeedMessage:
         """Give a run input; it takes it at its next safe point (a worker resumes it if need be).
+
+        ``by`` names who sent it (kept in the message's meta).
 
         Raises:
             RunNotFoundError: No such run.
         """
         if await self.store.load(run_id) is None:
             raise RunNotFoundError(run_id)
-        message = await self.runtime.send(run_id, text, id=id, revision=revision)
+        message = await self.runtime.send(run_id, text, id=id, revision=revision, by=by)
         await self._ensure()  # the append woke the run up in the store
         return message
 
@@ -241,6 +265,7 @@ class App:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
         decided_by: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
         """``Runtime.decide``; the write wakes the run up for a worker."""
         record = await self.runtime.decide(
@@ -250,21 +275,30 @@ class App:
             reason=reason,
             arguments=arguments,
             decided_by=decided_by,
+            by=by,
         )
         await self._written(run_id)
         return record
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> CallRecord:
         """``Runtime.answer``; the write wakes the run up for a worker."""
-        record = await self.runtime.answer(run_id, wait_id, response)
+        record = await self.runtime.answer(run_id, wait_id, response, by=by)
         await self._written(run_id)
         return record
 
     async def settle(
-        self, run_id: str, call_id: str, *, result: str | None = None, error: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
         """``Runtime.settle``; the write wakes the run up for a worker."""
-        record = await self.runtime.settle(run_id, call_id, result=result, error=error)
+        record = await self.runtime.settle(run_id, call_id, result=result, error=error, by=by)
         await self._written(run_id)
         return record
 
@@ -302,17 +336,18 @@ class App:
             await self.store.leases.wake(forked.run_id)
         return forked
 
-    async def cancel(self, run_id: str) -> Cancelled:
+    async def cancel(self, run_id: str, *, by: str | None = None) -> Cancelled:
         """Cancel a run: its open calls and sub-agent runs are cancelled and it never resumes.
 
         The run's claim is revoked first (see ``Operations.cancel``), which fences out the
         executor of the run wherever it runs: its next write fails and it stops. An
         execution in this app's worker is stopped at once, the way a crash would stop it.
+        ``by`` names who cancelled (``RunRecord.cancelled_by``).
         """
         manager = self.runtime.tasks
         tasks = manager.store if isinstance(manager, TaskManager) else None
         ops = Operations(self.runtime, tasks=tasks, leases=self.store.leases)
-        done = await ops.cancel(run_id)
+        done = await ops.cancel(run_id, by=by)
         task = self.worker._tasks.get(run_id) if self.worker is not None else None
         if task is not None:
             task.cancel()
@@ -320,6 +355,10 @@ class App:
         for run in done.runs:
             await self.publisher.refresh(run)  # followers see it cancelled
         return done
+
+    async def cancelled(self, run_id: str) -> Cancelled:
+        """What cancelling the run cancelled (``Operations.cancelled``; empty: it was not)."""
+        return await Operations(self.runtime).cancelled(run_id)
 
     # -- inside ------------------------------------------------------------------------------
 

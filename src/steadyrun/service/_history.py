@@ -7,6 +7,7 @@ import json
 from steadyrun.chat import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from steadyrun.context import CALLS_META
 from steadyrun.runtime import ForkedRun, HistoryStep
+from steadyrun.runtime._host import BY_META
 from steadyrun.service._schemas import EditIn, ForkOut, HistoryMessageOut, HistoryStepOut
 
 __all__ = ["edit_message", "fork_out", "step_out"]
@@ -76,6 +77,7 @@ def _message_out(message: Message, model_call: str | None) -> HistoryMessageOut:
     return HistoryMessageOut(
         role=message.role,
         text=message.text,
+        by=(message.meta or {}).get(BY_META),
         tool_calls=[
             {
                 "id": f"{model_call}.c{i + 1}" if model_call else p.call_id,

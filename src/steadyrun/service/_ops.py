@@ -34,6 +34,7 @@ from steadyrun._errors import ConflictError, NotPendingError, RunNotFoundError, 
 from steadyrun.records import (
     ACTIVE_STATUSES,
     CallRecord,
+    CallUpdate,
     Checkpoint,
     RunRecord,
     RunSnapshot,
@@ -43,6 +44,7 @@ from steadyrun.records._step import ContextChange
 from steadyrun.runtime import Agent, Runtime
 from steadyrun.runtime._claims import check_writable, owner_died
 from steadyrun.runtime._handle import child_run_id
+from steadyrun.runtime._host import BY_META
 from steadyrun.service._lifecycle import (
     Deleted,
     Imported,
@@ -137,11 +139,18 @@ class Operations:
         return found
 
     async def start(
-        self, run_id: str, agent: str, input: str, *, extra: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        agent: str,
+        input: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> Started:
         """Record a new run's first input; the same request again returns the same run.
 
-        ``extra`` holds further request fields that make two requests different.
+        ``extra`` holds further request fields that make two requests different; ``by`` who
+        started it (kept with the input; not part of the request: anyone may retry it).
 
         Raises:
             ConflictError: A different request (or a run started otherwise) has this id.
@@ -149,10 +158,16 @@ class Operations:
         """
         self.agent(agent)
         fingerprint = start_fingerprint(agent, input, extra)
-        return await self._start(run_id, agent, input, fingerprint, {})
+        return await self._start(run_id, agent, input, fingerprint, _by_meta(by))
 
     async def continue_run(
-        self, run_id: str, new_run_id: str, input: str, *, extra: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        new_run_id: str,
+        input: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        by: str | None = None,
     ) -> Started:
         """Start ``new_run_id`` with the context of the completed run ``run_id``, then ``input``.
 
@@ -213,11 +228,16 @@ class Operations:
                 context=ContextChange(base=list(pred.context)),
             )
             await self.store.save_step(new_run_id, seed)
-        meta = {CONTINUES_META: run_id}
+        meta = {CONTINUES_META: run_id, **_by_meta(by)}
         return await self._start(new_run_id, pred.run.agent, input, fingerprint, meta, seeded=True)
 
     async def cancel(
-        self, run_id: str, *, reason: str = "the run was cancelled", grace: float = 10.0
+        self,
+        run_id: str,
+        *,
+        reason: str | None = None,
+        grace: float = 10.0,
+        by: str | None = None,
     ) -> Cancelled:
         """Cancel a run and its sub-agent runs; open calls settle ``cancelled``.
 
@@ -226,16 +246,19 @@ class Operations:
         running in a live executor is given up to ``grace`` seconds to end: its outcome is
         recorded as it is (a call that finished is not called cancelled); one still running
         after that is settled ``cancelled`` with an unknown effect. Cancelling a cancelled run
-        again changes nothing.
+        again changes nothing. ``by`` names who cancelled: the run records it
+        (``RunRecord.cancelled_by``) and the default ``reason`` the calls settle with says it.
 
         Raises:
             RunNotFoundError: No such run.
             NotPendingError: The run completed (there is nothing to cancel).
         """
+        if reason is None:
+            reason = "the run was cancelled" + (f" by {by}" if by is not None else "")
         await check_writable(self.store.leases, run_id)  # Temporal cancels its own runs
         snap = await self.store.load(run_id)
         if snap is None:
-            return await self._cancel_unstarted(run_id, reason)
+            return await self._cancel_unstarted(run_id, reason, by)
         if snap.run.status == "cancelled":
             return Cancelled(run_id=run_id, runs=[], calls=[])
         if snap.run.status == "completed":
@@ -252,10 +275,34 @@ class Operations:
             with fenced(lease.fence if lease is not None else None):
                 if live and grace > 0:
                     await self._let_bodies_end(run_id, grace)
-                await self._cancel_tree(run_id, reason, runs, calls)
+                await self._cancel_tree(run_id, reason, runs, calls, by)
         finally:
             if lease is not None:
                 await self.leases.release(lease)  # type: ignore[union-attr]
+        return Cancelled(run_id=run_id, runs=runs, calls=calls)
+
+    async def cancelled(self, run_id: str) -> Cancelled:
+        """What cancelling the run cancelled, read back from the store (empty: it was not).
+
+        The runs of the tree (the run, its sub-agent runs) that are cancelled, and their calls
+        settled ``cancelled``: what the cancel that did it returned, so a repeated cancel can
+        answer the same.
+        """
+        runs: list[str] = []
+        calls: list[tuple[str, str]] = []
+
+        async def visit(current: str) -> None:
+            # In the order _cancel_tree cancels: sub-agent runs before their call and run.
+            snap = await self.store.load(current)
+            if snap is None or snap.run.status != "cancelled":
+                return
+            for call in snap.calls:
+                if call.status == "cancelled":
+                    await visit(child_run_id(current, call.id))
+                    calls.append((current, call.id))
+            runs.append(current)
+
+        await visit(run_id)
         return Cancelled(run_id=run_id, runs=runs, calls=calls)
 
     async def _let_bodies_end(self, run_id: str, grace: float) -> None:
@@ -271,7 +318,7 @@ class Operations:
                 return
             await asyncio.sleep(0.05)
 
-    async def _cancel_unstarted(self, run_id: str, reason: str) -> Cancelled:
+    async def _cancel_unstarted(self, run_id: str, reason: str, by: str | None) -> Cancelled:
         """Cancel a run started but not executed yet: its first step says it is cancelled."""
         meta = await self._start_meta(run_id, f"{run_id}:input", None)
         if meta is None or AGENT_META not in meta:
@@ -286,6 +333,7 @@ class Operations:
             created_at=now,
             updated_at=now,
             steps=1,
+            cancelled_by=by,
         )
         try:
             with fenced(lease.fence if lease is not None else None):
@@ -396,7 +444,12 @@ class Operations:
         return None
 
     async def _cancel_tree(
-        self, run_id: str, reason: str, runs: list[str], calls: list[tuple[str, str]]
+        self,
+        run_id: str,
+        reason: str,
+        runs: list[str],
+        calls: list[tuple[str, str]],
+        by: str | None,
     ) -> None:
         snap = await self.store.load(run_id)
         if snap is None or snap.run.status in ("cancelled", "completed"):
@@ -406,10 +459,18 @@ class Operations:
         for call in snap.calls:
             if call.status not in ACTIVE_STATUSES:
                 continue
-            await self._cancel_tree(child_run_id(run_id, call.id), reason, runs, calls)
+            await self._cancel_tree(child_run_id(run_id, call.id), reason, runs, calls, by)
             why = reason
             if call.status == "running":
                 why = f"{reason} while the call was running; whether it took effect is unknown"
+            if call.handover:
+                # The host owns a handed-over call's outcome: a runtime snapshot may not
+                # change it (merge_call), so the cancel records it as the host, like settle.
+                update = CallUpdate(status="cancelled", error=why, completed_at=now, by=by)
+                try:
+                    await self.store.update_call(run_id, call.id, update)
+                except (ConflictError, NotPendingError):
+                    continue  # settled meanwhile: that outcome stands
             settled.append(
                 replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
             )
@@ -418,6 +479,12 @@ class Operations:
             for task in await self.tasks.list_tasks(run_id):
                 if not task.final:
                     await self.tasks.request_cancel(task.id, now)
-        run = replace(snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1)
+        run = replace(
+            snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1, cancelled_by=by
+        )
         await self.store.save_step(run_id, Step(run=run, checkpoint=snap.checkpoint, calls=settled))
         runs.append(run_id)
+
+
+def _by_meta(by: str | None) -> dict[str, str]:
+    return {BY_META: by} if by is not None else {}

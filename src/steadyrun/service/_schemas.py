@@ -19,6 +19,8 @@ __all__ = [
     "ForkRequest",
     "HistoryOut",
     "HistoryStepOut",
+    "InboxItem",
+    "InboxList",
     "MessageOut",
     "MessageRequest",
     "PendingList",
@@ -29,6 +31,7 @@ __all__ = [
     "SettleRequest",
     "StartOut",
     "StartRequest",
+    "WhoOut",
 ]
 
 
@@ -69,11 +72,12 @@ class MessageRequest(_In):
 
 
 class MessageOut(BaseModel):
-    """The input as stored in the run's feed."""
+    """The input as stored in the run's feed (the first one sent, when repeated)."""
 
     seq: int
     id: str
     revision: str
+    by: str | None = Field(default=None, description="Who sent it (a token's principal).")
 
 
 class DecideRequest(_In):
@@ -84,7 +88,12 @@ class DecideRequest(_In):
     arguments: dict[str, JsonValue] | None = Field(
         default=None, description="Edited arguments to run the call with (approvals only)."
     )
-    decided_by: str | None = Field(default=None, max_length=200)
+    decided_by: str | None = Field(
+        default=None,
+        max_length=200,
+        deprecated=True,
+        description="Ignored: the decision records the principal of the request's token.",
+    )
 
 
 class AnswerRequest(_In):
@@ -116,13 +125,21 @@ class CallOut(BaseModel):
     result: str | None = None
     error: str | None = None
     handover: str = ""
-    decision: dict[str, Any] | None = None
+    decision: dict[str, Any] | None = Field(
+        default=None, description="The host's decision, with decided_by and decided_at."
+    )
+    answered_by: str | None = Field(
+        default=None, description="Who answered its input request (a token's principal)."
+    )
+    settled_by: str | None = Field(
+        default=None, description="Who recorded its outcome, when the host settled it."
+    )
 
 
 class PendingOut(BaseModel):
     """Something a run waits for, or that its host owns."""
 
-    kind: Literal["result", "decision", "input", "review", "submission", "detached"]
+    kind: Literal["result", "decision", "input", "review", "submission", "detached", "task_input"]
     blocking: bool
     call_id: str
     name: str
@@ -155,6 +172,34 @@ class RunList(BaseModel):
     """Runs by last activity, newest first."""
 
     runs: list[RunOut]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last page."
+    )
+
+
+class InboxItem(BaseModel):
+    """Something waiting for a person, with the run it belongs to."""
+
+    run_id: str
+    agent: str
+    run_status: str
+    updated_at: datetime | None
+    item: PendingOut
+
+
+class InboxList(BaseModel):
+    """What waits for a person across runs, runs by last activity, newest first."""
+
+    items: list[InboxItem]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as ?cursor= for the next page; null on the last page."
+    )
+
+
+class WhoOut(BaseModel):
+    """Who the request's token says the caller is."""
+
+    principal: str
 
 
 class ResumeOut(BaseModel):
@@ -168,8 +213,11 @@ class CancelOut(BaseModel):
     """A cancel request's outcome."""
 
     run_id: str
-    runs: list[str] = Field(description="Runs cancelled now (the run and its sub-agent runs).")
+    runs: list[str] = Field(
+        description="Runs cancelled (the run and its sub-agent runs); a repeat lists them again."
+    )
     calls: list[str] = Field(description="Calls settled cancelled, as run:call.")
+    by: str | None = Field(default=None, description="Who cancelled the run.")
 
 
 class ToolCallIn(_In):
@@ -228,6 +276,7 @@ class HistoryMessageOut(BaseModel):
     text: str
     tool_calls: list[dict[str, Any]]
     tool_results: list[dict[str, Any]]
+    by: str | None = Field(default=None, description="Who sent it, for input messages.")
 
 
 class HistoryStepOut(BaseModel):

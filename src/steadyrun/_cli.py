@@ -121,7 +121,10 @@ def build_app() -> typer.Typer:
         port: Annotated[int, typer.Option(help="port")] = 8000,
         token: Annotated[
             list[str] | None,
-            typer.Option(help="accepted bearer token (repeat; default STEADYRUN_API_TOKENS)"),
+            typer.Option(
+                help="accepted bearer token, NAME:TOKEN to record NAME as who acts with it "
+                "(repeat; default STEADYRUN_API_TOKENS)"
+            ),
         ] = None,
         no_worker: Annotated[
             bool,
@@ -143,7 +146,10 @@ def build_app() -> typer.Typer:
         served = target.app if isinstance(target.app, App) else App(target.runtime)
         if claim_ttl is not None:
             served.claim_ttl = claim_ttl
-        api = create_app(served, tokens=token or None, worker=not no_worker)
+        from steadyrun.service._gate import parse_tokens
+
+        tokens = parse_tokens(",".join(token)) if token else None
+        api = create_app(served, tokens=tokens, worker=not no_worker)
         uvicorn.run(api, host=host, port=port)
 
     @cli.command(

@@ -51,6 +51,7 @@ class Serve:
         }
         cmd = [sys.executable, "-m", "steadyrun", "serve", "--app", "serve_app:app"]
         cmd += ["--port", str(port), "--token", TOKEN, "--claim-ttl", str(TTL)]
+        cmd += ["--token", "alice:alice-secret"]  # a named token: writes with it are alice's
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, env=env, cwd=HERE, stdout=log, stderr=log)
         self.base = f"http://127.0.0.1:{port}"
@@ -207,3 +208,14 @@ def test_a_worker_process_executes_sqlite_runs(tmp_path: Path) -> None:
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_serve_tokens_name_who_acts_with_them(tmp_path: Path) -> None:
+    serve = Serve(tmp_path)
+    serve.start()
+    try:
+        alice = {"Authorization": "Bearer alice-secret"}
+        assert httpx.get(f"{serve.base}/whoami", headers=alice).json() == {"principal": "alice"}
+        assert httpx.get(f"{serve.base}/whoami", headers=AUTH).json() == {"principal": "operator"}
+    finally:
+        serve.stop()

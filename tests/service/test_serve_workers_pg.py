@@ -181,6 +181,19 @@ def _approve_all(client: httpx.Client, pool: ThreadPoolExecutor) -> int:
     return sum(pool.map(approve, [r["run_id"] for r in listed.json()["runs"]]))
 
 
+def _undone(client: httpx.Client, run_ids: list[str]) -> str:
+    """What each run not completed shows through the API (for a failure's message)."""
+    listed = client.get("/runs", params={"status": "completed", "limit": 500}).json()["runs"]
+    done = {r["run_id"] for r in listed}
+    lines = []
+    for run_id in [r for r in run_ids if r not in done][:5]:
+        snap = client.get(f"/runs/{run_id}").json()["data"]
+        calls = [(c["id"], c["name"], c["status"]) for c in snap["calls"]]
+        pending = client.get(f"/runs/{run_id}/pending").json()["items"]
+        lines.append(f"{run_id}: {snap['status']} calls={calls} pending={pending}")
+    return "\n".join(lines)
+
+
 def test_serve_and_two_workers_execute_every_effect_once(procs: Procs) -> None:
     base = procs.serve(SERVE_TTL)
     workers = [procs.worker(f"worker-{i}", SERVE_TTL) for i in (1, 2)]
@@ -209,7 +222,9 @@ def test_serve_and_two_workers_execute_every_effect_once(procs: Procs) -> None:
             if len(listed.json()["runs"]) == RUNS:
                 break
             assert all(p.poll() is None for p in procs.procs.values()), procs.logs()
-            assert time.monotonic() - began < DEADLINE, f"runs left undone\n{procs.logs()}"
+            assert time.monotonic() - began < DEADLINE, (
+                f"runs left undone\n{_undone(client, run_ids)}\n{procs.logs()}"
+            )
             time.sleep(0.2)
     took = time.monotonic() - began
     stats = {name: procs.stop(name) for name in ("worker-1", "worker-2", "serve")}

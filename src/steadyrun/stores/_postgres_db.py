@@ -7,6 +7,7 @@ The store, its mixins and its leases (``PostgresLeases``) all reach PostgreSQL t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
@@ -117,11 +118,17 @@ class PostgresDatabase:
         round trip happens only where a result is fetched (and at the commit).
         """
         async with self.connection() as conn:
-            pipeline = conn.pipeline() if _PIPELINE else nullcontext()
-            async with pipeline, conn.transaction():
-                if snapshot:
-                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                yield conn
+            try:
+                pipeline = conn.pipeline() if _PIPELINE else nullcontext()
+                async with pipeline, conn.transaction():
+                    if snapshot:
+                        await conn.execute(
+                            "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                        )
+                    yield conn
+            except BaseException:
+                await _discard_if_broken(conn)
+                raise
 
     def error(self, exc: psycopg.Error, doing: str = "") -> StoreError:
         """A driver error as the ``StoreError`` that names the store."""
@@ -133,6 +140,24 @@ class PostgresDatabase:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+async def _discard_if_broken(conn: Connection) -> None:
+    """Close a connection a failed or cancelled transaction left mid-pipeline or mid-query.
+
+    A task cancelled inside the pipeline (a run cancelled, a claim lost, a shutdown) can leave
+    the connection still in pipeline mode with results pending; the pool would hand it out
+    again as it is, and the next transaction on it fails ("SET TRANSACTION ISOLATION LEVEL
+    must be called before any query", "pipeline aborted"). A closed connection the pool drops.
+    """
+    pgconn = conn.pgconn
+    broken = (
+        pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        or pgconn.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    )
+    if broken and not conn.closed:
+        with contextlib.suppress(Exception):  # closing is all we can do; the pool drops it
+            await conn.close()
 
 
 def _describe(params: dict[str, Any], schema: str) -> str:

@@ -329,9 +329,7 @@ class Publisher(Observer):
         try:
             channel = self._channels.get(run_id)
             if channel is None:
-                if message.get("t") != "frag" and message.get("t") != "call":
-                    return
-                channel = await self._open(run_id)
+                return  # nobody shows this run here: a follower's first snapshot will
             await self._apply_live(channel, run_id, message)
         except Exception:  # a display must never break a run
             log.exception("display stream of run %r could not show a live message", run_id)

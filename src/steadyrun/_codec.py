@@ -3,6 +3,12 @@
 Every document is wrapped as ``{"format": N, "data": ...}``. A reader refuses a format it does
 not know rather than guess. Pydantic type adapters do the work; they are built once per type.
 
+A document is read in one pass: pydantic-core parses the stored bytes and validates the
+envelope with its data (``validate_json``), about three times faster than ``json.loads``
+followed by ``validate_python`` on the plain data, which is what resume spent its time on.
+Anything that pass refuses (another format, garbage, data that does not fit) is read again
+the slow way, which says precisely what is wrong.
+
 Format history:
     1: first format.
 """
@@ -10,9 +16,10 @@ Format history:
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, TypeVar, cast
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Strict, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from steadyrun._errors import FormatVersionError, StoreError
@@ -28,12 +35,28 @@ _HEAD = b'{"format":%d,"data":' % FORMAT
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
+_documents: dict[Any, TypeAdapter[Any]] = {}  # by the type of the data
+
+
+@dataclass(slots=True)
+class _Document(Generic[T]):
+    """The envelope as pydantic reads it: extra keys ignored, ``format`` a JSON integer."""
+
+    format: Annotated[int, Strict()]  # strict: ``true`` or ``1.0`` are not a version
+    data: T
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
     adapter = _adapters.get(tp)
     if adapter is None:
         adapter = _adapters[tp] = TypeAdapter(tp)
+    return adapter
+
+
+def _document(tp: Any) -> TypeAdapter[Any]:
+    adapter = _documents.get(tp)
+    if adapter is None:
+        adapter = _documents[tp] = TypeAdapter(_Document[tp])
     return adapter
 
 
@@ -70,7 +93,23 @@ def encode(obj: Any, tp: Any | None = None) -> bytes:
 
 
 def decode(raw: bytes | str, tp: type[T]) -> T:
-    """Read a versioned JSON document written by ``encode``."""
+    """Read a versioned JSON document written by ``encode``.
+
+    Raises:
+        FormatVersionError: The document is of a format this version does not read.
+        StoreError: It is not a steadyrun document, or its data does not fit ``tp``.
+    """
+    try:
+        doc = _document(tp).validate_json(raw)
+    except ValidationError:
+        return _decode_slowly(raw, tp)  # to say what is wrong, exactly as it always said
+    if doc.format != FORMAT:
+        raise FormatVersionError(_name(tp), doc.format, FORMAT)
+    return cast(T, doc.data)
+
+
+def _decode_slowly(raw: bytes | str, tp: type[T]) -> T:
+    """``decode`` in two passes: the envelope first, then its data (errors named apart)."""
     try:
         doc = json.loads(raw)
     except ValueError as exc:

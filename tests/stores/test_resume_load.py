@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import pgkit
 import steadyrun as sr
 from steadyrun import _codec
-from steadyrun._codec import FORMAT, decode, encode, from_plain
+from steadyrun._codec import FORMAT, decode, decode_all, encode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import (
     MediaPart,
@@ -126,6 +126,45 @@ def test_a_document_is_read_whatever_its_key_order_and_extra_keys(value: Any, ex
     data = json.loads(encode(value))["data"]
     raw = json.dumps({"extra": extra, "data": data, "format": FORMAT}, indent=1)
     assert decode(raw, type(value)) == value
+
+
+@given(st.lists(messages, max_size=6))
+def test_many_documents_decode_as_the_two_pass_reader_decodes_each(values: list[Message]) -> None:
+    raws = [encode(v) for v in values]
+    assert decode_all(raws, Message) == [reference(r, Message) for r in raws] == values
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (b'{"format":2,"data":{"role":"user"}}', FormatVersionError),
+        (b'{"format":1,"data":{"role":"robot"}}', StoreError),
+        (b'{"format":1,"data":', StoreError),
+        (b'{"format":1,"data":{"role":"user"}},{"format":1,"data":{"role":"user"}}', StoreError),
+    ],
+    ids=["unknown-format", "misfit", "cut-short", "two-in-one-row"],
+)
+@pytest.mark.parametrize("at", [0, 2, 4])
+def test_one_refused_document_among_many_fails_as_it_fails_alone(
+    bad: bytes, error: type[Exception], at: int
+) -> None:
+    raws = [encode(Message(role="user", parts=[TextPart(text=str(i))])) for i in range(4)]
+    raws.insert(at, bad)
+    with pytest.raises(error) as alone:
+        decode(bad, Message)
+    with pytest.raises(error) as among:
+        decode_all(raws, Message)
+    assert str(among.value) == str(alone.value)
+
+
+def test_rows_are_never_read_across_their_borders() -> None:
+    # Two damaged rows that would make one valid JSON array if their texts were joined.
+    halves = [
+        b'{"format":1,"data":{"role":"user","parts":[{"kind":"text","text":"a"}',
+        b'{"kind":"text","text":"b"}]}}',
+    ]
+    with pytest.raises(StoreError):
+        decode_all(halves, Message)
 
 
 unknown_formats = (

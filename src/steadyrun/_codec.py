@@ -4,10 +4,12 @@ Every document is wrapped as ``{"format": N, "data": ...}``. A reader refuses a 
 not know rather than guess. Pydantic type adapters do the work; they are built once per type.
 
 A document is read in one pass: pydantic-core parses the stored bytes and validates the
-envelope with its data (``validate_json``), about three times faster than ``json.loads``
-followed by ``validate_python`` on the plain data, which is what resume spent its time on.
-Anything that pass refuses (another format, garbage, data that does not fit) is read again
-the slow way, which says precisely what is wrong.
+envelope with its data, 2.4 times faster than ``json.loads`` followed by ``validate_python``
+on the plain data (a run of 400 iterations: 12.9 to 5.4 ms), which was most of a resume. The
+reader of a type is built around the core schema its adapter already has (0.3 ms, where a
+new ``TypeAdapter`` of the envelope type would take 12 ms to generate). Anything that pass
+refuses (another format, garbage, data that does not fit) is read again the slow way, which
+says precisely what is wrong.
 
 Format history:
     1: first format.
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from pydantic import Json, Strict, TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError, SchemaValidator
+from pydantic_core import core_schema as cs
 
 from steadyrun._errors import FormatVersionError, StoreError
 
@@ -36,16 +38,7 @@ _HEAD = b'{"format":%d,"data":' % FORMAT
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
-_documents: dict[Any, TypeAdapter[Any]] = {}  # by the type of the data
-_many: dict[Any, TypeAdapter[Any]] = {}  # lists of documents, by the type of the data
-
-
-@dataclass(slots=True)
-class _Document(Generic[T]):
-    """The envelope as pydantic reads it: extra keys ignored, ``format`` a JSON integer."""
-
-    format: Annotated[int, Strict()]  # strict: ``true`` or ``1.0`` are not a version
-    data: T
+_readers: dict[Any, SchemaValidator] = {}  # by the type of the data
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
@@ -55,20 +48,24 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     return adapter
 
 
-def _document(tp: Any) -> TypeAdapter[Any]:
-    adapter = _documents.get(tp)
-    if adapter is None:
-        adapter = _documents[tp] = TypeAdapter(_Document[tp])
-    return adapter
+def _reader(tp: Any) -> SchemaValidator:
+    """Reads a list of stored documents of ``tp``, each parsed from its own bytes or text.
 
-
-def _documents_of(tp: Any) -> TypeAdapter[Any]:
-    adapter = _many.get(tp)
-    if adapter is None:
-        # Each element parsed on its own (Json): rows joined into one JSON text could be read
-        # across their borders, and a damaged row must fail as it would alone.
-        adapter = _many[tp] = TypeAdapter(list[Json[_Document[tp]]])
-    return adapter
+    Each element is a JSON text of its own (never joined with the others: rows joined into one
+    text could be read across their borders). The envelope's ``format`` must be a JSON integer
+    (strict: ``true`` and ``1.0`` are not versions); unknown keys are ignored, as ``json.loads``
+    readers always ignored them.
+    """
+    reader = _readers.get(tp)
+    if reader is None:
+        envelope = cs.typed_dict_schema(
+            {
+                "format": cs.typed_dict_field(cs.int_schema(strict=True)),
+                "data": cs.typed_dict_field(_adapter(tp).core_schema),
+            }
+        )
+        reader = _readers[tp] = SchemaValidator(cs.list_schema(cs.json_schema(envelope)))
+    return reader
 
 
 def to_plain(obj: Any, tp: Any | None = None) -> Any:
@@ -111,12 +108,10 @@ def decode(raw: bytes | str, tp: type[T]) -> T:
         StoreError: It is not a steadyrun document, or its data does not fit ``tp``.
     """
     try:
-        doc = _document(tp).validate_json(raw)
+        (doc,) = _reader(tp).validate_python([raw])
     except ValidationError:
         return _decode_slowly(raw, tp)  # to say what is wrong, exactly as it always said
-    if doc.format != FORMAT:
-        raise FormatVersionError(_name(tp), doc.format, FORMAT)
-    return cast(T, doc.data)
+    return _data(doc, tp)
 
 
 def decode_all(raws: Iterable[bytes | str], tp: type[T]) -> list[T]:
@@ -126,13 +121,16 @@ def decode_all(raws: Iterable[bytes | str], tp: type[T]) -> list[T]:
     """
     raws = list(raws)
     try:
-        docs = _documents_of(tp).validate_python(raws)
+        docs = _reader(tp).validate_python(raws)
     except ValidationError:
         return [decode(raw, tp) for raw in raws]  # the first refused one says why
-    for doc in docs:
-        if doc.format != FORMAT:
-            raise FormatVersionError(_name(tp), doc.format, FORMAT)
-    return [doc.data for doc in docs]
+    return [_data(doc, tp) for doc in docs]
+
+
+def _data(doc: dict[str, Any], tp: type[T]) -> T:
+    if doc["format"] != FORMAT:
+        raise FormatVersionError(_name(tp), doc["format"], FORMAT)
+    return cast(T, doc["data"])
 
 
 def _decode_slowly(raw: bytes | str, tp: type[T]) -> T:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import psycopg
 from psycopg.rows import TupleRow
 
-from steadyrun._codec import decode
+from steadyrun._codec import decode, decode_all
 from steadyrun.chat import Message
 from steadyrun.records import Step
 from steadyrun.records._history import StepEntry
@@ -77,7 +77,7 @@ async def pg_entry(cur: Cursor, s: str, run_id: str, step: Step, segment: int, e
 async def pg_history(cur: Cursor, s: str, run_id: str) -> list[StepEntry]:
     """The run's entries, by step number."""
     await cur.execute(sql(LIST, s), (run_id,))
-    return [decode(r[0], StepEntry) for r in await cur.fetchall()]
+    return decode_all((r[0] for r in await cur.fetchall()), StepEntry)
 
 
 async def pg_context_at(cur: Cursor, s: str, run_id: str, step: int) -> list[Message] | None:

@@ -280,8 +280,18 @@ async def test_a_stored_postgres_run_loads_as_the_reference_reads_it(pg_dsn: str
     assert snap == reference_snapshot(run, cp, *rows)
 
 
-async def test_a_stored_run_is_read_without_json_loads(tmp_path: Path, monkeypatch: Any) -> None:
-    async with sr.SqliteStore(tmp_path / "runs.db") as store:
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+async def test_a_stored_run_is_read_without_json_loads(
+    kind: str, tmp_path: Path, monkeypatch: Any, request: pytest.FixtureRequest
+) -> None:
+    # The slow reader gives the same snapshot, so only this shows the one pass is taken.
+    if kind == "memory":
+        store: Any = sr.MemoryStore()
+    elif kind == "sqlite":
+        store = sr.SqliteStore(tmp_path / "runs.db")
+    else:
+        store = PostgresStore(request.getfixturevalue("pg_dsn"))
+    try:
         await _suspend(store)
         expected = await store.load(RUN)
 
@@ -290,6 +300,8 @@ async def test_a_stored_run_is_read_without_json_loads(tmp_path: Path, monkeypat
 
         monkeypatch.setattr(_codec.json, "loads", no_second_pass)
         assert await store.load(RUN) == expected
+    finally:
+        await store.close()
 
 
 @pytest.mark.parametrize(

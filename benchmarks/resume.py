@@ -16,12 +16,14 @@ host settles the waiting call, and the script times:
   the same suspended run (``dump_run`` once, ``restore_run`` before each, a new store object);
 * ``loads``: how many times the resume called ``store.load`` (one is the floor).
 
-``MemoryStore`` is measured the same way (it keeps the same encoded documents in memory).
+``MemoryStore`` is measured the same way (it keeps the same encoded documents in memory), and
+``PostgresStore`` with ``--stores postgres`` (a schema of its own, dropped at the end).
 
 Usage::
 
     .venv/bin/python benchmarks/resume.py                   # N = 100 400 1600, SQLite and memory
     .venv/bin/python benchmarks/resume.py --ns 400 --json
+    .venv/bin/python benchmarks/resume.py --stores postgres --pg-dsn "host=127.0.0.1 user=postgres"
 
 Each timed section starts after ``gc.collect()``, so garbage left by building the run is not
 collected inside it (a collection of the whole heap costs up to 25 ms here at N=400). The
@@ -34,24 +36,28 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from loop_overhead import ModelLog, echo_text, final_text, make_model
 
 import steadyrun
 from steadyrun import Agent, Limits, MemoryStore, RunResult, Runtime, SqliteStore
 from steadyrun.control import await_external
 from steadyrun.records import RunSnapshot
-from steadyrun.stores import Store
+from steadyrun.stores import PostgresStore, Store
 from steadyrun.stores._encoded import decode_snapshot
 
 RUN = "long"
+PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=5"
 REPS = 5  # loads and decodes timed per N
 RESUMES = 3  # resumes timed per N, each of the same suspended run, restored
 
@@ -136,14 +142,30 @@ def ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1e3
 
 
-async def measure(kind: str, n: int, tmp: Path) -> dict[str, Any]:
+async def measure(kind: str, n: int, tmp: Path, dsn: str) -> dict[str, Any]:
     path = tmp / f"resume-{n}.db"
     path.unlink(missing_ok=True)
+    schema = f"resume_bench_{os.getpid()}_{n}"  # PostgreSQL: dropped at the end
 
     def open_store(sync: str = "FULL") -> Store:
         if kind == "memory":
             return MemoryStore()
+        if kind == "postgres":
+            return PostgresStore(dsn, schema=schema)
         return SqliteStore(path, synchronous=sync)  # type: ignore[arg-type]
+
+    try:
+        return await _measure(kind, n, path, open_store)
+    finally:
+        path.unlink(missing_ok=True)
+        if kind == "postgres":
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def _measure(
+    kind: str, n: int, path: Path, open_store: Callable[..., Store]
+) -> dict[str, Any]:
 
     first = open_store("OFF")
     built = await Runtime(first).run(make_agent(n, ModelLog()), run_id=RUN, input="Start.")
@@ -180,7 +202,7 @@ async def measure(kind: str, n: int, tmp: Path) -> dict[str, Any]:
         if kind == "memory" or to_model:  # the file still holds the run as built the first time
             await store.delete_run(RUN)
             await store.restore_run(dump)
-            if kind == "sqlite":  # a new store object on the file, as a restarted worker
+            if kind != "memory":  # a new store object on the database, as a restarted worker
                 await store.close()
                 store = open_store()
         await store.list_runs(limit=1)
@@ -196,7 +218,6 @@ async def measure(kind: str, n: int, tmp: Path) -> dict[str, Any]:
         to_model.append(log.stamps[0] - t0)
         counts.append(counted.loads)
         await store.close()
-    path.unlink(missing_ok=True)
     return {
         "store": kind,
         "n": n,
@@ -211,8 +232,10 @@ async def measure(kind: str, n: int, tmp: Path) -> dict[str, Any]:
 async def main_async(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="steadyrun-resume-") as tmp:
         # One untimed small run and resume: the codec's type adapters are built once.
-        await measure("memory", 10, Path(tmp))
-        rows = [await measure(kind, n, Path(tmp)) for kind in args.stores for n in args.ns]
+        await measure("memory", 10, Path(tmp), args.pg_dsn)
+        rows = [
+            await measure(kind, n, Path(tmp), args.pg_dsn) for kind in args.stores for n in args.ns
+        ]
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -233,8 +256,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ns", type=int, nargs="+", default=[100, 400, 1600])
     p.add_argument(
-        "--stores", nargs="+", choices=["sqlite", "memory"], default=["sqlite", "memory"]
+        "--stores",
+        nargs="+",
+        choices=["sqlite", "memory", "postgres"],
+        default=["sqlite", "memory"],
+        help="postgres: a schema of its own in --pg-dsn's database, dropped at the end",
     )
+    p.add_argument("--pg-dsn", default=PG_DSN)
     p.add_argument("--json", action="store_true", help="one JSON line per row, no table")
     args = p.parse_args()
     if min(args.ns) < 2:

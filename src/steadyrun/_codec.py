@@ -3,6 +3,14 @@
 Every document is wrapped as ``{"format": N, "data": ...}``. A reader refuses a format it does
 not know rather than guess. Pydantic type adapters do the work; they are built once per type.
 
+A document is read in one pass: pydantic-core parses the stored bytes and validates the
+envelope with its data, 2.4 times faster than ``json.loads`` followed by ``validate_python``
+on the plain data (a run of 400 iterations: 12.9 to 5.4 ms), which was most of a resume. The
+reader of a type is built around the core schema its adapter already has (0.2 ms for the five
+stored types, where new ``TypeAdapter``s of envelope types took 12 ms). Anything that pass
+refuses (another format, garbage, data that does not fit) is read again the slow way, which
+says precisely what is wrong.
+
 Format history:
     1: first format.
 """
@@ -10,14 +18,16 @@ Format history:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, SchemaValidator
+from pydantic_core import core_schema as cs
 
 from steadyrun._errors import FormatVersionError, StoreError
 
-__all__ = ["FORMAT", "decode", "encode", "from_plain", "to_plain"]
+__all__ = ["FORMAT", "decode", "decode_all", "encode", "from_plain", "to_plain"]
 
 FORMAT = 1
 """The codec's current format version."""
@@ -28,6 +38,7 @@ _HEAD = b'{"format":%d,"data":' % FORMAT
 
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
+_readers: dict[Any, SchemaValidator] = {}  # by the type of the data
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
@@ -35,6 +46,26 @@ def _adapter(tp: Any) -> TypeAdapter[Any]:
     if adapter is None:
         adapter = _adapters[tp] = TypeAdapter(tp)
     return adapter
+
+
+def _reader(tp: Any) -> SchemaValidator:
+    """Reads a list of stored documents of ``tp``, each parsed from its own bytes or text.
+
+    Each element is a JSON text of its own (never joined with the others: rows joined into one
+    text could be read across their borders). The envelope's ``format`` must be a JSON integer
+    (strict: ``true`` and ``1.0`` are not versions); unknown keys are ignored, as ``json.loads``
+    readers always ignored them.
+    """
+    reader = _readers.get(tp)
+    if reader is None:
+        envelope = cs.typed_dict_schema(
+            {
+                "format": cs.typed_dict_field(cs.int_schema(strict=True)),
+                "data": cs.typed_dict_field(_adapter(tp).core_schema),
+            }
+        )
+        reader = _readers[tp] = SchemaValidator(cs.list_schema(cs.json_schema(envelope)))
+    return reader
 
 
 def to_plain(obj: Any, tp: Any | None = None) -> Any:
@@ -70,7 +101,40 @@ def encode(obj: Any, tp: Any | None = None) -> bytes:
 
 
 def decode(raw: bytes | str, tp: type[T]) -> T:
-    """Read a versioned JSON document written by ``encode``."""
+    """Read a versioned JSON document written by ``encode``.
+
+    Raises:
+        FormatVersionError: The document is of a format this version does not read.
+        StoreError: It is not a steadyrun document, or its data does not fit ``tp``.
+    """
+    try:
+        (doc,) = _reader(tp).validate_python([raw])
+    except ValidationError:
+        return _decode_slowly(raw, tp)  # to say what is wrong, exactly as it always said
+    return _data(doc, tp)
+
+
+def decode_all(raws: Iterable[bytes | str], tp: type[T]) -> list[T]:
+    """``decode`` of many documents of one type, in order, in one call into pydantic-core.
+
+    Raises what ``decode`` raises for the first document it refuses.
+    """
+    raws = list(raws)
+    try:
+        docs = _reader(tp).validate_python(raws)
+    except ValidationError:
+        return [decode(raw, tp) for raw in raws]  # the first refused one says why
+    return [_data(doc, tp) for doc in docs]
+
+
+def _data(doc: dict[str, Any], tp: type[T]) -> T:
+    if doc["format"] != FORMAT:
+        raise FormatVersionError(_name(tp), doc["format"], FORMAT)
+    return cast(T, doc["data"])
+
+
+def _decode_slowly(raw: bytes | str, tp: type[T]) -> T:
+    """``decode`` in two passes: the envelope first, then its data (errors named apart)."""
     try:
         doc = json.loads(raw)
     except ValueError as exc:

@@ -167,8 +167,8 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
                         f"run {run_id!r} belongs to agent {snap.run.agent!r}, not {agent.name!r}"
                     )
                 if input is not None and not _is_retry(snap, input, input_id):
-                    await self.send(run_id, input, id=input_id)
-                return await self._resume_held(run_id, agent)
+                    await self.send(run_id, input, id=input_id)  # the feed only: snap holds
+                return await self._resume_held(run_id, agent, snap)
             if input is None:
                 raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
             message_id = input.id if isinstance(input, Message) else None
@@ -200,8 +200,15 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         async with self._executing(run_id, wait):
             return await self._resume_held(run_id, agent)
 
-    async def _resume_held(self, run_id: str, agent: Agent | None) -> RunResult:
-        snap = await self.store.load(run_id)
+    async def _resume_held(
+        self, run_id: str, agent: Agent | None, snap: RunSnapshot | None = None
+    ) -> RunResult:
+        """Resume under the claim; ``snap`` is the run as loaded under it, if already loaded.
+
+        One load per resume: a long run's load is most of the time to its next model call.
+        """
+        if snap is None:
+            snap = await self.store.load(run_id)
         if snap is None:
             raise RunNotFoundError(run_id)
         if snap.run.status == "cancelled":

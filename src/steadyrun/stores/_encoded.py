@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrun._codec import decode, encode
+from steadyrun._codec import decode, decode_all, encode
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
@@ -73,6 +73,8 @@ def decode_snapshot(
 ) -> RunSnapshot:
     """The run these stored documents hold, in the order given.
 
+    Each document is parsed once, from its bytes; the documents of one kind in one call.
+
     Raises:
         FormatVersionError: The checkpoint was written in a format this version does not read.
     """
@@ -82,9 +84,9 @@ def decode_snapshot(
     return RunSnapshot(
         run=decode(run, RunRecord),
         checkpoint=cp,
-        context=[decode(m, Message) for m in context],
-        calls=[decode(c, CallRecord) for c in calls],
-        blocks=[decode(b, Block) for b in blocks],
+        context=decode_all(context, Message),
+        calls=decode_all(calls, CallRecord),
+        blocks=decode_all(blocks, Block),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from steadyrun._codec import decode
+from steadyrun._codec import decode, decode_all
 from steadyrun._errors import StoreError
 from steadyrun.records import Step
 from steadyrun.records._history import StepEntry
@@ -66,7 +66,7 @@ class MemoryHistory:
 
     def listed(self) -> list[StepEntry]:
         """The entries, by step number."""
-        return [decode(self.entries[n][1], StepEntry) for n in self.steps]
+        return decode_all((self.entries[n][1] for n in self.steps), StepEntry)
 
     def context_at(self, step: int, log: list[bytes]) -> list[bytes] | None:
         """The encoded context after ``step`` (``log``: the current log), or ``None``."""

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import psycopg
 from psycopg.rows import TupleRow
 
-from steadyrun._codec import decode
+from steadyrun._codec import decode, decode_all
 from steadyrun.chat import Message
 from steadyrun.records import Step
 from steadyrun.records._history import StepEntry
@@ -76,8 +76,8 @@ async def pg_entry(cur: Cursor, s: str, run_id: str, step: Step, segment: int, e
 
 async def pg_history(cur: Cursor, s: str, run_id: str) -> list[StepEntry]:
     """The run's entries, by step number."""
-    await cur.execute(sql(LIST, s), (run_id,))
-    return [decode(r[0], StepEntry) for r in await cur.fetchall()]
+    await cur.execute(sql(LIST, s), (run_id,), binary=True)  # bytea as is, not in hex
+    return decode_all((r[0] for r in await cur.fetchall()), StepEntry)
 
 
 async def pg_context_at(cur: Cursor, s: str, run_id: str, step: int) -> list[Message] | None:
@@ -88,7 +88,7 @@ async def pg_context_at(cur: Cursor, s: str, run_id: str, step: int) -> list[Mes
         return None
     segment, length = row[0], decode(row[1], StepEntry).checkpoint.context_length
     if segment == row[2]:
-        await cur.execute(sql(CURRENT, s), (run_id, length))
+        await cur.execute(sql(CURRENT, s), (run_id, length), binary=True)
     else:
-        await cur.execute(sql(ARCHIVED, s), (run_id, segment, length))
+        await cur.execute(sql(ARCHIVED, s), (run_id, segment, length), binary=True)
     return messages_of(step, segment, length, await cur.fetchall())

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from steadyrun._codec import decode
+from steadyrun._codec import decode, decode_all
 from steadyrun._errors import StoreError
 from steadyrun.chat import Message
 from steadyrun.records import Step
@@ -76,7 +76,7 @@ def messages_of(step: int, segment: int, length: int, rows: list[Any]) -> list[M
             f"the context of step {step} lies in segment {segment}, which has {len(rows)} of "
             f"its {length} messages: the store lost part of the log"
         )
-    return [decode(r[0], Message) for r in rows]
+    return decode_all((r[0] for r in rows), Message)
 
 
 # -- SQLite ------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def sqlite_entry(conn: sqlite3.Connection, run_id: str, step: Step, segment: int
 
 def sqlite_history(conn: sqlite3.Connection, run_id: str) -> list[StepEntry]:
     """The run's entries, by step number."""
-    return [decode(r[0], StepEntry) for r in conn.execute(sql(LIST), (run_id,)).fetchall()]
+    return decode_all((r[0] for r in conn.execute(sql(LIST), (run_id,))), StepEntry)
 
 
 def sqlite_context_at(conn: sqlite3.Connection, run_id: str, step: int) -> list[Message] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from steadyrun._codec import decode, encode
+from steadyrun._codec import decode, decode_all, encode
 from steadyrun._errors import CallNotFoundError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
@@ -157,7 +157,7 @@ class MemoryStore(MemoryLifecycle):
         """The run's context after ``step``, or ``None`` when it has no such step."""
         stored = self._runs.get(run_id)
         found = stored.history.context_at(step, stored.context) if stored is not None else None
-        return [decode(m, Message) for m in found] if found is not None else None
+        return decode_all(found, Message) if found is not None else None
 
     # -- feed ------------------------------------------------------------------------------
 

@@ -270,9 +270,10 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         """Load a run in one read-only snapshot transaction; ``None`` when there is none."""
         s = self._s
         async with self._transaction(snapshot=True) as conn:
-            # Four queries, one round trip (pipeline), one snapshot.
+            # Four queries, one round trip (pipeline), one snapshot. Binary results: bytea in
+            # text is hex, twice the bytes to send and a pass to undo it (N=400: 27 -> 13 ms).
             queries = [
-                await conn.execute(sql, (run_id,))
+                await conn.execute(sql, (run_id,), binary=True)
                 for sql in (
                     f"SELECT record, checkpoint FROM {s}.runs WHERE run_id = %s",
                     f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -22,7 +23,10 @@ from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 
-__all__ = ["TemporalApp", "TemporalOptions"]
+__all__ = ["STICKY_TIMEOUT", "TemporalApp", "TemporalOptions"]
+
+STICKY_TIMEOUT = timedelta(seconds=2)
+"""The workers' default sticky-queue schedule-to-start timeout (a lost worker's share)."""
 
 
 class TemporalApp:
@@ -109,9 +113,14 @@ class TemporalApp:
         Args:
             client: A connected Temporal client (given the app's data converter here).
             task_queue: Overrides ``options.task_queue``.
-            **kwargs: Passed to ``temporalio.worker.Worker``.
+            **kwargs: Passed to ``temporalio.worker.Worker``. Unless given,
+                ``sticky_queue_schedule_to_start_timeout`` is 2 s (Temporal's default is
+                10 s): how long a workflow task waits for the worker that ran the workflow
+                last before any worker takes it; after a SIGKILL it is part of the time a
+                run waits.
         """
         queue = task_queue or self.options.task_queue
+        kwargs.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
         register_app(queue, self)
         return Worker(
             self.client(client),

@@ -1,0 +1,92 @@
+"""Agents for the Temporal parity tests, built with the default ``TemporalOptions``.
+
+Every model call and tool body writes a line ``<what> <pid>`` (``O_APPEND``) so a test sees
+which worker process did what, and when the run went on after a worker was killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import steadyrun as sr
+from steadyrun.chat import ModelRequest, ModelResponse
+from steadyrun.temporal import TemporalApp, TemporalOptions
+from steadyrun.testing import FunctionModel, text, tool_calls
+
+
+@dataclass
+class Deps:
+    effects: Path
+    block: bool = False  # the slow tool and the slow model wait here (to be killed in them)
+
+
+def mark(deps: Deps, what: str) -> None:
+    fd = os.open(deps.effects, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{what} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def marks(path: Path) -> list[tuple[str, int]]:
+    if not path.exists():
+        return []
+    lines = [line.rsplit(" ", 1) for line in path.read_text().splitlines()]
+    return [(what, int(pid)) for what, pid in lines]
+
+
+def rounds(request: ModelRequest) -> int:
+    return sum(1 for m in request.messages if m.role == "tool")
+
+
+@sr.tool(side_effects=True)
+async def slow_charge(order_id: str, ctx: sr.ToolContext) -> str:
+    """Charge an order through a slow bank.
+
+    Args:
+        order_id: The order.
+    """
+    mark(ctx.deps, "charge")
+    if ctx.deps.block:
+        await asyncio.sleep(3600)  # killed here
+    return f"charged {order_id}"
+
+
+def tool_model(deps: Deps) -> FunctionModel:
+    def respond(request: ModelRequest) -> ModelResponse:
+        n = rounds(request)
+        mark(deps, f"model{n}")
+        if n == 0:
+            return tool_calls(("slow_charge", {"order_id": "B-1"}))
+        return text("charged or not, done")
+
+    return FunctionModel(respond)
+
+
+def blocking_model(deps: Deps) -> FunctionModel:
+    async def respond(request: ModelRequest) -> ModelResponse:
+        mark(deps, "model")
+        if deps.block:
+            await asyncio.sleep(3600)  # killed here
+        return text("thought it over")
+
+    return FunctionModel(respond)
+
+
+def build_parity_app(
+    store_path: Path, effects_path: Path, *, task_queue: str, block: bool = False
+) -> TemporalApp:
+    """The app with the default options (only the task queue is the test's own)."""
+    deps = Deps(effects=effects_path, block=block)
+    agents = [
+        sr.Agent(name="tool-kill", model=tool_model(deps), tools=[slow_charge], deps=deps),
+        sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
+    ]
+    return TemporalApp(
+        agents=agents,
+        store=sr.SqliteStore(store_path),
+        options=TemporalOptions(task_queue=task_queue),
+    )

@@ -21,6 +21,7 @@ from steadyrun.testing import FunctionModel, text, tool_calls
 class Deps:
     effects: Path
     block: bool = False  # the slow tool and the slow model wait here (to be killed in them)
+    broken: bool = False  # the flaky model fails (for good: its error is not retryable)
 
 
 def mark(deps: Deps, what: str) -> None:
@@ -76,17 +77,53 @@ def blocking_model(deps: Deps) -> FunctionModel:
     return FunctionModel(respond)
 
 
+class ModelDown(Exception):
+    retryable = False
+
+
+def chat_model(deps: Deps) -> FunctionModel:
+    """Answers each turn with the turn's number and the user's last words."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        said = [m.text for m in request.messages if m.role == "user"]
+        mark(deps, f"chat{len(said)}")
+        return text(f"turn {len(said)}: {said[-1]}")
+
+    return FunctionModel(respond)
+
+
+def flaky_model(deps: Deps) -> FunctionModel:
+    """Charges once, then answers; fails while ``deps.broken``."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        n = rounds(request)
+        mark(deps, f"flaky{n}")
+        if deps.broken:
+            raise ModelDown("the model is down")
+        if n == 0:
+            return tool_calls(("slow_charge", {"order_id": "C-1"}))
+        return text("all done")
+
+    return FunctionModel(respond)
+
+
+def parity_agents(deps: Deps) -> list[sr.Agent]:
+    """The agents, for the built-in engine as for Temporal."""
+    return [
+        sr.Agent(name="tool-kill", model=tool_model(deps), tools=[slow_charge], deps=deps),
+        sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
+        sr.Agent(name="chat", model=chat_model(deps), deps=deps),
+        sr.Agent(name="flaky", model=flaky_model(deps), tools=[slow_charge], deps=deps),
+    ]
+
+
 def build_parity_app(
     store_path: Path, effects_path: Path, *, task_queue: str, block: bool = False
 ) -> TemporalApp:
     """The app with the default options (only the task queue is the test's own)."""
     deps = Deps(effects=effects_path, block=block)
-    agents = [
-        sr.Agent(name="tool-kill", model=tool_model(deps), tools=[slow_charge], deps=deps),
-        sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
-    ]
     return TemporalApp(
-        agents=agents,
+        agents=parity_agents(deps),
         store=sr.SqliteStore(store_path),
         options=TemporalOptions(task_queue=task_queue),
     )

@@ -7,12 +7,17 @@ which worker process did what, and when the run went on after a worker was kille
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse
+from steadyrun.control import CallRejected, CallView, Confirm
+from steadyrun.records import CallRecord
 from steadyrun.temporal import TemporalApp, TemporalOptions
 from steadyrun.testing import FunctionModel, text, tool_calls
 
@@ -107,6 +112,46 @@ def flaky_model(deps: Deps) -> FunctionModel:
     return FunctionModel(respond)
 
 
+def always_confirm(call: CallView) -> Confirm:
+    return Confirm(prompt=f"Wire {call.arguments['amount']}?")
+
+
+@sr.tool(side_effects=True, policy=always_confirm)
+def wire(amount: int, ctx: sr.ToolContext) -> str:
+    """Wire money (a person confirms first).
+
+    Args:
+        amount: How much.
+    """
+    mark(ctx.deps, f"wire{amount}")
+    return f"wired {amount}"
+
+
+def wire_model(deps: Deps) -> FunctionModel:
+    """Wires the amount the user names, then says how the call ended."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        if rounds(request) == 0:
+            said = [m.text for m in request.messages if m.role == "user"][-1]
+            return tool_calls(("wire", {"amount": int(said.split()[1].rstrip("."))}))
+        tool = [m for m in request.messages if m.role == "tool"][-1]
+        return text("ended: " + " ".join(p.content for p in tool.parts if hasattr(p, "content")))
+
+    return FunctionModel(respond)
+
+
+def handover_hook(deps: Deps) -> Callable[[str, CallRecord], Awaitable[None]]:
+    """Writes every handover down (I/O) and refuses wires above 1000."""
+
+    async def hook(run_id: str, record: CallRecord) -> None:
+        await asyncio.sleep(0)
+        mark(deps, f"handover-{record.name}-{record.status}")
+        if json.loads(record.arguments)["amount"] > 1000:
+            raise CallRejected("wires above 1000 need a second bank")
+
+    return hook
+
+
 def parity_agents(deps: Deps) -> list[sr.Agent]:
     """The agents, for the built-in engine as for Temporal."""
     return [
@@ -114,15 +159,24 @@ def parity_agents(deps: Deps) -> list[sr.Agent]:
         sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
         sr.Agent(name="chat", model=chat_model(deps), deps=deps),
         sr.Agent(name="flaky", model=flaky_model(deps), tools=[slow_charge], deps=deps),
+        sr.Agent(name="wire", model=wire_model(deps), tools=[wire], deps=deps),
     ]
 
 
 def build_parity_app(
-    store_path: Path, effects_path: Path, *, task_queue: str, block: bool = False
+    store_path: Path,
+    effects_path: Path,
+    *,
+    task_queue: str,
+    block: bool = False,
+    **app: Any,
 ) -> TemporalApp:
     """The app with the default options (only the task queue is the test's own)."""
     deps = Deps(effects=effects_path, block=block)
+    if app.pop("hook", False):
+        app["on_handover"] = handover_hook(deps)
     return TemporalApp(
+        **app,
         agents=parity_agents(deps),
         store=sr.SqliteStore(store_path),
         options=TemporalOptions(task_queue=task_queue),

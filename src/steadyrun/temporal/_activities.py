@@ -36,6 +36,12 @@ from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
 from steadyrun.temporal._claim import engine_claim
+from steadyrun.temporal._handover import (
+    ACTIVITY_HANDOVER,
+    HandoverInput,
+    HandoverOutcome,
+    call_hook,
+)
 from steadyrun.temporal._payloads import (
     ACTIVITY_LOAD,
     ACTIVITY_MODEL,
@@ -70,7 +76,7 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
-        return [self.model, self.tool, self.record, self.background, self.load]
+        return [self.model, self.tool, self.record, self.background, self.load, self.handover]
 
     def _agent(self, name: str) -> Agent:
         try:
@@ -159,6 +165,22 @@ class Activities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval)
+
+    # -- on_handover ------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_HANDOVER)
+    async def handover(self, inp: HandoverInput) -> HandoverOutcome:
+        """The host's ``on_handover`` hook for a record about to be handed over."""
+        hook = self.app.on_handover
+        if hook is None:
+            raise ApplicationError(
+                "this worker's TemporalApp has no on_handover hook (TemporalApp(on_handover=...)"
+                " must be the same on every worker)",
+                type="UsageError",
+                non_retryable=True,
+            )
+        async with self._beating():
+            return await call_hook(hook, inp)
 
     # -- background tools -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from steadyrun._errors import UsageError
 from steadyrun.background import BackgroundTool
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
+from steadyrun.runtime._calls import HandoverHook
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
@@ -42,6 +43,9 @@ class TemporalApp:
         background: ``BackgroundTool`` instances whose calls (of the tools
             ``TaskManager.tool`` made of them) run as heartbeating ``steadyrun.background``
             activities, recovered from their last checkpoint after a worker loss.
+        on_handover: Called with (run id, record) before a submission or a pending
+            confirmation is saved, as ``Runtime(on_handover=...)``; raise ``CallRejected`` to
+            refuse the call. It runs in the ``steadyrun.handover`` activity, so it may do I/O.
 
     Example:
         ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
@@ -56,6 +60,7 @@ class TemporalApp:
         texts: Texts | None = None,
         media: MediaOptions | None = None,
         background: Iterable[BackgroundTool] = (),
+        on_handover: HandoverHook | None = None,
     ) -> None:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
@@ -71,6 +76,7 @@ class TemporalApp:
         self.options = options or TemporalOptions()
         self.media = media
         self.background: dict[str, BackgroundTool] = {t.name: t for t in background}
+        self.on_handover = on_handover
         self.activities = Activities(self)
 
     def agent(self, name: str) -> Agent:

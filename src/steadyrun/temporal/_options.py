@@ -17,6 +17,7 @@ from steadyrun._texts import Texts
 from steadyrun.background import BackgroundTool
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent
+from steadyrun.runtime._calls import HandoverHook
 from steadyrun.stores import Store
 
 __all__ = ["AppView", "TemporalOptions"]
@@ -83,6 +84,11 @@ class AppView(Protocol):
     @property
     def media(self) -> MediaOptions | None:
         """How the model activity reads media."""
+        ...
+
+    @property
+    def on_handover(self) -> HandoverHook | None:
+        """The host's hook before a submission or pending confirmation is saved."""
         ...
 
     @property

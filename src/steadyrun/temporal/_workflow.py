@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._state import RunState
     from steadyrun.stores import FeedMessage
     from steadyrun.stream import DisplaySnapshot, display_from_run
+    from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
         ACTIVITY_LOAD,
         WORKFLOW_NAME,
@@ -245,6 +246,7 @@ class AgentWorkflow:
                 media_preparer=NoMedia(MediaOptions(), texts),
                 can_suspend=not self._subagent,
                 subagent=self._subagent,
+                on_handover=handover_in_activity(engine.app),
             )
             result = await (execution.start() if new else execution.resume())
             new = False

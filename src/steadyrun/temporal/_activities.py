@@ -36,6 +36,13 @@ from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
 from steadyrun.temporal._claim import engine_claim
+from steadyrun.temporal._extio import (
+    ACTIVITY_EXTENSION,
+    HookInput,
+    HookOutput,
+    instances_for,
+    run_hook,
+)
 from steadyrun.temporal._handover import (
     ACTIVITY_HANDOVER,
     HandoverInput,
@@ -76,7 +83,15 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
-        return [self.model, self.tool, self.record, self.background, self.load, self.handover]
+        return [
+            self.model,
+            self.tool,
+            self.record,
+            self.background,
+            self.load,
+            self.handover,
+            self.extension,
+        ]
 
     def _agent(self, name: str) -> Agent:
         try:
@@ -138,9 +153,11 @@ class Activities:
             input_response=inp.input_response if inp.answered else None,
             edited_arguments=inp.edited_arguments,
             texts=self.app.texts,
+            extensions=instances_for(self.app, agent, inp.run_id, inp.extensions),
         )
         async with self._beating():
             outcome = await _run_tool(tool, args, ctx)
+        outcome.extensions = {n: to_plain(e.save_state(), Any) for n, e in ctx.extensions.items()}
         if ctx.usage is not None:
             outcome.usage = to_plain(ctx.usage, Usage)
         outcome.media = [to_plain(m, MediaRef) for m in ctx.media]
@@ -165,6 +182,15 @@ class Activities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval)
+
+    # -- extensions that do I/O -------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_EXTENSION)
+    async def extension(self, inp: HookInput) -> HookOutput:
+        """An observer hook of an extension that does I/O (memory recall, extraction...)."""
+        self._agent(inp.agent)
+        async with self._beating():
+            return await run_hook(self.app, inp)
 
     # -- on_handover ------------------------------------------------------------------------
 

@@ -165,6 +165,8 @@ class ToolCallInput:
         input_state: The state the tool gave with its input request.
         input_response: The validated answer.
         edited_arguments: Whether a reviewer edited the arguments.
+        extensions: For a tool of an extension that does I/O: that extension's state
+            (``save_state``), by name, so the body sees the run's instance.
     """
 
     agent: str
@@ -178,6 +180,7 @@ class ToolCallInput:
     input_state: Any = None
     input_response: Any = None
     edited_arguments: bool = False
+    extensions: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -198,6 +201,7 @@ class ToolOutcome:
         error_type: The exception or signal class name.
         usage: Usage of model calls the tool reported (``Usage`` plain data).
         media: Media the tool attached (``MediaRef`` plain data).
+        extensions: The states of ``ToolCallInput.extensions`` after the body.
     """
 
     kind: str
@@ -211,6 +215,7 @@ class ToolOutcome:
     error_type: str | None = None
     usage: dict[str, Any] | None = None
     media: list[dict[str, Any]] = field(default_factory=list)
+    extensions: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

@@ -148,8 +148,8 @@ class TemporalRuns:
 
     async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
         """Start a run and wait until it completes or fails."""
-        handle = await self.start(agent, run_id=run_id, input=input)
-        return await handle.result()
+        await self.start(agent, run_id=run_id, input=input)
+        return await self.result(run_id)
 
     async def result(self, run_id: str) -> RunOutput:
         """Wait for a run's end (across continue-as-new).
@@ -167,6 +167,9 @@ class TemporalRuns:
             cause = exc.cause
             if isinstance(cause, CancelledError):
                 raise _cancelled(run_id) from None
+            typed = _typed_cause(cause)
+            if typed is not None:  # refused before it ran (an agent this app does not know)
+                raise typed from None
             kind = {TerminatedError: "WorkflowTerminated", TimeoutError: "WorkflowTimedOut"}
             return RunOutput(
                 run_id=run_id,
@@ -408,9 +411,13 @@ def _not_found(run_id: str) -> RunNotFoundError:
 
 def _typed(exc: WorkflowUpdateFailedError) -> Exception:
     """The steadyrun error a refused update carries (its type name), or the Temporal error."""
-    cause = exc.cause
+    return _typed_cause(exc.cause) or exc
+
+
+def _typed_cause(cause: BaseException | None) -> Exception | None:
+    """The steadyrun error an ``ApplicationError`` names by its type, if it names one."""
     if isinstance(cause, ApplicationError) and cause.type:
         cls = getattr(_errors, cause.type, None)
         if isinstance(cls, type) and issubclass(cls, SteadyrunError):
             return cls(cause.message)
-    return exc
+    return None

@@ -176,8 +176,7 @@ def build_parity_app(
     if app.pop("hook", False):
         app["on_handover"] = handover_hook(deps)
     return TemporalApp(
-        **app,
+        **{"options": TemporalOptions(task_queue=task_queue), **app},
         agents=parity_agents(deps),
         store=sr.SqliteStore(store_path),
-        options=TemporalOptions(task_queue=task_queue),
     )

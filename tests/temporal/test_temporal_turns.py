@@ -20,7 +20,7 @@ from temporal_parity_kit import Deps, build_parity_app, marks, parity_agents  # 
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
-from steadyrun.temporal import TemporalRuns  # noqa: E402
+from steadyrun.temporal import TemporalOptions, TemporalRuns  # noqa: E402
 
 
 def _texts(snap: Any) -> list[tuple[str, str]]:
@@ -71,6 +71,27 @@ async def test_new_input_on_a_completed_run_starts_a_new_turn(
     assert third.text == "turn 3: Bye."
     snap = await _stored(tmp_path / "runs.db", run_id)
     assert snap.run.status == "completed" and _texts(snap) == context
+
+
+async def test_new_turns_continue_as_new_where_the_history_demands(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    options = TemporalOptions(task_queue=queue, continue_as_new_after=8)
+    app = build_parity_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue, options=options)
+    runs = TemporalRuns(client, task_queue=queue)
+    run_id = f"long-{uuid.uuid4().hex}"
+    async with app.worker(client):
+        await runs.run("chat", run_id=run_id, input="Hello.")
+        await runs.send(run_id, "And you?")
+        second = await runs.result(run_id)
+        third = await runs.run("chat", run_id=run_id, input="Bye.")
+    # A restarted run's turn was long enough to continue as new, carrying the feed's numbering.
+    assert second.generations + third.generations > 0
+    expected, context = await _built_in_conversation(tmp_path)
+    assert third.text == expected[2].text == "turn 3: Bye."
+    assert _texts(await _stored(tmp_path / "runs.db", run_id)) == context
 
 
 async def test_a_signal_on_a_completed_run_starts_a_new_turn_too(

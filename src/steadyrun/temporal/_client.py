@@ -143,7 +143,12 @@ class TemporalRuns:
             )
         except WorkflowAlreadyStartedError:
             pass
-        await self.send(run_id, input, id=input_id)
+        args = SendArgs(id=input_id or uuid.uuid4().hex, content=input)
+        try:
+            await self._update(run_id, "send", args)  # it is going after all
+        except _RunEnded:
+            # The app's store decides: a run it has goes on, a run it lacks starts anew.
+            await self._restart(run_id, args, agent=name)
         return self._handle(run_id)
 
     async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
@@ -296,7 +301,7 @@ class TemporalRuns:
                 return None
         return from_plain(plain, FeedMessage)
 
-    async def _restart(self, run_id: str, args: SendArgs) -> Any:
+    async def _restart(self, run_id: str, args: SendArgs, agent: str = "") -> Any:
         """``args`` for a run whose workflow ended: a new workflow run continues the run.
 
         The input is an update sent with the start, so it reaches the run exactly once even
@@ -304,7 +309,7 @@ class TemporalRuns:
         """
         start: WithStartWorkflowOperation[Any, RunOutput] = WithStartWorkflowOperation(
             WORKFLOW_NAME,
-            RunInput(agent="", run_id=run_id, resume=True),
+            RunInput(agent=agent, run_id=run_id, resume=True),
             id=run_id,
             task_queue=self.task_queue,
             result_type=RunOutput,

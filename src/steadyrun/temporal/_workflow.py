@@ -136,7 +136,9 @@ class AgentWorkflow:
         self._store = store
         carried = inp.carried
         if inp.resume:
-            carried = await self._load(options)
+            # With an agent (a start for an ended workflow id) a run the store does not
+            # have is new: its input comes with the start, as an update.
+            carried = await self._load(options, missing_ok=bool(inp.agent))
         agent_name = inp.agent
         if carried is not None and not agent_name:
             agent_name = carried.snapshot["run"]["agent"]
@@ -157,7 +159,7 @@ class AgentWorkflow:
                 inp.run_id,
                 FeedMessage(id=inp.input_id or f"{inp.run_id}:input", content=inp.input),
             )
-        elif carried is None:
+        elif carried is None and not inp.resume:
             raise ApplicationError("a new run needs input", type="UsageError", non_retryable=True)
         self._ready = True
         if inp.resume:
@@ -199,7 +201,7 @@ class AgentWorkflow:
             calls=to_plain(result.calls, list[CallRecord]) if inp.subagent else [],
         )
 
-    async def _load(self, options: TemporalOptions) -> Carried:
+    async def _load(self, options: TemporalOptions, *, missing_ok: bool) -> Carried | None:
         """The run's last saved step, from the app's store (a run whose workflow had ended)."""
         loaded: Loaded = await workflow.execute_activity(
             ACTIVITY_LOAD,
@@ -212,6 +214,8 @@ class AgentWorkflow:
             ),
         )
         kind = "RunNotFoundError"
+        if loaded.carried is None and missing_ok:
+            return None
         if loaded.carried is None:
             self._refused = f"the app's store has no run {self._run_id!r} to continue"
         elif loaded.carried.snapshot["run"]["status"] == "cancelled":
@@ -220,7 +224,6 @@ class AgentWorkflow:
         if self._refused is not None:
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise ApplicationError(self._refused, type=kind, non_retryable=True)
-        assert loaded.carried is not None
         return loaded.carried
 
     async def _drive(self, engine: Engine, texts: Texts, *, new: bool) -> RunResult:

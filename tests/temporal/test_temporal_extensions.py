@@ -32,6 +32,8 @@ class CountingBank:
         self.calls = 0
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "inner":
+            raise AttributeError(name)  # copies probe these before ``inner`` exists
         method = getattr(self.inner, name)
 
         async def counted(*args: Any, **kwargs: Any) -> Any:

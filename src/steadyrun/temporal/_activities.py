@@ -30,16 +30,32 @@ from steadyrun.control import (
 )
 from steadyrun.media import MediaOptions, MediaPreparer, supplying
 from steadyrun.models import ModelClient, resolve_model
-from steadyrun.records import CallRecord, Step
+from steadyrun.records import CallRecord, RunSnapshot, Step
 from steadyrun.runtime import Agent
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
 from steadyrun.temporal._claim import engine_claim
+from steadyrun.temporal._extio import (
+    ACTIVITY_EXTENSION,
+    HookInput,
+    HookOutput,
+    instances_for,
+    run_hook,
+)
+from steadyrun.temporal._handover import (
+    ACTIVITY_HANDOVER,
+    HandoverInput,
+    HandoverOutcome,
+    call_hook,
+)
 from steadyrun.temporal._payloads import (
+    ACTIVITY_LOAD,
     ACTIVITY_MODEL,
     ACTIVITY_RECORD,
     ACTIVITY_TOOL,
+    Carried,
+    Loaded,
     ModelCallInput,
     RecordInput,
     ToolCallInput,
@@ -67,7 +83,15 @@ class Activities:
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
-        return [self.model, self.tool, self.record, self.background]
+        return [
+            self.model,
+            self.tool,
+            self.record,
+            self.background,
+            self.load,
+            self.handover,
+            self.extension,
+        ]
 
     def _agent(self, name: str) -> Agent:
         try:
@@ -129,9 +153,11 @@ class Activities:
             input_response=inp.input_response if inp.answered else None,
             edited_arguments=inp.edited_arguments,
             texts=self.app.texts,
+            extensions=instances_for(self.app, agent, inp.run_id, inp.extensions),
         )
         async with self._beating():
             outcome = await _run_tool(tool, args, ctx)
+        outcome.extensions = {n: to_plain(e.save_state(), Any) for n, e in ctx.extensions.items()}
         if ctx.usage is not None:
             outcome.usage = to_plain(ctx.usage, Usage)
         outcome.media = [to_plain(m, MediaRef) for m in ctx.media]
@@ -156,6 +182,31 @@ class Activities:
         while True:
             activity.heartbeat()
             await asyncio.sleep(interval)
+
+    # -- extensions that do I/O -------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_EXTENSION)
+    async def extension(self, inp: HookInput) -> HookOutput:
+        """An observer hook of an extension that does I/O (memory recall, extraction...)."""
+        self._agent(inp.agent)
+        async with self._beating():
+            return await run_hook(self.app, inp)
+
+    # -- on_handover ------------------------------------------------------------------------
+
+    @activity.defn(name=ACTIVITY_HANDOVER)
+    async def handover(self, inp: HandoverInput) -> HandoverOutcome:
+        """The host's ``on_handover`` hook for a record about to be handed over."""
+        hook = self.app.on_handover
+        if hook is None:
+            raise ApplicationError(
+                "this worker's TemporalApp has no on_handover hook (TemporalApp(on_handover=...)"
+                " must be the same on every worker)",
+                type="UsageError",
+                non_retryable=True,
+            )
+        async with self._beating():
+            return await call_hook(hook, inp)
 
     # -- background tools -------------------------------------------------------------------
 
@@ -188,6 +239,40 @@ class Activities:
             fence = await engine_claim(store, run_id, workflow_id or run_id)
             with fenced(fence):  # its own writes: they wake no built-in worker
                 await self._apply(store, run_id, inp)
+
+    @activity.defn(name=ACTIVITY_LOAD)
+    async def load(self, run_id: str) -> Loaded:
+        """A run's last saved step and unconsumed input, read from the app's store.
+
+        A run whose workflow ended (completed, failed, terminated) continues in a new
+        workflow run from here, as the built-in engine resumes a run from its store.
+        """
+        store = self.app.store
+        if store is None:
+            raise ApplicationError(
+                f"run {run_id!r} cannot be continued: its workflow ended and this worker's "
+                "TemporalApp has no store to continue it from (TemporalApp(store=...))",
+                type="UsageError",
+                non_retryable=True,
+            )
+        async with self._beating():
+            snap = await store.load(run_id)
+            if snap is None:
+                return Loaded()
+            claimed = snap.checkpoint.claimed_through
+            last = await store.pending(run_id, claimed)
+            feed = (await store.claim(run_id, last)).messages if last else []
+        # Only the unconsumed input travels; the numbering of the rest stays the store's.
+        offset = feed[0].seq - 1 if feed else claimed
+        return Loaded(
+            carried=Carried(
+                snapshot=to_plain(snap, RunSnapshot),
+                feed=[to_plain(m, FeedMessage) for m in feed],
+                consumed=offset,
+                generation=0,
+                feed_offset=offset,
+            )
+        )
 
     async def _apply(self, store: Store, run_id: str, inp: RecordInput) -> None:
         for op in inp.ops:

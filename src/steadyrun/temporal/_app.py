@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -15,6 +16,7 @@ from steadyrun._errors import UsageError
 from steadyrun.background import BackgroundTool
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
+from steadyrun.runtime._calls import HandoverHook
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
@@ -22,7 +24,10 @@ from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 
-__all__ = ["TemporalApp", "TemporalOptions"]
+__all__ = ["STICKY_TIMEOUT", "TemporalApp", "TemporalOptions"]
+
+STICKY_TIMEOUT = timedelta(seconds=2)
+"""The workers' default sticky-queue schedule-to-start timeout (a lost worker's share)."""
 
 
 class TemporalApp:
@@ -38,6 +43,9 @@ class TemporalApp:
         background: ``BackgroundTool`` instances whose calls (of the tools
             ``TaskManager.tool`` made of them) run as heartbeating ``steadyrun.background``
             activities, recovered from their last checkpoint after a worker loss.
+        on_handover: Called with (run id, record) before a submission or a pending
+            confirmation is saved, as ``Runtime(on_handover=...)``; raise ``CallRejected`` to
+            refuse the call. It runs in the ``steadyrun.handover`` activity, so it may do I/O.
 
     Example:
         ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
@@ -52,6 +60,7 @@ class TemporalApp:
         texts: Texts | None = None,
         media: MediaOptions | None = None,
         background: Iterable[BackgroundTool] = (),
+        on_handover: HandoverHook | None = None,
     ) -> None:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
@@ -67,6 +76,7 @@ class TemporalApp:
         self.options = options or TemporalOptions()
         self.media = media
         self.background: dict[str, BackgroundTool] = {t.name: t for t in background}
+        self.on_handover = on_handover
         self.activities = Activities(self)
 
     def agent(self, name: str) -> Agent:
@@ -109,9 +119,14 @@ class TemporalApp:
         Args:
             client: A connected Temporal client (given the app's data converter here).
             task_queue: Overrides ``options.task_queue``.
-            **kwargs: Passed to ``temporalio.worker.Worker``.
+            **kwargs: Passed to ``temporalio.worker.Worker``. Unless given,
+                ``sticky_queue_schedule_to_start_timeout`` is 2 s (Temporal's default is
+                10 s): how long a workflow task waits for the worker that ran the workflow
+                last before any worker takes it; after a SIGKILL it is part of the time a
+                run waits.
         """
         queue = task_queue or self.options.task_queue
+        kwargs.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
         register_app(queue, self)
         return Worker(
             self.client(client),

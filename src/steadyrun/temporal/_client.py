@@ -11,18 +11,32 @@ from typing import Any, TypeVar
 
 from temporalio.client import (
     Client,
+    WithStartWorkflowOperation,
     WorkflowExecutionStatus,
+    WorkflowFailureError,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.converter import DataConverter, PayloadCodec
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    TerminatedError,
+    TimeoutError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyrun import _errors
 from steadyrun._codec import from_plain
-from steadyrun._errors import NotPendingError, RunCancelledError, RunNotFoundError, UsageError
+from steadyrun._errors import (
+    NotPendingError,
+    RunCancelledError,
+    RunNotFoundError,
+    SteadyrunError,
+    UsageError,
+)
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
 from steadyrun.stores import FeedMessage
@@ -70,9 +84,13 @@ class TemporalRuns:
     The run id is the workflow id. Host writes are workflow updates: a refused write raises
     the same typed error as ``Runtime`` would (``NotPendingError``, ``ConflictError``,
     ``UnknownCallError``, ``InvalidResponseError``, ``UsageError``) and changes nothing.
-    A call on a run whose workflow has ended raises ``NotPendingError`` (it completed or
-    failed: it takes no input, answer or cancel; start a new run) or ``RunCancelledError``
-    (it was cancelled; cancelling it again changes nothing); a call on a run id with no
+
+    A run's workflow ends when the run completes or fails. New input for it (``send``, or
+    ``start``/``run`` with its id) starts a new workflow run for the same id that continues
+    from the run's last step in the app's store: a new turn, as on the built-in engine;
+    ``resume`` continues a failed run the same way. Decisions, answers, results and cancels
+    for an ended run raise ``NotPendingError``; any call on a cancelled run raises
+    ``RunCancelledError`` (cancelling it again changes nothing); a call on a run id with no
     workflow raises ``RunNotFoundError``.
 
     Args:
@@ -101,26 +119,101 @@ class TemporalRuns:
         input_id: str | None = None,
         execution_timeout: timedelta | None = None,
     ) -> WorkflowHandle[Any, RunOutput]:
-        """Start a run (idempotent: a run with this id already going is returned as is)."""
+        """Start a run, or give an ended one new input.
+
+        A run with this id that is going is returned as is (a repeated start). A run that
+        completed or failed takes ``input`` as new input and goes on in a new workflow run
+        (see ``send``).
+
+        Raises:
+            RunCancelledError: The run was cancelled.
+        """
         name = agent.name if isinstance(agent, Agent) else agent
-        return await self.client.start_workflow(
+        try:
+            return await self.client.start_workflow(
+                WORKFLOW_NAME,
+                RunInput(agent=name, run_id=run_id, input=input, input_id=input_id),
+                id=run_id,
+                task_queue=self.task_queue,
+                result_type=RunOutput,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                # An ended run is not started anew over its records: it goes on (below).
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                execution_timeout=execution_timeout,
+            )
+        except WorkflowAlreadyStartedError:
+            pass
+        args = SendArgs(id=input_id or uuid.uuid4().hex, content=input)
+        try:
+            await self._update(run_id, "send", args)  # it is going after all
+        except _RunEnded:
+            # The app's store decides: a run it has goes on, a run it lacks starts anew.
+            await self._restart(run_id, args, agent=name)
+        return self._handle(run_id)
+
+    async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
+        """Start a run and wait until it completes or fails."""
+        await self.start(agent, run_id=run_id, input=input)
+        return await self.result(run_id)
+
+    async def result(self, run_id: str) -> RunOutput:
+        """Wait for a run's end (across continue-as-new).
+
+        A workflow that failed, was terminated or timed out gives a ``failed`` output whose
+        ``error_kind`` says which (``resume`` continues the run).
+
+        Raises:
+            RunNotFoundError: No workflow has this run id.
+            RunCancelledError: The run was cancelled.
+        """
+        try:
+            return await self._reaching(run_id, "result", self._handle(run_id).result())
+        except WorkflowFailureError as exc:
+            cause = exc.cause
+            if isinstance(cause, CancelledError):
+                raise _cancelled(run_id) from None
+            typed = _typed_cause(cause)
+            if typed is not None:  # refused before it ran (an agent this app does not know)
+                raise typed from None
+            kind = {TerminatedError: "WorkflowTerminated", TimeoutError: "WorkflowTimedOut"}
+            return RunOutput(
+                run_id=run_id,
+                status="failed",
+                error_kind=kind.get(type(cause), "WorkflowFailed"),
+                error=f"{cause or exc}; TemporalRuns.resume({run_id!r}) continues the run",
+            )
+
+    async def resume(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
+        """Continue a failed run from its last saved step (see ``Runtime.resume``).
+
+        A run whose workflow failed, was terminated or timed out, or whose run failed, goes
+        on in a new workflow run from its last step in the app's store: calls that started
+        and never settled are settled by their traits (``interrupted``, ``needs_review``), so
+        nothing with side effects runs twice. A run that is going or completed is returned
+        as is. Wait for it with ``result``.
+
+        Raises:
+            RunNotFoundError: No workflow has this run id.
+            RunCancelledError: The run was cancelled.
+        """
+        handle = self._handle(run_id)
+        status = (await self._reaching(run_id, "resume", handle.describe())).status
+        if status == WorkflowExecutionStatus.CANCELED:
+            raise _cancelled(run_id)
+        if status not in _CLOSED:
+            return handle  # going (or continued as new): nothing to resume
+        completed = WorkflowExecutionStatus.COMPLETED
+        if status == completed and (await handle.result()).status == "completed":
+            return handle
+        await self.client.start_workflow(
             WORKFLOW_NAME,
-            RunInput(agent=name, run_id=run_id, input=input, input_id=input_id),
+            RunInput(agent="", run_id=run_id, resume=True),
             id=run_id,
             task_queue=self.task_queue,
             result_type=RunOutput,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            execution_timeout=execution_timeout,
         )
-
-    async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
-        """Start a run and wait until it completes or fails."""
-        handle = await self.start(agent, run_id=run_id, input=input)
-        return await handle.result()
-
-    async def result(self, run_id: str) -> RunOutput:
-        """Wait for a run's end (across continue-as-new)."""
-        return await self._reaching(run_id, "result", self._handle(run_id).result())
+        return self._handle(run_id)
 
     async def pending(self, run_id: str) -> list[PendingItem]:
         """What the run waits for (decisions, inputs, awaited results)."""
@@ -186,15 +279,48 @@ class TemporalRuns:
     ) -> FeedMessage | None:
         """Input for the run, taken at its next safe point (see ``Runtime.send``).
 
-        With ``wait=False`` it is a signal (fire and forget) and returns ``None``.
+        A run that completed or failed takes it as a new turn: a new workflow run for the
+        same run id continues from the run's last step in the app's store (the workers'
+        ``TemporalApp`` needs a store). With ``wait=False`` it is a signal (fire and forget)
+        and returns ``None``.
+
+        Raises:
+            RunNotFoundError: No workflow has this run id.
+            RunCancelledError: The run was cancelled.
         """
         args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision)
         handle = self._handle(run_id)
-        if not wait:
-            await self._reaching(run_id, "input", handle.signal("input", args))
-            return None
-        plain = await self._update(run_id, "send", args)
+        try:
+            if not wait:
+                await self._reaching(run_id, "input", handle.signal("input", args))
+                return None
+            plain = await self._update(run_id, "send", args)
+        except _RunEnded:
+            plain = await self._restart(run_id, args)
+            if not wait:
+                return None
         return from_plain(plain, FeedMessage)
+
+    async def _restart(self, run_id: str, args: SendArgs, agent: str = "") -> Any:
+        """``args`` for a run whose workflow ended: a new workflow run continues the run.
+
+        The input is an update sent with the start, so it reaches the run exactly once even
+        when two clients restart it at the same time (the second joins the first's workflow).
+        """
+        start: WithStartWorkflowOperation[Any, RunOutput] = WithStartWorkflowOperation(
+            WORKFLOW_NAME,
+            RunInput(agent=agent, run_id=run_id, resume=True),
+            id=run_id,
+            task_queue=self.task_queue,
+            result_type=RunOutput,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        try:
+            return await self.client.execute_update_with_start_workflow(
+                "send", args, start_workflow_operation=start, result_type=dict
+            )
+        except WorkflowUpdateFailedError as exc:
+            raise _typed(exc) from None
 
     async def cancel(self, run_id: str) -> None:
         """Cancel a run, and the child workflows of its delegations.
@@ -250,10 +376,7 @@ class TemporalRuns:
                 raise
             return _not_found(run_id)
         if status == WorkflowExecutionStatus.CANCELED:
-            return RunCancelledError(
-                f"run {run_id!r} was cancelled; it is not resumed (start a new run with "
-                "TemporalRuns.start)"
-            )
+            return _cancelled(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
             # The workflow completes when the run completes or fails: its output says which.
             ended = (await handle.result()).status
@@ -264,12 +387,21 @@ class TemporalRuns:
             return exc or UsageError(f"run {run_id!r} has not ended")
         if what == "cancel":
             return NotPendingError(f"run {run_id!r} {ended}; there is nothing to cancel")
-        return NotPendingError(
-            f"run {run_id!r} {ended} and its workflow ended with it: it takes no {what}. "
-            "A Temporal run cannot be continued after it ends (the built-in engine starts a "
-            "new turn): start a new run with TemporalRuns.start(agent, run_id=<a new id>, "
-            "input=...)"
+        return _RunEnded(
+            f"run {run_id!r} {ended}: it waits for no {what}. New input "
+            "(TemporalRuns.send) starts a new turn; TemporalRuns.resume continues a failed run"
         )
+
+
+class _RunEnded(NotPendingError):
+    """The run's workflow ended with the run (completed or failed): new input restarts it."""
+
+
+def _cancelled(run_id: str) -> RunCancelledError:
+    return RunCancelledError(
+        f"run {run_id!r} was cancelled; it is not resumed and takes no input (start a new run "
+        "with TemporalRuns.start)"
+    )
 
 
 def _not_found(run_id: str) -> RunNotFoundError:
@@ -284,9 +416,13 @@ def _not_found(run_id: str) -> RunNotFoundError:
 
 def _typed(exc: WorkflowUpdateFailedError) -> Exception:
     """The steadyrun error a refused update carries (its type name), or the Temporal error."""
-    cause = exc.cause
+    return _typed_cause(exc.cause) or exc
+
+
+def _typed_cause(cause: BaseException | None) -> Exception | None:
+    """The steadyrun error an ``ApplicationError`` names by its type, if it names one."""
     if isinstance(cause, ApplicationError) and cause.type:
         cls = getattr(_errors, cause.type, None)
-        if isinstance(cls, type) and issubclass(cls, UsageError):
+        if isinstance(cls, type) and issubclass(cls, SteadyrunError):
             return cls(cause.message)
-    return exc
+    return None

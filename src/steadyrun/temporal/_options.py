@@ -17,6 +17,7 @@ from steadyrun._texts import Texts
 from steadyrun.background import BackgroundTool
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent
+from steadyrun.runtime._calls import HandoverHook
 from steadyrun.stores import Store
 
 __all__ = ["AppView", "TemporalOptions"]
@@ -37,7 +38,10 @@ class TemporalOptions:
             replayable get exactly one attempt: a lost attempt is settled ``needs_review``.
         heartbeat_timeout: How soon the loss of a worker running an activity (a model call, a
             tool body, a background operation, a write to the store) is noticed: its
-            attempt then fails and the next one runs on another worker.
+            attempt then fails and the next one runs on another worker. Activities
+            heartbeat every third of it. With the default (4 s) and the worker's default
+            sticky-queue timeout (``TemporalApp.worker``: 2 s), a run whose worker is
+            SIGKILLed goes on in another worker within about 10 s.
         retry_interval: First interval between attempts.
         record_timeout: Start-to-close timeout of one write batch to the store.
         continue_as_new_after: History length past which the workflow continues as new at its
@@ -52,7 +56,7 @@ class TemporalOptions:
     model_attempts: int = 3
     tool_timeout: timedelta = timedelta(hours=1)
     tool_attempts: int = 3
-    heartbeat_timeout: timedelta = timedelta(seconds=30)
+    heartbeat_timeout: timedelta = timedelta(seconds=4)
     retry_interval: timedelta = timedelta(seconds=1)
     record_timeout: timedelta = timedelta(minutes=1)
     continue_as_new_after: int | None = 10_000
@@ -80,6 +84,11 @@ class AppView(Protocol):
     @property
     def media(self) -> MediaOptions | None:
         """How the model activity reads media."""
+        ...
+
+    @property
+    def on_handover(self) -> HandoverHook | None:
+        """The host's hook before a submission or pending confirmation is saved."""
         ...
 
     @property

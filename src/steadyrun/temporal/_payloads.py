@@ -13,6 +13,7 @@ from steadyrun._codec import from_plain, to_plain
 from steadyrun.records import CallUpdate
 
 __all__ = [
+    "ACTIVITY_LOAD",
     "ACTIVITY_MODEL",
     "ACTIVITY_RECORD",
     "ACTIVITY_TOOL",
@@ -20,6 +21,7 @@ __all__ = [
     "AnswerArgs",
     "Carried",
     "DecideArgs",
+    "Loaded",
     "ModelCallInput",
     "RecordInput",
     "RecordOp",
@@ -37,6 +39,7 @@ WORKFLOW_NAME = "steadyrun.AgentWorkflow"
 ACTIVITY_MODEL = "steadyrun.model"
 ACTIVITY_TOOL = "steadyrun.tool"
 ACTIVITY_RECORD = "steadyrun.record"
+ACTIVITY_LOAD = "steadyrun.load"
 
 
 @dataclass(kw_only=True)
@@ -48,12 +51,27 @@ class Carried:
         feed: The run's feed messages (``FeedMessage`` plain data), in order.
         consumed: The feed boundary already delivered.
         generation: How many times the run continued as new so far.
+        feed_offset: Feed messages before ``feed`` that are not carried (a run restarted
+            from the store carries only its unconsumed input; the earlier messages, all
+            consumed, only keep the numbering the same as the store's).
     """
 
     snapshot: dict[str, Any]
     feed: list[dict[str, Any]]
     consumed: int
     generation: int
+    feed_offset: int = 0
+
+
+@dataclass(kw_only=True)
+class Loaded:
+    """What the ``steadyrun.load`` activity read of a run in the app's store.
+
+    Attributes:
+        carried: The run's state, or ``None`` when the store has no such run.
+    """
+
+    carried: Carried | None = None
 
 
 @dataclass(kw_only=True)
@@ -68,6 +86,9 @@ class RunInput:
         carried: Set when the workflow continued as new.
         subagent: A sub-agent's run (a child workflow of a delegation): it never suspends,
             and its output carries its call records.
+        resume: A run that exists: the workflow loads it from the app's store (its last
+            saved step) and resumes it, taking ``input`` as new input (a new turn when the
+            run had ended). ``agent`` may then be empty (the stored run names it).
     """
 
     agent: str
@@ -76,6 +97,7 @@ class RunInput:
     input_id: str | None = None
     carried: Carried | None = None
     subagent: bool = False
+    resume: bool = False
 
 
 @dataclass(kw_only=True)
@@ -143,6 +165,8 @@ class ToolCallInput:
         input_state: The state the tool gave with its input request.
         input_response: The validated answer.
         edited_arguments: Whether a reviewer edited the arguments.
+        extensions: For a tool of an extension that does I/O: that extension's state
+            (``save_state``), by name, so the body sees the run's instance.
     """
 
     agent: str
@@ -156,6 +180,7 @@ class ToolCallInput:
     input_state: Any = None
     input_response: Any = None
     edited_arguments: bool = False
+    extensions: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -176,6 +201,7 @@ class ToolOutcome:
         error_type: The exception or signal class name.
         usage: Usage of model calls the tool reported (``Usage`` plain data).
         media: Media the tool attached (``MediaRef`` plain data).
+        extensions: The states of ``ToolCallInput.extensions`` after the body.
     """
 
     kind: str
@@ -189,6 +215,7 @@ class ToolOutcome:
     error_type: str | None = None
     usage: dict[str, Any] | None = None
     media: list[dict[str, Any]] = field(default_factory=list)
+    extensions: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)

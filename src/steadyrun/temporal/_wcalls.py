@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._extension import ModelCall, ToolCall
     from steadyrun.runtime._loop import Execution
     from steadyrun.temporal._background import run_background
+    from steadyrun.temporal._extio import io_tool_owners, route_hooks
     from steadyrun.temporal._outcomes import Returned, Unrenderable, outcome_value
     from steadyrun.temporal._payloads import (
         ACTIVITY_MODEL,
@@ -82,6 +83,7 @@ class Engine:
     agent_tool_names: frozenset[str]
     delegations: dict[str, Delegation]
     background: dict[str, BackgroundTool]
+    io_tools: dict[str, str]
 
     @classmethod
     def of(cls, app: AppView, agent: Agent) -> Engine:
@@ -90,7 +92,9 @@ class Engine:
         Delegation tools of its ``SubAgents`` extension run as child workflows, and tools of
         the app's ``background`` tools as heartbeating activities.
         """
-        built_in = {t.name for ext in agent.extensions for t in ext.tools()}
+        # Tools of extensions that do I/O run as activities, like the agent's own.
+        io_tools = io_tool_owners(agent)
+        built_in = {t.name for ext in agent.extensions for t in ext.tools()} - set(io_tools)
         if agent.context is not None:
             built_in.add(READ_TOOL)
         own = frozenset(n for n in agent.toolset.names if n not in built_in)
@@ -101,6 +105,7 @@ class Engine:
             agent_tool_names=own,
             delegations=delegations(agent),
             background=background,
+            io_tools=io_tools,
         )
 
 
@@ -221,6 +226,9 @@ class _ToolInvoker:
             input_response=ctx.input_response,
             edited_arguments=ctx.edited_arguments,
         )
+        owner = self.engine.io_tools.get(tool.name)
+        if owner is not None and owner in ctx.extensions:
+            inp.extensions = {owner: to_plain(ctx.extensions[owner].save_state(), Any)}
         try:
             out = await workflow.execute_activity(
                 ACTIVITY_TOOL,
@@ -240,6 +248,9 @@ class _ToolInvoker:
                 f"its worker was lost or failed ({type(cause).__name__}: {cause}); "
                 f"{'it was not retried' if limited else 'retries ran out'}"
             ) from None
+        for name, state in out.extensions.items():
+            if name in ctx.extensions:
+                ctx.extensions[name].restore_state(state)
         if out.usage is not None:
             ctx.report_usage(from_plain(out.usage, Usage))
         for plain in out.media:
@@ -259,6 +270,8 @@ class WorkflowExecution(Execution):
         self.engine = engine
         self.calls.invoker = _ToolInvoker(engine)
         self.model = _ActivityModel(engine, self.state.run_id, "turn")
+        if self.ext is not None:
+            route_hooks(engine.app, self.agent, self.ext, self.state.run_id, self.subagent)
         if self.context is not None:
             self.context.model = _ActivityModel(engine, self.state.run_id, "summary")
 

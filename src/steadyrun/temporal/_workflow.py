@@ -11,10 +11,12 @@ and read it through queries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -32,11 +34,14 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._state import RunState
     from steadyrun.stores import FeedMessage
     from steadyrun.stream import DisplaySnapshot, display_from_run
+    from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
+        ACTIVITY_LOAD,
         WORKFLOW_NAME,
         AnswerArgs,
         Carried,
         DecideArgs,
+        Loaded,
         RunInput,
         RunOutput,
         SendArgs,
@@ -53,7 +58,7 @@ with workflow.unsafe.imports_passed_through():
     )
 
 if TYPE_CHECKING:
-    from steadyrun.temporal._options import AppView
+    from steadyrun.temporal._options import AppView, TemporalOptions
 
 __all__ = ["AgentWorkflow", "app_for", "register_app"]
 
@@ -112,6 +117,8 @@ class AgentWorkflow:
         self._agent: Agent | None = None
         self._subagent = False
         self._changed = False
+        self._ready = False  # the run's state is in the store: host writes may apply
+        self._refused: str | None = None  # why a restarted run could not be loaded
 
     # -- run --------------------------------------------------------------------------------
 
@@ -119,40 +126,59 @@ class AgentWorkflow:
     async def run(self, inp: RunInput) -> RunOutput:
         """Drive the run until it completes or fails, waiting inside for whatever it awaits."""
         app = app_for(workflow.info().task_queue)
-        agent = app.agent(inp.agent)
         options = app.options
         self._run_id = inp.run_id
-        self._agent = agent
         self._subagent = inp.subagent
         recorder = Recorder(
             inp.run_id, app.store is not None, options.record_timeout, options.heartbeat_timeout
         )
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
+        carried = inp.carried
+        if inp.resume:
+            # With an agent (a start for an ended workflow id) a run the store does not
+            # have is new: its input comes with the start, as an update.
+            carried = await self._load(options, missing_ok=bool(inp.agent))
+        agent_name = inp.agent
+        if carried is not None and not agent_name:
+            agent_name = carried.snapshot["run"]["agent"]
+        try:
+            agent = app.agent(agent_name)
+        except KeyError as exc:
+            # A failure of the workflow (not of its task, which Temporal would retry forever).
+            raise ApplicationError(str(exc), type="UsageError", non_retryable=True) from None
+        self._agent = agent
         self._host = WorkflowHost(store, agent)
         self._dry = WorkflowHost(DryStore(store), agent)
         generation = 0
-        if inp.carried is not None:
-            await store.restore(inp.run_id, inp.carried)
-            generation = inp.carried.generation
-        elif inp.input is not None:
+        if carried is not None:
+            await store.restore(inp.run_id, carried)
+            generation = carried.generation
+        if inp.input is not None:
             await store.append(
                 inp.run_id,
                 FeedMessage(id=inp.input_id or f"{inp.run_id}:input", content=inp.input),
             )
-        else:
+        elif carried is None and not inp.resume:
             raise ApplicationError("a new run needs input", type="UsageError", non_retryable=True)
+        self._ready = True
+        if inp.resume:
+            # Input that restarted the run (an update with the start) is in the feed before
+            # the run looks for it.
+            await workflow.wait_condition(workflow.all_handlers_finished)
         recorder.start()
         engine = Engine.of(app, agent)
         texts = app.texts or Texts()
         try:
-            result = await self._drive(engine, texts, new=inp.carried is None)
+            result = await self._drive(engine, texts, new=carried is None)
         except ContinueAsNew:
             await workflow.wait_condition(workflow.all_handlers_finished)
             await recorder.drain()
             carried = await self._carry(generation + 1)
             workflow.continue_as_new(
-                RunInput(agent=inp.agent, run_id=inp.run_id, carried=carried, subagent=inp.subagent)
+                RunInput(
+                    agent=agent.name, run_id=inp.run_id, carried=carried, subagent=inp.subagent
+                )
             )
         except asyncio.CancelledError:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
@@ -174,6 +200,31 @@ class AgentWorkflow:
             generations=generation,
             calls=to_plain(result.calls, list[CallRecord]) if inp.subagent else [],
         )
+
+    async def _load(self, options: TemporalOptions, *, missing_ok: bool) -> Carried | None:
+        """The run's last saved step, from the app's store (a run whose workflow had ended)."""
+        loaded: Loaded = await workflow.execute_activity(
+            ACTIVITY_LOAD,
+            self._run_id,
+            result_type=Loaded,
+            start_to_close_timeout=options.record_timeout,
+            heartbeat_timeout=options.heartbeat_timeout,
+            retry_policy=RetryPolicy(
+                maximum_interval=timedelta(seconds=30), non_retryable_error_types=["UsageError"]
+            ),
+        )
+        kind = "RunNotFoundError"
+        if loaded.carried is None and missing_ok:
+            return None
+        if loaded.carried is None:
+            self._refused = f"the app's store has no run {self._run_id!r} to continue"
+        elif loaded.carried.snapshot["run"]["status"] == "cancelled":
+            self._refused = f"run {self._run_id!r} was cancelled; it is not resumed"
+            kind = "RunCancelledError"
+        if self._refused is not None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(self._refused, type=kind, non_retryable=True)
+        return loaded.carried
 
     async def _drive(self, engine: Engine, texts: Texts, *, new: bool) -> RunResult:
         store, agent = self._store, self._agent
@@ -198,6 +249,7 @@ class AgentWorkflow:
                 media_preparer=NoMedia(MediaOptions(), texts),
                 can_suspend=not self._subagent,
                 subagent=self._subagent,
+                on_handover=handover_in_activity(engine.app),
             )
             result = await (execution.start() if new else execution.resume())
             new = False
@@ -216,13 +268,19 @@ class AgentWorkflow:
             feed=[to_plain(m, FeedMessage) for m in store.feed],
             consumed=store.consumed_through,
             generation=generation,
+            feed_offset=store.feed_offset,
         )
 
     # -- updates ----------------------------------------------------------------------------
 
-    def _check(self, coro: Coroutine[Any, Any, Any]) -> None:
+    def _check(self, write: Callable[[WorkflowHost], Coroutine[Any, Any, Any]]) -> None:
+        if not self._ready or self._dry is None:
+            raise ApplicationError(
+                f"run {self._run_id!r} is being loaded to continue; try again in a moment",
+                type="RunBusyError",
+            )
         try:
-            run_now(coro)
+            run_now(write(self._dry))
         except UsageError as exc:
             raise _usage_error(exc) from None
 
@@ -243,8 +301,7 @@ class AgentWorkflow:
 
     @decide.validator
     def _validate_decide(self, args: DecideArgs) -> None:
-        assert self._dry is not None
-        self._check(self._dry.decide(self._run_id, args.call_id, **_decision(args)))
+        self._check(lambda dry: dry.decide(self._run_id, args.call_id, **_decision(args)))
 
     @workflow.update
     async def answer(self, args: AnswerArgs) -> dict[str, Any]:
@@ -255,8 +312,7 @@ class AgentWorkflow:
 
     @answer.validator
     def _validate_answer(self, args: AnswerArgs) -> None:
-        assert self._dry is not None
-        self._check(self._dry.answer(self._run_id, args.wait_id, args.response))
+        self._check(lambda dry: dry.answer(self._run_id, args.wait_id, args.response))
 
     @workflow.update
     async def settle(self, args: SettleArgs) -> dict[str, Any]:
@@ -269,14 +325,17 @@ class AgentWorkflow:
 
     @settle.validator
     def _validate_settle(self, args: SettleArgs) -> None:
-        assert self._dry is not None
         self._check(
-            self._dry.settle(self._run_id, args.call_id, result=args.result, error=args.error)
+            lambda dry: dry.settle(self._run_id, args.call_id, result=args.result, error=args.error)
         )
 
     @workflow.update
     async def send(self, args: SendArgs) -> dict[str, Any]:
         """Input for the run, taken at its next safe point; returns the feed message."""
+        await workflow.wait_condition(lambda: self._ready or self._refused is not None)
+        if self._refused is not None:
+            kind = "RunCancelledError" if "cancelled" in self._refused else "RunNotFoundError"
+            raise ApplicationError(self._refused, type=kind)
         assert self._store is not None
         message = await self._apply(self._store.append(self._run_id, _feed_message(args)))
         return to_plain(message, FeedMessage)  # type: ignore[no-any-return]
@@ -293,6 +352,9 @@ class AgentWorkflow:
         """Steering input as a signal (fire and forget; a message without an id is dropped)."""
         if not args.id or args.role not in ("user", "system") or self._store is None:
             workflow.logger.warning("input signal without an id or with a bad role dropped")
+            return
+        await workflow.wait_condition(lambda: self._ready or self._refused is not None)
+        if self._refused is not None:
             return
         await self._apply(self._store.append(self._run_id, _feed_message(args)))
 

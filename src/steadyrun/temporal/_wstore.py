@@ -119,6 +119,7 @@ class WorkflowStore(MemoryStore):
         self.recorder = recorder
         self.continue_after = continue_after
         self.feed: list[FeedMessage] = []
+        self.feed_offset = 0  # messages numbered before ``feed`` (a run restarted from the store)
         self.consumed_through = 0
 
     async def save_step(self, run_id: str, step: Step) -> None:
@@ -182,6 +183,10 @@ class WorkflowStore(MemoryStore):
             calls=snap.calls,
         )
         await MemoryStore.save_step(self, run_id, step)
+        self.feed_offset = carried.feed_offset
+        for n in range(carried.feed_offset):
+            # Stand-ins keep the store's numbering: they lie below the run's claimed input.
+            await MemoryStore.append(self, run_id, FeedMessage(id=f"\x00earlier:{n}", content=""))
         for plain in carried.feed:
             message = from_plain(plain, FeedMessage)
             stored = await MemoryStore.append(self, run_id, message)

@@ -9,7 +9,8 @@ One change keeps the format: an optional field (default ``None``) added to a sto
 Releases before it ignore the field; this one reads documents without it as ``None``. Copy the
 files of the types it changes to ``first/`` (unless a copy is there: it holds the format's first
 documents) and regenerate; ``first/`` must still read as the samples. Fields added so far:
-``CallDecision.original_arguments``, ``RunRecord.agent_version``.
+``CallDecision.original_arguments``, ``RunRecord.agent_version``, ``CallRecord.settled_by``,
+``InputRequest.answered_by``, ``RunRecord.cancelled_by``.
 """
 
 from __future__ import annotations

@@ -181,6 +181,24 @@ def _approve_all(client: httpx.Client, pool: ThreadPoolExecutor) -> int:
     return sum(pool.map(approve, [r["run_id"] for r in listed.json()["runs"]]))
 
 
+def _work_rows(dsn: str, run_ids: list[str]) -> str:
+    """The stuck runs' work rows and last step writers (for a failure's message)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT run_id, wanted, handled, owner, token, expires_us FROM steadyrun.work"
+            " WHERE run_id = ANY(%s)",
+            (run_ids,),
+        ).fetchall()
+        log = conn.execute(
+            "SELECT run_id, steps, owner, token FROM steadyrun.work_log WHERE run_id = ANY(%s)"
+            " ORDER BY row_id",
+            (run_ids,),
+        ).fetchall()
+    return f"work={rows}\nlog={log}"
+
+
 def _undone(client: httpx.Client, run_ids: list[str]) -> str:
     """What each run not completed shows through the API (for a failure's message)."""
     listed = client.get("/runs", params={"status": "completed", "limit": 500}).json()["runs"]
@@ -191,10 +209,14 @@ def _undone(client: httpx.Client, run_ids: list[str]) -> str:
         calls = [(c["id"], c["name"], c["status"]) for c in snap["calls"]]
         pending = client.get(f"/runs/{run_id}/pending").json()["items"]
         lines.append(f"{run_id}: {snap['status']} calls={calls} pending={pending}")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + _work_rows(DSN[0], [r for r in run_ids if r not in done])
+
+
+DSN: list[str] = [""]
 
 
 def test_serve_and_two_workers_execute_every_effect_once(procs: Procs) -> None:
+    DSN[0] = procs.dsn
     base = procs.serve(SERVE_TTL)
     workers = [procs.worker(f"worker-{i}", SERVE_TTL) for i in (1, 2)]
     names = {

@@ -6,7 +6,10 @@ count these as wake-ups; see ``steadyrun.stores._leases``). The worker asks its 
 runnable runs, takes a lease on each (up to ``concurrency`` at once), and executes the run with
 the lease as the fence of every write; the lease is renewed while the run executes and
 released when it returns, marking the wake-ups it saw as handled. Between runs it waits for a
-wake-up notification (PostgreSQL ``LISTEN``), polling rarely as a fallback.
+wake-up notification (PostgreSQL ``LISTEN``), polling rarely as a fallback. An execution that
+raises (a store failing for a moment) releases its lease unhandled: the run is tried again by
+this worker after a backoff (``RETRY_FIRST`` seconds, doubled per failure up to ``RETRY_MAX``)
+or at once by another, never left waiting for a wake-up that already came.
 
 Stopping (``stop()``, or SIGTERM/SIGINT with ``handle_signals=True``) is graceful: no new run is
 taken; each executing run stops right after its next checkpoint (its next ``save_step``) and
@@ -23,6 +26,7 @@ import asyncio
 import inspect
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -123,6 +127,8 @@ class Worker:
         self.runtime = _rebuilt(runtime, _DrainingStore(runtime.store, self), self.owner)
         self._claims = Claims(self.leases, self.owner, ttl)
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        # Runs whose execution raised here: when to try each again, and how often it failed.
+        self._backoff: dict[str, tuple[float, int]] = {}
         self._stopping = asyncio.Event()
         self._freed = asyncio.Event()
 
@@ -197,11 +203,15 @@ class Worker:
         if free <= 0:
             return 0
         started = 0
-        for run_id in await self.leases.runnable(limit=free + len(self._tasks)):
+        now = time.monotonic()
+        waiting = len(self._backoff)
+        for run_id in await self.leases.runnable(limit=free + len(self._tasks) + waiting):
             if started >= free or self._stopping.is_set():
                 break
             if run_id in self._tasks:
                 continue
+            if run_id in self._backoff and now < self._backoff[run_id][0]:
+                continue  # it raised here a moment ago: tried again after its backoff
             # Through the claims, so no other executor of this process takes the claim for
             # one left behind before the task below holds it.
             lease = await self._claims.acquire(run_id)
@@ -261,7 +271,14 @@ class Worker:
                 except LeaseLostError:
                     keeper.lost = True
                     raise
+                except Exception:
+                    # Not given up: the wake-up stays unhandled (a decision made while the
+                    # run was suspended would otherwise never be acted on) and the run is
+                    # tried again after a backoff.
+                    keeper.handled = False
+                    raise
             self.stats.executed += 1
+            self._backoff.pop(run_id, None)
         except LeaseLostError:
             self.stats.lost += 1
         except asyncio.CancelledError:
@@ -271,12 +288,25 @@ class Worker:
                 raise
         except Exception:
             self.stats.errors += 1
+            failures = self._backoff.get(run_id, (0.0, 0))[1] + 1
+            delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (failures - 1))
+            self._backoff[run_id] = (time.monotonic() + delay, failures)
             log.exception(
-                "run %r raised in worker %s; it waits for its next wake-up", run_id, self.owner
+                "run %r raised in worker %s (failure %d); tried again in %.1f s",
+                run_id,
+                self.owner,
+                failures,
+                delay,
             )
         finally:
             self._tasks.pop(run_id, None)
             self._freed.set()
+
+
+RETRY_FIRST = 0.5
+"""Seconds before a run that raised in a worker is tried again; doubled per failure."""
+RETRY_MAX = 60.0
+"""The longest wait between tries of a run that keeps raising."""
 
 
 async def drive_run(runtime: Runtime, run_id: str) -> None:

@@ -50,7 +50,9 @@ class PostgresLive:
         self._listener: asyncio.Task[None] | None = None
         self._listen_conn: psycopg.AsyncConnection[Any] | None = None
         self._listening = False
-        self._others = True  # until looked up: an unknown deployment may have followers
+        # Nobody listens until a lookup says so (it starts on first use and takes a moment):
+        # a process that no follower watches never opens a connection for the feed.
+        self._others = False
         self._looked_at = -1e9
         self._looking: asyncio.Task[None] | None = None
         # Live traffic has a connection of its own: a send cut off mid-pipeline (a close, a
@@ -82,8 +84,9 @@ class PostgresLive:
 
     async def _look(self) -> None:
         try:
-            async with self._conn_lock:
-                conn = await self._own()
+            # One short autocommit query on the store's pool (no pipeline): a cancelled one
+            # leaves the connection mid-query, which the pool closes rather than reuses.
+            async with self._store.database.connection() as conn:
                 cur = await conn.execute(
                     "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = %s"
                     " AND datname = current_database() AND pid <> pg_backend_pid())",
@@ -91,10 +94,9 @@ class PostgresLive:
                 )
                 row = await cur.fetchone()
             self._others = bool(row and row[0])
-        except Exception:  # a failed look keeps publishing: better a wasted NOTIFY than a gap
+        except Exception:  # a failed look publishes nothing until the next one
             log.debug("live listener lookup failed", exc_info=True)
-            self._others = True
-            await self._drop_conn()
+            self._others = False
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Queue the message for the sending task (never waits for the database)."""

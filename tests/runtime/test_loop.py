@@ -245,10 +245,11 @@ async def test_call_ids_number_tool_calls_and_blocks_link_to_them() -> None:
     result = await sr.Runtime(sr.MemoryStore()).run(agent_with(model), run_id="r", input="x")
     assert [c.id for c in result.calls] == ["m1.c1", "m1.c2"]
     assert [(b.kind, b.call_id) for b in result.blocks] == [
+        ("input", None),  # the input the run took, then the model's blocks
         ("content", None),
         ("tool_call", "m1.c1"),
         ("tool_call", "m1.c2"),
         ("content", None),
     ]
-    assert [b.position for b in result.blocks] == [0, 1, 2, 3]
-    assert [b.model_call_id for b in result.blocks] == ["m1", "m1", "m1", "m2"]
+    assert [b.position for b in result.blocks] == [0, 1, 2, 3, 4]
+    assert [b.model_call_id for b in result.blocks] == ["", "m1", "m1", "m1", "m2"]

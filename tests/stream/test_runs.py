@@ -64,7 +64,8 @@ async def test_the_display_shows_blocks_calls_pending_and_the_end() -> None:
     recorded = await drive(store, script, [True])
     last = recorded.last
     assert last.status == "completed" and last.text == "Refunded."
-    assert [b.kind for b in last.blocks] == ["tool_call", "tool_call", "thinking", "content"]
+    kinds = [b.kind for b in last.blocks]
+    assert kinds == ["input", "tool_call", "tool_call", "thinking", "content"]
     assert [(c.name, c.status) for c in last.calls] == [
         ("lookup", "succeeded"),
         ("refund", "succeeded"),

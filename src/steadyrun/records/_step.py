@@ -34,21 +34,36 @@ class Block:
 
     Attributes:
         id: Unique within the run.
-        kind: ``thinking``, ``content`` (text) or ``tool_call``.
+        kind: ``thinking``, ``content`` (text), ``tool_call``, or ``input`` (a message the run
+            took from its feed into the context: its first input, a steering message, a
+            host's notice).
         position: Order of the block in the run.
-        text: The text (thinking or content); empty for tool calls.
+        text: The text (thinking, content or input); empty for tool calls.
         call_id: The record id of the call, for ``tool_call`` blocks.
-        model_call_id: The model call that produced the block.
+        model_call_id: The model call that produced the block (empty for input).
         turn: The turn the block belongs to.
+        role: ``user`` or ``system``, for input blocks.
+        message_id: The feed message's id, for input blocks.
+        by: Who sent the input (its ``steadyrun.by`` meta), when the sender said.
+        at: When the block entered the run (the input was taken, the response admitted).
+        usage: The usage of the block's model call, on the call's first block only.
+
+    Blocks stored before ``role``, ``message_id``, ``by``, ``at`` and ``usage`` existed read
+    them as ``None``.
     """
 
     id: str
-    kind: Literal["thinking", "content", "tool_call"]
+    kind: Literal["thinking", "content", "tool_call", "input"]
     position: int
     text: str = ""
     call_id: str | None = None
     model_call_id: str = ""
     turn: int = 0
+    role: str | None = None
+    message_id: str | None = None
+    by: str | None = None
+    at: datetime | None = None
+    usage: Usage | None = None
 
 
 @dataclass(kw_only=True, slots=True)

@@ -29,10 +29,20 @@ from steadyrun.tools import ToolSet
 __all__ = ["open_batch", "record_message", "scrub_response", "tools_usage"]
 
 
-def record_message(state: RunState, model_call_id: str, message: Message) -> list[Block]:
-    """Append a model message to the context and add its blocks, in order."""
+def record_message(
+    state: RunState,
+    model_call_id: str,
+    message: Message,
+    *,
+    usage: Usage | None = None,
+    at: datetime | None = None,
+) -> list[Block]:
+    """Append a model message to the context and add its blocks, in order.
+
+    ``usage`` (the model call's) goes on the first block, ``at`` on every block.
+    """
     state.append(message)
-    blocks = []
+    blocks: list[Block] = []
     calls = 0
     for i, part in enumerate(message.parts):
         block: Block | None = None
@@ -53,6 +63,9 @@ def record_message(state: RunState, model_call_id: str, message: Message) -> lis
         if block is not None:
             block.model_call_id = model_call_id
             block.turn = state.cp.turn
+            block.at = at
+            if not blocks:
+                block.usage = usage
             state.add_block(block)
             blocks.append(block)
     return blocks

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from steadyrun._errors import TurnLimitExceeded
 from steadyrun.chat import MediaPart, Message, Part, TextPart
+from steadyrun.records import Block
+from steadyrun.runtime._host import BY_META
 from steadyrun.runtime._state import RunState
 from steadyrun.stores import FeedMessage, Store
 
@@ -59,8 +62,19 @@ async def fresh_input(store: Store, state: RunState) -> Fresh:
     return Fresh(claim.end_seq, fresh)
 
 
-def take_input(state: RunState, fresh: Fresh, *, new_turn: bool, max_turns: int | None) -> None:
-    """Append claimed input to the context (a new turn when the run was idle)."""
+def take_input(
+    state: RunState,
+    fresh: Fresh,
+    *,
+    new_turn: bool,
+    max_turns: int | None,
+    at: datetime | None = None,
+) -> None:
+    """Append claimed input to the context (a new turn when the run was idle).
+
+    Each message is also recorded as an ``input`` block (saved with the step), so the run's
+    timeline shows what it was told, by whom and when.
+    """
     cp = state.cp
     if new_turn:
         if max_turns is not None and cp.turn >= max_turns:
@@ -77,3 +91,16 @@ def take_input(state: RunState, fresh: Fresh, *, new_turn: bool, max_turns: int 
         parts: list[Part] = [TextPart(text=m.content)]
         parts += [MediaPart(ref=ref) for ref in m.media]
         state.append(Message(role=m.role, parts=parts, id=m.id, revision=m.revision, meta=m.meta))
+        state.add_block(
+            Block(
+                id=f"in{m.seq}",
+                kind="input",
+                position=cp.next_position,
+                text=m.content,
+                turn=cp.turn,
+                role=m.role,
+                message_id=m.id,
+                by=(m.meta or {}).get(BY_META),
+                at=at,
+            )
+        )

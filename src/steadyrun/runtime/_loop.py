@@ -62,6 +62,7 @@ from steadyrun.chat import (
     ModelResponse,
     ResponseDelta,
     TextPart,
+    Usage,
 )
 from steadyrun.context import ContextEvent, verbatim_refs
 from steadyrun.media import MediaOptions, MediaPreparer, MediaWatch, supplying
@@ -135,6 +136,8 @@ class Execution:
         self.limits = agent.limits
         self.subagent = subagent
         self._garbled: set[int] = set()
+        # The usage of the response being admitted: shown on its first block.
+        self._response_usage: Usage | None = None
         self._media_watch = MediaWatch()
         self.media_options = media or MediaOptions()
         self.media = media_preparer or MediaPreparer(self.media_options, texts)
@@ -315,7 +318,8 @@ class Execution:
         if self.ext is not None:
             await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
         # The runtime counts requests itself: a provider's usage may leave them out.
-        state.run.usage = state.run.usage + replace(response.usage, requests=1)
+        self._response_usage = replace(response.usage, requests=1)
+        state.run.usage = state.run.usage + self._response_usage
         state.cp.extra[FINISH_REASON] = response.finish_reason
         match admit_by_finish(response, correct_length_cut=self.agent.correct_length_cut):
             case "batch":
@@ -335,7 +339,9 @@ class Execution:
         if not fresh:
             return await self._deliver(model_call_id, message)
         self._record_message(model_call_id, message)
-        take_input(self.state, fresh, new_turn=False, max_turns=self.limits.max_turns)
+        take_input(
+            self.state, fresh, new_turn=False, max_turns=self.limits.max_turns, at=self.clock()
+        )
         await self._claimed(fresh)
         await self.end.save()
         return None
@@ -408,7 +414,9 @@ class Execution:
     # -- model responses -------------------------------------------------------------------
 
     def _record_message(self, model_call_id: str, message: Message) -> list[Block]:
-        return record_message(self.state, model_call_id, message)
+        return record_message(
+            self.state, model_call_id, message, usage=self._response_usage, at=self.clock()
+        )
 
     async def _open_batch(self, model_call_id: str, response: ModelResponse) -> None:
         """``model`` -> ``batch``: the response's calls queued, or refused at once."""
@@ -419,7 +427,7 @@ class Execution:
                 run_id=self.state.run_id, model_call_id=model_call_id, calls=tuple(parts)
             )
             denied = dict((await self.ext.review_batch(review)).denied)
-        record_message(self.state, model_call_id, response.message)
+        self._record_message(model_call_id, response.message)
         open_batch(
             self.state,
             model_call_id,
@@ -514,7 +522,13 @@ class Execution:
         """Take new input into the context; whether anything new entered it."""
         fresh = await fresh_input(self.store, self.state)
         if fresh:
-            take_input(self.state, fresh, new_turn=new_turn, max_turns=self.limits.max_turns)
+            take_input(
+                self.state,
+                fresh,
+                new_turn=new_turn,
+                max_turns=self.limits.max_turns,
+                at=self.clock(),
+            )
             await self._claimed(fresh)
         return bool(fresh)
 

@@ -22,6 +22,7 @@ from steadyrun.stream._model import (
     DisplayBlock,
     DisplayCall,
     DisplayDecision,
+    DisplayInput,
     DisplayPending,
     DisplaySnapshot,
     PendingChanged,
@@ -72,6 +73,20 @@ def display_call(record: CallRecord) -> DisplayCall:
             edited=d.arguments is not None,
             arguments=d.arguments,
             original_arguments=original,
+            decided_at=d.decided_at,
+        )
+    asked = None
+    if record.input_request is not None:
+        r = record.input_request
+        asked = DisplayInput(
+            wait_id=r.wait_id,
+            prompt=r.prompt,
+            response_schema=r.response_schema,
+            response=r.response,
+            # The answer is written with the call's next status: a call still awaiting
+            # input has none yet, whatever its response field holds.
+            answered=record.status != "awaiting_input" and r.response is not None,
+            answered_by=r.answered_by,
         )
     return DisplayCall(
         id=record.id,
@@ -83,6 +98,11 @@ def display_call(record: CallRecord) -> DisplayCall:
         handover=record.handover,
         parent_id=record.parent_id,
         decision=decision,
+        model_call_id=record.model_call_id,
+        started_at=record.started_at,
+        completed_at=record.completed_at,
+        settled_by=record.settled_by,
+        input=asked,
     )
 
 
@@ -128,7 +148,18 @@ def display_from_run(
         error = f"{run.error_kind}: {run.error}" if run.error_kind else run.error
     blocks = tuple(
         DisplayBlock(
-            id=b.id, kind=b.kind, position=b.position, text=b.text, call_id=b.call_id, turn=b.turn
+            id=b.id,
+            kind=b.kind,
+            position=b.position,
+            text=b.text,
+            call_id=b.call_id,
+            turn=b.turn,
+            model_call_id=b.model_call_id,
+            role=b.role,
+            message_id=b.message_id,
+            by=b.by,
+            at=b.at,
+            usage=b.usage,
         )
         for b in snap.blocks
     )
@@ -144,6 +175,7 @@ def display_from_run(
         calls=tuple(display_call(c) for c in snap.calls),
         pending=pending_items(snap.calls, strict_settlement=strict_settlement),
         seq=seq,
+        cancelled_by=run.cancelled_by if run.status == "cancelled" else None,
     ).normalized()
 
 
@@ -196,9 +228,20 @@ def diff(old: DisplaySnapshot, new: DisplaySnapshot) -> list[Delta]:
         out.append(UsageChanged(seq=next_seq(), usage=new.usage))
     if old.pending != new.pending:
         out.append(PendingChanged(seq=next_seq(), items=new.pending))
-    if (old.status, old.text, old.error) != (new.status, new.text, new.error):
+    if (old.status, old.text, old.error, old.cancelled_by) != (
+        new.status,
+        new.text,
+        new.error,
+        new.cancelled_by,
+    ):
         out.append(
-            RunStatusChanged(seq=next_seq(), status=new.status, text=new.text, error=new.error)
+            RunStatusChanged(
+                seq=next_seq(),
+                status=new.status,
+                text=new.text,
+                error=new.error,
+                cancelled_by=new.cancelled_by,
+            )
         )
     return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -27,6 +28,7 @@ __all__ = [
     "DisplayBlock",
     "DisplayCall",
     "DisplayDecision",
+    "DisplayInput",
     "DisplayPending",
     "DisplaySnapshot",
     "PendingChanged",
@@ -56,9 +58,10 @@ class DisplayBlock:
 
     Attributes:
         id: The block id (unique within the run).
-        kind: ``thinking``, ``content`` (text) or ``tool_call``.
+        kind: ``thinking``, ``content`` (text), ``tool_call``, or ``input`` (a message the run
+            took in: its input, a steering message, a host's notice).
         position: Order in the run.
-        text: The text of thinking and content blocks.
+        text: The text of thinking, content and input blocks.
         call_id: The call of a ``tool_call`` block.
         turn: The turn the block belongs to.
         live: A block of the model call being streamed now: its text grows with the
@@ -66,16 +69,28 @@ class DisplayBlock:
             and it is replaced by the stored blocks once the response is saved, or removed
             when the call is lost (a crash: the model is asked again).
         name: The tool of a live ``tool_call`` block.
+        model_call_id: The model call that produced it (empty for input and live blocks).
+        role: ``user`` or ``system``, for input blocks.
+        message_id: The input message's id.
+        by: Who sent the input, when the sender said.
+        at: When the block entered the run (``None`` for blocks stored before it was kept).
+        usage: The usage of the block's model call, on the call's first block only.
     """
 
     id: str
-    kind: Literal["thinking", "content", "tool_call"]
+    kind: Literal["thinking", "content", "tool_call", "input"]
     position: int
     text: str = ""
     call_id: str | None = None
     turn: int = 0
     live: bool = False
     name: str | None = None
+    model_call_id: str = ""
+    role: str | None = None
+    message_id: str | None = None
+    by: str | None = None
+    at: datetime | None = None
+    usage: Usage | None = None
 
     @property
     def order(self) -> tuple[int, str]:
@@ -94,6 +109,7 @@ class DisplayDecision:
         edited: Whether the arguments were edited.
         arguments: The edited arguments (JSON text) the call runs with, when edited.
         original_arguments: The model's own arguments (JSON text), when edited.
+        decided_at: When.
     """
 
     approve: bool
@@ -102,6 +118,28 @@ class DisplayDecision:
     edited: bool = False
     arguments: str | None = None
     original_arguments: str | None = None
+    decided_at: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DisplayInput:
+    """A call's request for input and its answer, kept after the answer.
+
+    Attributes:
+        wait_id: The wait an answer names.
+        prompt: What was asked.
+        response_schema: The JSON schema of the answer.
+        response: The answer, once given.
+        answered: Whether an answer was given (a ``None`` answer is one).
+        answered_by: Who answered.
+    """
+
+    wait_id: str
+    prompt: str
+    response_schema: dict[str, Any] | None = None
+    response: Any = None
+    answered: bool = False
+    answered_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -118,6 +156,12 @@ class DisplayCall:
         handover: Who advances it besides the runtime (``await``, ``detached``, ``submitted``).
         parent_id: The delegation this call belongs to, in a sub-agent.
         decision: The decision on it, once one is written.
+        model_call_id: The model call that asked for it.
+        started_at: When its body started.
+        completed_at: When it settled.
+        settled_by: Who recorded its outcome, when the host did (an awaited result, a
+            needs-review call acknowledged).
+        input: Its request for input and the answer, when it asked.
     """
 
     id: str
@@ -129,6 +173,11 @@ class DisplayCall:
     handover: str = ""
     parent_id: str | None = None
     decision: DisplayDecision | None = None
+    model_call_id: str = ""
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    settled_by: str | None = None
+    input: DisplayInput | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -174,6 +223,7 @@ class DisplaySnapshot:
         calls: The calls, in order of creation.
         pending: What the run waits for and what its host owns.
         seq: The sequence number of the last delta applied (0 for a first snapshot).
+        cancelled_by: Who cancelled the run, when it was cancelled and the canceller said.
     """
 
     run_id: str
@@ -187,6 +237,7 @@ class DisplaySnapshot:
     calls: tuple[DisplayCall, ...] = ()
     pending: tuple[DisplayPending, ...] = ()
     seq: int = 0
+    cancelled_by: str | None = None
 
     def block(self, block_id: str) -> DisplayBlock | None:
         """The block with this id, or ``None``."""
@@ -206,13 +257,14 @@ class DisplaySnapshot:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunStatusChanged:
-    """The run's status (and final text or error) changed."""
+    """The run's status (and final text or error, and who cancelled it) changed."""
 
     kind: Literal["run_status"] = "run_status"
     seq: int
     status: str
     text: str | None = None
     error: str | None = None
+    cancelled_by: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,8 +423,8 @@ def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
         )
     s = replace(snapshot, seq=delta.seq)
     match delta:
-        case RunStatusChanged(status=status, text=text, error=error):
-            return replace(s, status=status, text=text, error=error)
+        case RunStatusChanged(status=status, text=text, error=error, cancelled_by=by):
+            return replace(s, status=status, text=text, error=error, cancelled_by=by)
         case BlockAdded(block=block) | BlockUpdated(block=block):
             return replace(s, blocks=_put_block(s.blocks, block))
         case BlockRemoved(block_id=block_id):

@@ -157,12 +157,15 @@ def test_a_settled_and_a_needs_review_call_show_who_and_the_flag(tmp_path: Path)
         status="succeeded",
         result="bank ok",
         completed_at=T0,
+        handover="await",
         settled_by="dave",
     )
     assert "outcome recorded by dave at 2026-12-01 09:00:00 UTC" in render(settled, tmp_path)
     review = CallRecord(id="m1.c5", name="ship", status="needs_review", result="unknown")
     out = _run(to_plain(display_call(review)), tmp_path)
     assert "Needs review" in out["text"] and "review" in out["cls"]
+    checked = CallRecord(id="m1.c5", name="ship", status="succeeded", settled_by="erin")
+    assert "needed review: checked, outcome recorded by erin" in render(checked, tmp_path)
 
 
 def test_input_and_model_blocks_show_who_when_and_usage_beside_the_text(tmp_path: Path) -> None:

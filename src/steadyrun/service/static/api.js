@@ -12,6 +12,9 @@ export class ApiError extends Error {
 
 let unauthorized = () => {};
 export function onUnauthorized(fn) { unauthorized = fn; }
+// Called after every write the page makes: the lists show its effect without waiting a poll.
+let wrote = () => {};
+export function onWrite(fn) { wrote = fn; }
 
 export const token = () => sessionStorage.getItem(TOKEN_KEY);
 export const runPath = (runId) => `/runs/${encodeURIComponent(runId)}`;
@@ -27,6 +30,7 @@ export async function api(path, options = {}) {
   const body = await res.json().catch(() => null);
   if (res.status === 401) unauthorized("The token was not accepted.");
   if (!res.ok) throw new ApiError(res.status, body);
+  if (options.method && options.method !== "GET") wrote();
   return body;
 }
 

@@ -1,7 +1,7 @@
 // The steadyrun console: sign in, the inbox and the run list, and one run's live page.
 // Plain ES modules, no build step. The token stays in sessionStorage (this tab only).
 
-import { TOKEN_KEY, api, onUnauthorized, token } from "./api.js";
+import { TOKEN_KEY, api, onUnauthorized, onWrite, token } from "./api.js";
 import { $, when } from "./dom.js";
 import { renderActions, resetActions, wireActions } from "./actions.js";
 import { onForked, resetHistory, wireHistory } from "./history.js";
@@ -42,7 +42,8 @@ function render(s) {
   status.className = `badge ${s.status}`;
   const u = s.usage || {};
   const review = s.calls.filter((c) => c.status === "needs_review");
-  const meta = [`agent ${s.agent}`, `${u.requests || 0} model calls`,
+  const n = u.requests || 0;
+  const meta = [`agent ${s.agent}`, `${n} model call${n === 1 ? "" : "s"}`,
     `${u.input_tokens || 0} tokens in · ${u.output_tokens || 0} out`];
   if (s.status === "cancelled" && s.cancelled_by) meta.push(`cancelled by ${s.cancelled_by}`);
   $("run-meta").textContent = meta.join(" · ");
@@ -107,6 +108,13 @@ async function signIn() {
 }
 
 onUnauthorized(signOut);
+// A write changes what waits and how runs stand: the lists follow a moment later (the run
+// itself follows its stream).
+let refreshing = 0;
+onWrite(() => {
+  clearTimeout(refreshing);
+  refreshing = setTimeout(() => { pollRuns(); loadInbox().catch(() => {}); }, 400);
+});
 onOpen(go);
 onOpenItem(go);
 onForked(async (runId) => { await loadRuns().catch(() => {}); go(runId); });

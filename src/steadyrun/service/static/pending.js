@@ -5,9 +5,12 @@ import { api, runPath } from "./api.js";
 import { $, h, note, pretty } from "./dom.js";
 import { fieldFor } from "./forms.js";
 
-let shownKey = null; // keep half-filled forms while nothing pending changed
+// Each item's form is kept while the item stays the same, so a half-filled form survives
+// the other items coming and going.
+let shown = new Map(); // JSON of [run id, item] -> element
+let shownKey = null;
 
-export function resetPending() { shownKey = null; }
+export function resetPending() { shown = new Map(); shownKey = null; }
 
 export function renderPending(s) {
   const open = s.pending.filter((p) => p.kind !== "task_input");
@@ -15,11 +18,16 @@ export function renderPending(s) {
   if (shownKey === key) return;
   shownKey = key;
   $("pending-box").hidden = open.length === 0;
-  $("pending").replaceChildren(...open.map((p) => {
-    if (p.kind === "decision") return decisionView(s, p);
-    if (p.kind === "input") return inputView(s, p);
-    return settleView(s, p);
-  }));
+  const next = new Map();
+  const els = open.map((p) => {
+    const k = JSON.stringify([s.run_id, p]);
+    const el = shown.get(k) || (p.kind === "decision" ? decisionView(s, p)
+      : p.kind === "input" ? inputView(s, p) : settleView(s, p));
+    next.set(k, el);
+    return el;
+  });
+  shown = next;
+  $("pending").replaceChildren(...els);
 }
 
 // Sends body to path with the buttons disabled meanwhile; the outcome goes in msg.
@@ -104,7 +112,8 @@ function settleView(s, p) {
       h("span", { class: `badge ${p.kind === "review" ? "needs_review" : "waiting"}` }, p.kind),
       p.blocking ? h("span", { class: "muted small" }, "the run waits for it") : null),
     h("pre", {}, pretty(p.arguments)),
-    p.payload != null ? h("pre", { class: "payload" }, JSON.stringify(p.payload, null, 2)) : null,
+    p.payload != null ? h("div", { class: "payload" }, h("div", { class: "muted small" }, "handed over with"),
+      h("pre", {}, JSON.stringify(p.payload, null, 2))) : null,
     h("div", { class: "field" }, text),
     h("div", { class: "actions" }, good, fail), msg);
 }

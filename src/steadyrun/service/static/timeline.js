@@ -85,8 +85,15 @@ export function callView(call, b) {
     out ? h("pre", { class: call.error ? "error" : "" }, out) : null,
     call.status === "needs_review" ? h("p", { class: "flag review" },
       "Needs review: the call may or may not have taken effect. Check, then acknowledge it.") : null,
-    call.settled_by ? h("p", { class: "trail small" },
-      `outcome recorded by ${call.settled_by}${call.completed_at ? ` at ${when(call.completed_at)}` : ""}`) : null);
+    call.settled_by ? settledTrail(call) : null);
+}
+
+// Who recorded the outcome of a call the host settled. A call the runtime ran itself
+// (no handover) is settled by a person only after it needed review.
+function settledTrail(call) {
+  const at = call.completed_at ? ` at ${when(call.completed_at)}` : "";
+  const what = call.handover ? "outcome recorded" : "needed review: checked, outcome recorded";
+  return h("p", { class: "trail small" }, `${what} by ${call.settled_by}${at}`);
 }
 
 // The decision in a word; a rejected call's status badge already says "rejected".

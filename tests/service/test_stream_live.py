@@ -35,7 +35,9 @@ WORDS = 200
 
 @pytest.fixture
 def served() -> Iterator[tuple[str, App, SlowStreamingModel]]:
-    agent = writer_agent(WORDS, 0.005, 1.5)
+    # The pause covers a browser starting and the page signing in (its modules, who, the
+    # lists) before the model writes: only a call that starts with a follower is streamed.
+    agent = writer_agent(WORDS, 0.005, 3.0)
     app = App(MemoryStore(), agents=[agent])
     api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.5)
     assert isinstance(agent.model, SlowStreamingModel)

@@ -2,7 +2,7 @@
 // Plain ES modules, no build step. The token stays in sessionStorage (this tab only).
 
 import { TOKEN_KEY, api, onUnauthorized, onWrite, token } from "./api.js";
-import { $, when } from "./dom.js";
+import { $ } from "./dom.js";
 import { renderActions, resetActions, wireActions } from "./actions.js";
 import { onForked, resetHistory, wireHistory } from "./history.js";
 import { loadInbox, onOpenItem, wireInbox } from "./inbox.js";
@@ -94,6 +94,8 @@ function signOut(message) {
 }
 
 async function signIn() {
+  // Everything the first view needs at once: who, the agents, the lists.
+  const lists = Promise.all([loadAgents(), loadRuns(), loadInbox()]).catch(() => {});
   let who;
   try { who = await api("/whoami"); } catch (err) { if (token()) signOut(err.message); return; }
   $("login").hidden = true;
@@ -101,10 +103,8 @@ async function signIn() {
   $("logout").hidden = false;
   $("who").hidden = false;
   $("who").textContent = `signed in as ${who.principal}`;
-  $("who").title = `since ${when(new Date().toISOString())}`;
-  await Promise.all([loadAgents(), loadRuns(), loadInbox()]).catch(() => {});
-  openRun(null);
   route();
+  await lists;
 }
 
 onUnauthorized(signOut);

@@ -149,9 +149,14 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
     shots = tmp_path / "shots"
     shots.mkdir()
 
-    def shot(page: object, name: str, *, full: bool = False) -> None:
-        page.evaluate("window.scrollTo(0, 0)")  # type: ignore[attr-defined]
-        page.screenshot(path=str(shots / f"console-{name}.png"), full_page=full)  # type: ignore[attr-defined]
+    def shot(page: object, name: str, *, full: bool = False, at: str | None = None) -> None:
+        # The top of the page, or the element ``at`` in the middle of the view.
+        if at is None:
+            page.evaluate("window.scrollTo(0, 0)")  # type: ignore[attr-defined]
+        else:
+            page.eval_on_selector(at, "e => e.scrollIntoView({block: 'center'})")  # type: ignore[attr-defined]
+        path = str(shots / f"console-{name}.png")
+        page.screenshot(path=path, full_page=full)  # type: ignore[attr-defined]
 
     with playwright_sync.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
@@ -218,12 +223,14 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         bank.locator("button.settle-result").click()
         bank.locator(".msg.error:has-text('Write the outcome first.')").wait_for()
         bank.locator('textarea[aria-label="outcome"]').fill("bank confirms the duplicate charge")
+        page.wait_for_function("document.querySelectorAll('#inbox li.inbox-item').length === 1")
         shot(page, "decided")
         bank.locator("button.settle-result").click()
         done(bank)
 
         # The run goes on and starts the slow shipment; the person steers it meanwhile.
-        _within(60, lambda: any(line[:2] == ["start", RUN] for line in procs.ledger()), "ship", procs)
+        shipping = lambda: any(line[:2] == ["start", RUN] for line in procs.ledger())  # noqa: E731
+        _within(60, shipping, "the shipment started", procs)
         page.wait_for_selector("#run-status.running")
         page.fill("#message-text", "Please send the replacement by express.")
         page.click("#message-send")
@@ -232,16 +239,17 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         # The worker dies inside the side effect; the page keeps showing the run as it was.
         worker.send_signal(signal.SIGKILL)
         assert worker.wait(timeout=30) == -signal.SIGKILL
-        page.wait_for_selector('#timeline li[data-call] .badge.running')
-        shot(page, "killed")
+        page.wait_for_selector("#timeline li[data-call] .badge.running")
+        page.wait_for_selector("#inbox li.inbox-item", state="detached")
+        shot(page, "killed", at="#timeline li[data-call]:has(.badge.running)")
         procs.worker("worker-2")
         page.wait_for_selector("#run-status.completed", timeout=90_000)
         page.wait_for_selector("#timeline li.content >> text=replacement by express")
         # The cut call is flagged on the run, in the list and in the inbox.
         page.wait_for_selector("#review-flag:has-text('ship_replacement')")
         page.wait_for_selector(f'#runs li[data-run="{RUN}"] .flag-review')
-        page.wait_for_selector('#inbox li.inbox-item.review')
-        page.wait_for_selector('#timeline li.tool_call.review .badge.needs_review')
+        page.wait_for_selector("#inbox li.inbox-item.review")
+        page.wait_for_selector("#timeline li.tool_call.review .badge.needs_review")
         shot(page, "review")
 
         review = page.locator("#pending .item.review")

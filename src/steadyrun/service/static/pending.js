@@ -96,7 +96,7 @@ const SETTLE_TEXT = {
 function settleView(s, p) {
   const [what, ok, bad] = SETTLE_TEXT[p.kind] || SETTLE_TEXT.result;
   const msg = h("p", { class: "msg error" });
-  const text = h("textarea", { "aria-label": "outcome",
+  const text = h("textarea", { "aria-label": "outcome", oninput: () => note(msg, ""),
     placeholder: p.kind === "review" ? "What you found (the agent may see it)" : "The result (JSON or text)" });
   const path = `${runPath(s.run_id)}/calls/${encodeURIComponent(p.call_id)}/settle`;
   const outcome = (field) => {

@@ -235,6 +235,8 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         page.fill("#message-text", "Please send the replacement by express.")
         page.click("#message-send")
         page.wait_for_selector("#message-msg:has-text('Sent by alice')")
+        # Until the run takes it (at its next safe point), the message shows as waiting.
+        page.wait_for_selector("#queued li.queued >> text=by express")
 
         # The worker dies inside the side effect; the page keeps showing the run as it was.
         worker.send_signal(signal.SIGKILL)
@@ -245,6 +247,8 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         procs.worker("worker-2")
         page.wait_for_selector("#run-status.completed", timeout=90_000)
         page.wait_for_selector("#timeline li.content >> text=replacement by express")
+        page.wait_for_selector("#timeline li.input >> text=by express")
+        assert page.locator("#queued li").count() == 0
         # The cut call is flagged on the run, in the list and in the inbox.
         page.wait_for_selector("#review-flag:has-text('ship_replacement')")
         page.wait_for_selector(f'#runs li[data-run="{RUN}"] .flag-review')

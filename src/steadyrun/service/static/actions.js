@@ -2,13 +2,28 @@
 // Each reports the API's answer inline, next to its button.
 
 import { api, runPath } from "./api.js";
-import { $, note } from "./dom.js";
+import { $, clock, h, note } from "./dom.js";
 
 let runId = null;
 const current = () => runId;
+// Messages sent from this page that the run has not taken yet, by run: shown after the
+// timeline until an input block with their id appears.
+const sent = new Map(); // run id -> [{id, text, by, at}]
+
+export function renderQueued(s) {
+  const taken = new Set(s.blocks.filter((b) => b.kind === "input").map((b) => b.message_id));
+  const waiting = (sent.get(s.run_id) || []).filter((m) => !taken.has(m.id));
+  sent.set(s.run_id, waiting);
+  $("queued").replaceChildren(...waiting.map((m) => h("li", { class: "input queued", "data-message": m.id,
+    "data-meta": `message from ${m.by} · sent ${clock(m.at)} · the run takes it at its next safe point` },
+    h("span", { class: "text" }, m.text))));
+}
+
+let last = null; // the snapshot last drawn
 
 export function renderActions(s) {
   runId = s.run_id;
+  last = s;
   const ended = s.status === "cancelled";
   $("resume").hidden = s.status !== "failed";
   $("cancel").hidden = ["completed", "cancelled"].includes(s.status);
@@ -65,8 +80,12 @@ export function wireActions() {
     if (!text) { note($("message-msg"), "Write a message first."); return; }
     // An id per message: a retry of the same send is not added twice.
     const id = `web-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    const run = current();
     act($("message-send"), $("message-msg"), "/messages", { text, id }, (out) => {
       $("message-text").value = "";
+      const mine = { id, text, by: out.by || "you", at: new Date().toISOString() };
+      sent.set(run, [...(sent.get(run) || []), mine]);
+      if (last && last.run_id === run) renderQueued(last);
       return `Sent by ${out.by || "you"}.`;
     });
   });

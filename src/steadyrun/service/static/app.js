@@ -3,7 +3,7 @@
 
 import { TOKEN_KEY, api, onUnauthorized, onWrite, token } from "./api.js";
 import { $ } from "./dom.js";
-import { renderActions, resetActions, wireActions } from "./actions.js";
+import { renderActions, renderQueued, resetActions, wireActions } from "./actions.js";
 import { onForked, resetHistory, wireHistory } from "./history.js";
 import { loadInbox, onOpenItem, wireInbox } from "./inbox.js";
 import { renderPending, resetPending } from "./pending.js";
@@ -52,6 +52,7 @@ function render(s) {
     ? `${review.length} call${review.length > 1 ? "s" : ""} need${review.length > 1 ? "" : "s"} review: ${review.map((c) => c.name).join(", ")}` : "";
   const calls = Object.fromEntries(s.calls.map((c) => [c.id, c]));
   renderTimeline(s.run_id, s.blocks, calls);
+  renderQueued(s);
   const final = $("final");
   const said = s.blocks.filter((b) => b.kind === "content").map((b) => b.text);
   final.hidden = !(s.error || (s.text && said[said.length - 1] !== s.text));

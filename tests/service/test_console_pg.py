@@ -271,8 +271,9 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         metas = [inputs.nth(i).get_attribute("data-meta") or "" for i in range(2)]
         assert all(m.startswith(f"message from {PRINCIPAL} · ") and "UTC" in m for m in metas)
         trail = timeline.inner_text()
-        assert "approved with edits by alice at" in trail and "refund 40.00" in trail
-        assert "rejected by alice at" in trail and "A-2 had no late fee" in trail
+        assert "asked: Refund 4999 cents on A-1? — approved with edits by alice at" in trail
+        assert "asked: Refund 1500 cents on A-2? — rejected by alice at" in trail
+        assert "refund 40.00" in trail and "A-2 had no late fee" in trail
         assert "rejected rejected" not in trail
         assert "Which card should the refund go to?" in trail
         assert '{"card":"mastercard"} by alice' in trail

@@ -183,6 +183,8 @@ async def test_calls_keep_times_decisions_answers_and_settlements() -> None:
     assert edited.started_at is not None and edited.completed_at is not None
     assert edited.completed_at >= edited.started_at
     assert edited.model_call_id == "m1"
+    # The approval's question stays with the call after the decision.
+    assert edited.prompt == "Refund 500 cents?" and rejected.prompt == "Refund 700 cents?"
     assert rejected.status == "rejected" and rejected.decision is not None
     assert rejected.decision.reason == "too much" and rejected.decision.decided_by == "bob"
     # The question and its answer stay after the answer.

@@ -120,8 +120,10 @@ def test_a_rejected_call_says_rejected_once_with_who_when_and_why(tmp_path: Path
         status="rejected",
         error="rejected: too much",
         decision=CallDecision(approve=False, reason="too much", decided_by="bob", decided_at=T0),
+        notes={"steadyrun.confirm_prompt": "Refund 700 cents?"},
     )
     shown = render(record, tmp_path)
+    assert "<muted>asked: </>Refund 700 cents? — </>rejected by bob" in shown
     assert shown.count(">rejected") == 3  # the badge, the trail, the error the model saw
     assert "<badge rejected>rejected</>" in shown
     assert "<muted>rejected</>" not in shown  # not "rejected rejected"

@@ -8,6 +8,7 @@ from typing import Any
 
 from steadyrun._errors import RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.runtime._extset import EXT_STATE
 from steadyrun.runtime._host import pending_items as host_pending
 from steadyrun.runtime._recovery import ORIGINAL_ARGUMENTS
@@ -103,6 +104,7 @@ def display_call(record: CallRecord) -> DisplayCall:
         completed_at=record.completed_at,
         settled_by=record.settled_by,
         input=asked,
+        prompt=record.notes.get(CONFIRM_PROMPT) or None,
     )
 
 

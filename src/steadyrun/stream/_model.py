@@ -162,6 +162,7 @@ class DisplayCall:
         settled_by: Who recorded its outcome, when the host did (an awaited result, a
             needs-review call acknowledged).
         input: Its request for input and the answer, when it asked.
+        prompt: The question its approval asked (kept after the decision).
     """
 
     id: str
@@ -178,6 +179,7 @@ class DisplayCall:
     completed_at: datetime | None = None
     settled_by: str | None = None
     input: DisplayInput | None = None
+    prompt: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

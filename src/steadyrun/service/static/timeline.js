@@ -69,9 +69,13 @@ function inputBlock(b) {
 export function callView(call, b) {
   const out = call.error || call.result;
   const d = call.decision;
-  const duration = took(call.started_at, call.completed_at);
+  // A call a person checked after it needed review has no known end: its completion time is
+  // when they recorded the outcome (the trail below says so).
+  const checked = call.settled_by && !call.handover;
+  const duration = checked ? "" : took(call.started_at, call.completed_at);
+  const ended = !checked && call.completed_at ? `ended ${clock(call.completed_at)}` : "";
   const times = [call.started_at ? `started ${clock(call.started_at)}` : "",
-    duration ? `took ${duration}` : call.completed_at ? `ended ${clock(call.completed_at)}` : ""].filter(Boolean);
+    duration ? `took ${duration}` : ended].filter(Boolean);
   return h("li", { class: `tool_call${call.status === "needs_review" ? " review" : ""}`, "data-call": call.id,
     "data-meta": b && b.usage ? modelMeta(b) : null },
     h("div", { class: "tool" },
@@ -80,7 +84,7 @@ export function callView(call, b) {
       d ? decisionWord(d, call.status) : null,
       times.length ? h("span", { class: "times muted small" }, times.join(" · ")) : null),
     d && d.edited ? editedView(d) : h("pre", {}, pretty(call.arguments)),
-    d ? decisionTrail(d) : null,
+    d ? decisionTrail(d, call.prompt) : null,
     call.input ? askedView(call.input) : null,
     out ? h("pre", { class: call.error ? "error" : "" }, out) : null,
     call.status === "needs_review" ? h("p", { class: "flag review" },
@@ -102,10 +106,12 @@ function decisionWord(d, status) {
   return h("span", { class: "muted" }, d.edited ? "approved with edits" : "approved");
 }
 
-function decisionTrail(d) {
+function decisionTrail(d, prompt) {
   const what = d.approve ? (d.edited ? "approved with edits" : "approved") : "rejected";
   const bits = [what, d.decided_by ? `by ${d.decided_by}` : "", d.decided_at ? `at ${when(d.decided_at)}` : ""];
-  return h("p", { class: "trail small" }, bits.filter(Boolean).join(" "),
+  return h("p", { class: "trail small" },
+    prompt ? h("span", { class: "asked-approval" }, h("span", { class: "muted" }, "asked: "), `${prompt} — `) : null,
+    bits.filter(Boolean).join(" "),
     d.reason ? h("span", { class: "reason" }, ` — “${d.reason}”`) : null);
 }
 

@@ -7,11 +7,15 @@ import { renderActions, renderQueued, resetActions, wireActions } from "./action
 import { onForked, resetHistory, wireHistory } from "./history.js";
 import { loadInbox, onOpenItem, wireInbox } from "./inbox.js";
 import { renderPending, resetPending } from "./pending.js";
-import { loadAgents, loadRuns, markRun, onOpen, pollRuns, selectRun, wireRuns } from "./runs.js";
+import {
+  loadAgents, loadReviewFlags, loadRuns, markRun, onOpen, pollRuns, selectRun, wireRuns,
+} from "./runs.js";
 import { follow } from "./stream.js";
 import { renderTimeline } from "./timeline.js";
 
+// The run list's first page is cheap; the inbox and the review flags scan runs' pending work.
 const POLL_MS = 3000;
+const SCAN_MS = 10000;
 let current = null; // {runId, snapshot, lastId, abort, frame}
 
 const hooks = {
@@ -96,7 +100,7 @@ function signOut(message) {
 
 async function signIn() {
   // Everything the first view needs at once: who, the agents, the lists.
-  const lists = Promise.all([loadAgents(), loadRuns(), loadInbox()]).catch(() => {});
+  const lists = Promise.all([loadAgents(), loadRuns().then(loadReviewFlags), loadInbox()]).catch(() => {});
   let who;
   try { who = await api("/whoami"); } catch (err) { if (token()) signOut(err.message); return; }
   $("login").hidden = true;
@@ -114,7 +118,7 @@ onUnauthorized(signOut);
 let refreshing = 0;
 onWrite(() => {
   clearTimeout(refreshing);
-  refreshing = setTimeout(() => { pollRuns(); loadInbox().catch(() => {}); }, 400);
+  refreshing = setTimeout(scan, 400);
 });
 onOpen(go);
 onOpenItem(go);
@@ -130,12 +134,15 @@ $("login-form").addEventListener("submit", (e) => {
   signIn();
 });
 $("logout").addEventListener("click", () => signOut());
-$("refresh").addEventListener("click", () => { loadRuns().catch(() => {}); loadInbox().catch(() => {}); });
+$("refresh").addEventListener("click", () => { loadRuns().then(loadReviewFlags).catch(() => {}); loadInbox().catch(() => {}); });
 window.addEventListener("hashchange", route);
 // The lists are polled (their first page, cheaply); the open run follows its stream.
-setInterval(() => {
-  if (!token() || $("main").hidden) return;
+const signedIn = () => token() && !$("main").hidden;
+function scan() {
   pollRuns();
   loadInbox().catch(() => {});
-}, POLL_MS);
+  loadReviewFlags().catch(() => {});
+}
+setInterval(() => { if (signedIn()) pollRuns(); }, POLL_MS);
+setInterval(() => { if (signedIn()) { loadInbox().catch(() => {}); loadReviewFlags().catch(() => {}); } }, SCAN_MS);
 if (token()) signIn(); else signOut();

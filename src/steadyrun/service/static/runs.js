@@ -33,11 +33,7 @@ function runItem(r) {
 
 // The first page again: what the poll and every filter change do.
 export async function loadRuns() {
-  const [page, review] = await Promise.all([
-    api(query(null)),
-    api("/inbox?kind=review&limit=200").catch(() => ({ items: [] })),
-  ]);
-  state.review = new Set(review.items.map((i) => i.run_id));
+  const page = await api(query(null));
   state.cursor = page.next_cursor;
   state.pages = 1;
   $("runs").replaceChildren(...page.runs.map(runItem));
@@ -52,6 +48,21 @@ async function loadMore() {
   state.pages += 1;
   $("runs").append(...page.runs.map(runItem));
   $("more").hidden = !state.cursor;
+}
+
+// Which runs have a call that needs review: an inbox scan, so fetched less often than the
+// list (and after each write); the flags are redrawn in place.
+export async function loadReviewFlags() {
+  const { items } = await api("/inbox?kind=review&limit=200");
+  state.review = new Set(items.map((i) => i.run_id));
+  document.querySelectorAll("#runs li[data-run]").forEach((li) => {
+    const flag = li.querySelector(".flag-review");
+    if (state.review.has(li.dataset.run) && !flag) {
+      li.querySelector(".flags").prepend(h("span", { class: "badge needs_review flag-review", title: "a call needs review" }, "review"));
+    } else if (!state.review.has(li.dataset.run) && flag) {
+      flag.remove();
+    }
+  });
 }
 
 // Only the first page is polled: a reader paging back keeps what they loaded.

@@ -10,8 +10,8 @@ Releases before it ignore the field; this one reads documents without it as ``No
 files of the types it changes to ``first/`` (unless a copy is there: it holds the format's first
 documents) and regenerate; ``first/`` must still read as the samples. Fields added so far:
 ``CallDecision.original_arguments``, ``RunRecord.agent_version``, ``CallRecord.settled_by``,
-``InputRequest.answered_by``, ``RunRecord.cancelled_by``, ``Block.role``/``message_id``/``by``/
-``at``/``usage``.
+``InputRequest.answered_by``/``answered_at``, ``RunRecord.cancelled_by``,
+``Block.role``/``message_id``/``by``/``at``/``usage``.
 """
 
 from __future__ import annotations

@@ -192,6 +192,7 @@ async def test_calls_keep_times_decisions_answers_and_settlements() -> None:
     assert question.input.prompt == "Which card?"
     assert question.input.response == {"card": "visa"}
     assert question.input.answered_by == "carol"
+    assert question.input.answered_at is not None  # when, from the runtime's clock
     assert question.input.response_schema is not None
     assert banked.result == "bank ok" and banked.settled_by == "dave"
     assert banked.completed_at is not None

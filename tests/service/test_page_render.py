@@ -144,11 +144,13 @@ def test_an_answered_question_keeps_its_prompt_and_answer(tmp_path: Path) -> Non
             response_schema={"type": "object"},
             response={"card": "visa"},
             answered_by="carol",
+            answered_at=T0 + timedelta(seconds=1),
         ),
     )
     shown = render(record, tmp_path)
     assert "asked: </>Which card?" in shown
-    assert '<answer><muted>answer: </><code>{"card":"visa"}</><muted> by carol</></>' in shown
+    answer = '<answer><muted>answer: </><code>{"card":"visa"}</><muted> by carol</>'
+    assert answer + "<muted> at 2026-12-01 09:00:01 UTC</></>" in shown
     assert "started 09:00:00 · took 2.5 s" in shown
 
 

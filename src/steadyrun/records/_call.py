@@ -82,6 +82,7 @@ class InputRequest:
         response: The answer, once given.
         answered_by: Who gave it (the host's word, e.g. the API token's principal); ``None``
             when unsaid or in answers stored before it existed.
+        answered_at: When it was given (``None`` in answers stored before it existed).
     """
 
     wait_id: str
@@ -90,6 +91,7 @@ class InputRequest:
     state: Any = None
     response: Any = None
     answered_by: str | None = None
+    answered_at: datetime | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -178,7 +180,7 @@ class CallUpdate:
     ``media=[]`` clears the media; leaving ``media`` unset keeps it. ``input_response`` answers
     the wait ``wait_id``: given, the answer is refused unless that wait is the call's current one.
     ``by`` names who writes (kept with an answer or an outcome the write records; a decision
-    names its own ``decided_by``).
+    names its own ``decided_by``); ``at`` is when (kept with an answer).
     """
 
     status: CallStatus | None = None
@@ -192,6 +194,7 @@ class CallUpdate:
     input_response: Any = _UNSET
     wait_id: str | None = None
     by: str | None = None
+    at: datetime | None = None
 
 
 def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
@@ -255,15 +258,22 @@ def _merge_input(stored: InputRequest | None, incoming: InputRequest | None) -> 
         and stored.response is not None
         and incoming.response is None
     ):
-        return replace(incoming, response=stored.response, answered_by=stored.answered_by)
+        return replace(
+            incoming,
+            response=stored.response,
+            answered_by=stored.answered_by,
+            answered_at=stored.answered_at,
+        )
     if (
         stored is not None
         and incoming is not None
         and stored.wait_id == incoming.wait_id
         and incoming.answered_by is None
+        and incoming.answered_at is None
     ):
-        # A runtime snapshot carries the answer it read, but who gave it is the host's word.
-        return replace(incoming, answered_by=stored.answered_by)
+        # A runtime snapshot carries the answer it read, but who gave it (and when) is the
+        # host's word.
+        return replace(incoming, answered_by=stored.answered_by, answered_at=stored.answered_at)
     return incoming
 
 
@@ -298,7 +308,10 @@ def overlay_external(stored: CallRecord, update: CallUpdate) -> CallRecord:
     if update.input_response is not _UNSET and not _repeats_answer(stored, update):
         assert out.input_request is not None  # checked by _repeats_answer
         out.input_request = replace(
-            out.input_request, response=update.input_response, answered_by=update.by
+            out.input_request,
+            response=update.input_response,
+            answered_by=update.by,
+            answered_at=update.at,
         )
     settles = update.status is not None and is_settled(update.status)
     if not (settles and _repeats_outcome(stored, update)):

@@ -289,7 +289,7 @@ class HostOperations:
                     f"the schema of {wait_id!r} is not a valid JSON schema: {exc.message}"
                 ) from None
         # Whether the wait is still open and unanswered is decided inside the store's write.
-        update = CallUpdate(input_response=response, wait_id=wait_id, by=by)
+        update = CallUpdate(input_response=response, wait_id=wait_id, by=by, at=self._clock())
         return await self.store.update_call(run_id, call.id, update)
 
     async def _checked_arguments(self, run_id: str, call: CallRecord, arguments: str) -> str:

@@ -88,6 +88,7 @@ def display_call(record: CallRecord) -> DisplayCall:
             # input has none yet, whatever its response field holds.
             answered=record.status != "awaiting_input" and r.response is not None,
             answered_by=r.answered_by,
+            answered_at=r.answered_at,
         )
     return DisplayCall(
         id=record.id,

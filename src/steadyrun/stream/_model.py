@@ -132,6 +132,7 @@ class DisplayInput:
         response: The answer, once given.
         answered: Whether an answer was given (a ``None`` answer is one).
         answered_by: Who answered.
+        answered_at: When.
     """
 
     wait_id: str
@@ -140,6 +141,7 @@ class DisplayInput:
     response: Any = None
     answered: bool = False
     answered_by: str | None = None
+    answered_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -123,7 +123,8 @@ function askedView(r) {
       h("pre", {}, JSON.stringify(r.response_schema, null, 2))) : null,
     r.answered ? h("div", { class: "answer" }, h("span", { class: "muted" }, "answer: "),
       h("code", {}, JSON.stringify(r.response)),
-      r.answered_by ? h("span", { class: "muted" }, ` by ${r.answered_by}`) : null)
+      r.answered_by ? h("span", { class: "muted" }, ` by ${r.answered_by}`) : null,
+      r.answered_at ? h("span", { class: "muted" }, ` at ${when(r.answered_at)}`) : null)
       : h("div", { class: "muted" }, "not answered yet"));
 }
 

@@ -276,7 +276,7 @@ def test_a_person_drives_a_run_through_the_console(procs: Procs, tmp_path: Path)
         assert "refund 40.00" in trail and "A-2 had no late fee" in trail
         assert "rejected rejected" not in trail
         assert "Which card should the refund go to?" in trail
-        assert '{"card":"mastercard"} by alice' in trail
+        assert '{"card":"mastercard"} by alice at' in trail
         assert "outcome recorded by alice" in trail
         assert "needed review: checked, outcome recorded by alice" in trail
         assert "carrier confirms the replacement" in trail

@@ -100,6 +100,8 @@ class Outcome:
     reviewed: int = 0
     interrupted: int = 0
     problems: list[str] = field(default_factory=list)
+    client_errors: list[str] = field(default_factory=list)
+    worker_errors: list[str] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         """The figures as one flat dict (a table row, a JSON line)."""
@@ -120,7 +122,9 @@ class Outcome:
             "cut_charges_needs_review": self.reviewed,
             "cut_reads_interrupted": self.interrupted,
             "duplicated_or_lost_effects": sum("ledger" in p for p in self.problems),
-            "not_completed": sum("not completed" in p for p in self.problems),
+            "not_completed": sum(" not completed: " in p for p in self.problems),
+            "client_errors": len(self.client_errors),
+            "worker_errors": len(self.worker_errors),
             "wall_s": round(self.wall, 1),
         }
 
@@ -230,6 +234,19 @@ async def schema_bytes(dsn: str, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
+def worker_errors(logs: Path) -> list[str]:
+    """The last line of each traceback in the workers' logs (what ended an execution)."""
+    found = []
+    for log in sorted(logs.glob("*.log")):
+        lines = log.read_text(errors="replace").splitlines()
+        found += [f"{log.name}: {line}" for line in lines if " raised in worker " in line]
+        found += [
+            f"{log.name}: {line}" for line in lines if line and not line[0].isspace()
+            and ("Error:" in line or "Exception:" in line)
+        ]  # fmt: skip
+    return found
+
+
 def files_bytes(folder: Path, pattern: str) -> int:
     """Total size of the files of ``folder`` matching ``pattern`` (a SQLite file and its WAL)."""
     return sum(p.stat().st_size for p in folder.glob(pattern) if p.is_file())
@@ -253,6 +270,10 @@ class Engine:
         """Approve that call."""
         raise NotImplementedError
 
+    async def describe(self, run_id: str) -> str:
+        """What the engine says the run waits for (for a run that did not complete)."""
+        raise NotImplementedError
+
 
 class Builtin(Engine):
     """Runs started through ``Operations``, decided through ``Runtime``."""
@@ -273,6 +294,10 @@ class Builtin(Engine):
     async def approve(self, run_id: str, call_id: str) -> None:
         await self.runtime.decide(run_id, call_id, approve=True, decided_by="scale-client")
 
+    async def describe(self, run_id: str) -> str:
+        items = await self.runtime.pending(run_id)
+        return "pending " + ", ".join(f"{p.kind} {p.call_id}" for p in items)
+
 
 class Temporal(Engine):
     """Runs started and decided through ``TemporalRuns``."""
@@ -291,6 +316,14 @@ class Temporal(Engine):
 
     async def approve(self, run_id: str, call_id: str) -> None:
         await self.runs.decide(run_id, call_id, approve=True, decided_by="scale-client")
+
+    async def describe(self, run_id: str) -> str:
+        try:
+            status = await self.runs.status(run_id)
+            items = await self.runs.pending(run_id)
+        except Exception as exc:  # the report names whatever went wrong
+            return f"workflow: {type(exc).__name__}: {exc}"
+        return f"workflow {status}, pending " + ", ".join(f"{p.kind} {p.call_id}" for p in items)
 
 
 async def measure(cfg: Config, dsn: str, tmp: Path, say: Any) -> Outcome:
@@ -325,6 +358,7 @@ async def measure(cfg: Config, dsn: str, tmp: Path, say: Any) -> Outcome:
         finally:
             await workers.stop()
         out.worker_cpu = workers.cpu
+        out.worker_errors = await asyncio.to_thread(worker_errors, logs)
         out.kills = workers.kills
         await _verify(cfg, store, ledger, out)
         out.db_bytes = await schema_bytes(dsn, schema)
@@ -349,35 +383,45 @@ async def _drive(
 
     async def approver(run_id: str) -> None:
         while run_id not in done:
-            with contextlib.suppress(Exception):  # not there yet: ask again
+            try:
                 call_id = await engine.pending_decision(run_id)
                 if call_id is not None:
                     await engine.approve(run_id, call_id)
                     return
+            except sr.RunNotFoundError:  # the run is not there yet
+                pass
+            except Exception as exc:  # a store error, say: ask again
+                out.client_errors.append(f"approve {run_id}: {type(exc).__name__}: {exc}")
             await asyncio.sleep(0.25)
 
     async def starter() -> None:
         for rid in ids:
             await slots.acquire()
             started[rid] = time.time()
-            await engine.start(rid, order_input(rid, rid in approval))
+            for attempt in range(10):  # starts are idempotent: a failed one is asked again
+                try:
+                    await engine.start(rid, order_input(rid, rid in approval))
+                    break
+                except Exception as exc:
+                    out.client_errors.append(f"start {rid} (attempt {attempt + 1}): {exc}")
+                    await asyncio.sleep(0.5)
             if rid in approval:
                 tasks.add(asyncio.create_task(approver(rid)))
 
     async def watcher() -> None:
-        # Newest first: page back until a page holds only runs already seen.
+        # The newest completed runs: fewer than ``inflight`` completed since the last look,
+        # so four times that many holds every new one, even one whose commit came late.
         while len(done) < cfg.runs:
             await asyncio.sleep(0.25)
-            before = None
-            while True:
-                page = await store.list_runs(status="completed", updated_before=before, limit=200)
-                new = [r for r in page if r.run_id in started and r.run_id not in done]
-                for r in new:
+            try:
+                page = await store.list_runs(status="completed", limit=4 * cfg.inflight)
+            except Exception as exc:
+                out.client_errors.append(f"list_runs: {exc}")
+                continue
+            for r in page:
+                if r.run_id in started and r.run_id not in done:
                     done[r.run_id] = r.updated_at.timestamp() if r.updated_at else time.time()
                     slots.release()
-                if not new or len(page) < 200:
-                    break
-                before = page[-1].updated_at
         finished.set()
 
     async def killer() -> None:
@@ -395,9 +439,12 @@ async def _drive(
     except TimeoutError:
         missing = [rid for rid in ids if rid not in done]
         out.problems.append(
-            f"{len(missing)} runs not completed within {cfg.timeout:.0f} s "
+            f"{len(missing)} runs still open after {cfg.timeout:.0f} s "
             f"(first: {', '.join(missing[:5])})"
         )
+        for rid in missing[:10]:
+            with contextlib.suppress(Exception):
+                out.problems.append(f"{rid}: {await engine.describe(rid)}")
     finally:
         for t in [*main, *tasks]:
             t.cancel()
@@ -418,6 +465,9 @@ async def _verify(cfg: Config, store: Any, ledger: Path, out: Outcome) -> None:
         if snap is None or snap.run.status != "completed":
             status = snap.run.status if snap is not None else "missing"
             out.problems.append(f"{rid} not completed: {status}")
+            if snap is not None:
+                calls = ", ".join(f"{c.call_id} {c.name} {c.status}" for c in snap.calls)
+                out.problems.append(f"{rid} in the store: {calls}")
             continue
         if snap.run.text != f"done {rid}":
             out.problems.append(f"{rid} answered {snap.run.text!r}")
@@ -500,6 +550,10 @@ async def amain(args: argparse.Namespace) -> int:
                     out = await measure(cfg, dsn, tmp, say)
                     row = out.row()
                     rows.append(row)
+                    for err in out.client_errors[:10]:
+                        say(f"  client error ({engine} x{n}), asked again: {err[:300]}")
+                    for err in out.worker_errors[:10]:
+                        say(f"  worker error ({engine} x{n}): {err[:300]}")
                     for problem in out.problems[:50]:
                         say(f"  PROBLEM ({engine} x{n}): {problem}")
                     failed |= bool(out.problems)

@@ -82,6 +82,7 @@ class Config:
     concurrency: int
     approve_every: int
     timeout: float
+    stall: float
 
 
 @dataclass
@@ -382,15 +383,15 @@ async def _drive(
     finished = asyncio.Event()
 
     async def approver(run_id: str) -> None:
+        # Until the run ends: a charge cut by a kill and made again waits for a new decision.
         while run_id not in done:
             try:
                 call_id = await engine.pending_decision(run_id)
                 if call_id is not None:
                     await engine.approve(run_id, call_id)
-                    return
             except sr.RunNotFoundError:  # the run is not there yet
                 pass
-            except Exception as exc:  # a store error, say: ask again
+            except Exception as exc:  # a store error, a decision given meanwhile: ask again
                 out.client_errors.append(f"approve {run_id}: {type(exc).__name__}: {exc}")
             await asyncio.sleep(0.25)
 
@@ -435,13 +436,10 @@ async def _drive(
     began = time.time()
     main = [asyncio.create_task(c()) for c in (starter, watcher, killer)]
     try:
-        await asyncio.wait_for(finished.wait(), cfg.timeout)
-    except TimeoutError:
+        await _until_done_or_stalled(cfg, finished, done, began)
+    except TimeoutError as stalled:
         missing = [rid for rid in ids if rid not in done]
-        out.problems.append(
-            f"{len(missing)} runs still open after {cfg.timeout:.0f} s "
-            f"(first: {', '.join(missing[:5])})"
-        )
+        out.problems.append(f"{len(missing)} runs still open: {stalled} (first: {missing[:5]})")
         for rid in missing[:10]:
             with contextlib.suppress(Exception):
                 out.problems.append(f"{rid}: {await engine.describe(rid)}")
@@ -453,6 +451,23 @@ async def _drive(
     out.latencies = [done[r] - started[r] for r in done]
     out.approval_latencies = [done[r] - started[r] for r in done if r in approval]
     say(f"  {cfg.engine} x{cfg.workers}: {len(done)}/{cfg.runs} completed, {workers.kills} kills")
+
+
+async def _until_done_or_stalled(
+    cfg: Config, finished: asyncio.Event, done: dict[str, float], began: float
+) -> None:
+    """Wait for every run; raise ``TimeoutError`` past the timeout or when none completes
+    for ``cfg.stall`` seconds (stuck runs: waiting longer would measure nothing)."""
+    seen, since = 0, time.monotonic()
+    while not finished.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(finished.wait(), 1.0)
+        if len(done) != seen:
+            seen, since = len(done), time.monotonic()
+        if time.time() - began > cfg.timeout:
+            raise TimeoutError(f"not completed within {cfg.timeout:.0f} s")
+        if time.monotonic() - since > cfg.stall:
+            raise TimeoutError(f"no run completed for {cfg.stall:.0f} s")
 
 
 async def _verify(cfg: Config, store: Any, ledger: Path, out: Outcome) -> None:
@@ -519,6 +534,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=16, help="runs at once per built-in worker")
     p.add_argument("--approve-every", type=int, default=10, help="every n-th run needs approval")
     p.add_argument("--timeout", type=float, default=3600.0, help="per configuration, s")
+    p.add_argument("--stall", type=float, default=90.0, help="give up when no run completes, s")
     p.add_argument(
         "--dsn",
         default=os.environ.get("STEADYRUN_PG", "postgresql://postgres@127.0.0.1:5432/postgres"),
@@ -545,7 +561,7 @@ async def amain(args: argparse.Namespace) -> int:
                 for n in args.workers:
                     cfg = Config(
                         engine, n, args.runs, args.inflight, args.kill_every, args.ttl,
-                        args.concurrency, args.approve_every, args.timeout,
+                        args.concurrency, args.approve_every, args.timeout, args.stall,
                     )  # fmt: skip
                     out = await measure(cfg, dsn, tmp, say)
                     row = out.row()

@@ -481,7 +481,7 @@ async def _verify(cfg: Config, store: Any, ledger: Path, out: Outcome) -> None:
             status = snap.run.status if snap is not None else "missing"
             out.problems.append(f"{rid} not completed: {status}")
             if snap is not None:
-                calls = ", ".join(f"{c.call_id} {c.name} {c.status}" for c in snap.calls)
+                calls = ", ".join(f"{c.id} {c.name} {c.status}" for c in snap.calls)
                 out.problems.append(f"{rid} in the store: {calls}")
             continue
         if snap.run.text != f"done {rid}":
@@ -563,9 +563,16 @@ async def amain(args: argparse.Namespace) -> int:
                         engine, n, args.runs, args.inflight, args.kill_every, args.ttl,
                         args.concurrency, args.approve_every, args.timeout, args.stall,
                     )  # fmt: skip
-                    out = await measure(cfg, dsn, tmp, say)
+                    try:
+                        out = await measure(cfg, dsn, tmp, say)
+                    except Exception as exc:  # the other configurations still run
+                        say(f"  PROBLEM ({engine} x{n}): the benchmark failed: {exc!r}")
+                        failed = True
+                        continue
                     row = out.row()
                     rows.append(row)
+                    if not args.json:
+                        say("  " + json.dumps(row))
                     for err in out.client_errors[:10]:
                         say(f"  client error ({engine} x{n}), asked again: {err[:300]}")
                     for err in out.worker_errors[:10]:

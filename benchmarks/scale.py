@@ -112,7 +112,8 @@ class Outcome:
             "engine": self.config.engine,
             "workers": self.config.workers,
             "runs": n,
-            "runs_per_s": round(n / self.wall, 2) if self.wall else 0.0,
+            "completed": len(self.latencies),
+            "runs_per_s": round(len(self.latencies) / self.wall, 2) if self.wall else 0.0,
             "p50_s": round(_quantile(lat, 0.5), 2),
             "p95_s": round(_quantile(lat, 0.95), 2),
             "approval_p50_s": round(_quantile(sorted(self.approval_latencies), 0.5), 2),
@@ -241,10 +242,11 @@ def worker_errors(logs: Path) -> list[str]:
     for log in sorted(logs.glob("*.log")):
         lines = log.read_text(errors="replace").splitlines()
         found += [f"{log.name}: {line}" for line in lines if " raised in worker " in line]
-        found += [
-            f"{log.name}: {line}" for line in lines if line and not line[0].isspace()
-            and ("Error:" in line or "Exception:" in line)
-        ]  # fmt: skip
+        if not any(" raised in worker " in line for line in lines):  # else counted above
+            found += [
+                f"{log.name}: {line}" for line in lines if line and not line[0].isspace()
+                and ("Error:" in line or "Exception:" in line)
+            ]  # fmt: skip
     return found
 
 
@@ -499,6 +501,7 @@ COLUMNS = [
     ("engine", "engine"),
     ("workers", "worker processes"),
     ("runs", "runs"),
+    ("completed", "completed"),
     ("runs_per_s", "runs/s"),
     ("p50_s", "p50 s"),
     ("p95_s", "p95 s"),

@@ -44,6 +44,11 @@ CASES = [
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug, open in issue 24: a decide update accepted in the workflow task after a "
+    "timed-out one does not replay ([TMPRL1100] Nondeterminism error); the run never completes",
+)
 @pytest.mark.parametrize(("run_id", "name", "queue"), CASES)
 async def test_an_update_accepted_after_a_timed_out_workflow_task_replays(
     tmp_path: Path, run_id: str, name: str, queue: str

@@ -20,6 +20,7 @@ from test_temporal_payloads import SIZE, export_logs  # noqa: E402
 import steadyrun as sr  # noqa: E402
 from steadyrun.chat import ModelRequest, ModelResponse  # noqa: E402
 from steadyrun.control import CallView, Confirm  # noqa: E402
+from steadyrun.extensions.subagents import Delegate, SubAgents  # noqa: E402
 from steadyrun.temporal import (  # noqa: E402
     FolderBlobs,
     LargePayloadCodec,
@@ -156,3 +157,69 @@ async def test_collect_for_a_deleted_run_only_touches_that_run(
         assert await codec.collect(client, grace=timedelta(0), runs=["del-2"]) >= 1
         assert blob_count("sqlite", tmp_path) == 0
     assert SIZE > 128 * 1024  # the export is above the codec's threshold
+
+
+def lead_model(request: ModelRequest) -> ModelResponse:
+    n = rounds(request)
+    if n == 0:
+        return tool_calls(("delegate_exporter", {"task": "Export May 1st."}))
+    if n == 1:
+        return tool_calls(("publish", {"day": "2024-05-01"}))
+    return text("published")
+
+
+def child_model(request: ModelRequest) -> ModelResponse:
+    if rounds(request) == 0:
+        return tool_calls(("export_logs", {"day": "2024-05-01"}))
+    return text("exported")
+
+
+async def test_a_closed_childs_blobs_stay_while_its_parent_lives(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    """The parent's history holds its child's input and result: they go with the parent."""
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    blobs = SqliteBlobs(tmp_path / "blobs.db")
+    codec = LargePayloadCodec(blobs)
+    subagents = SubAgents(
+        [
+            Delegate(
+                name="exporter",
+                description="Exports logs.",
+                tools=[export_logs],
+                model=FunctionModel(child_model),
+            )
+        ],
+        general=False,
+    )
+    lead = sr.Agent(
+        name="lead", model=FunctionModel(lead_model), tools=[publish], extensions=[subagents]
+    )
+    options = TemporalOptions(
+        task_queue=queue,
+        payload_codec=codec,
+        retry_interval=timedelta(milliseconds=200),
+        heartbeat_timeout=timedelta(seconds=2),
+    )
+    app = TemporalApp(agents=[lead], store=sr.SqliteStore(tmp_path / "runs.db"), options=options)
+    runs = app.runs(client)
+    async with app.worker(client):
+        handle = await runs.start("lead", run_id="lead-gc", input="Export and publish.")
+        (item,) = await eventually(lambda: runs.pending("lead-gc"), lambda p: len(p) == 1)
+        owners = await blobs.owners()
+        (child,) = [o for o in owners if o.startswith("lead-gc/")]
+        child_desc = await client.get_workflow_handle(child).describe()
+        assert child_desc.close_time is not None  # the child ended; its parent waits
+        stored = blob_count("sqlite", tmp_path)
+
+        assert await codec.collect(client, grace=timedelta(0)) == 0
+        assert child in await blobs.owners()
+        assert blob_count("sqlite", tmp_path) == stored
+
+        await runs.decide("lead-gc", item.call_id, approve=True)
+        assert (await handle.result()).text == "published"
+        await app.replayer().replay_workflow(await handle.fetch_history())
+        assert await codec.collect(client, grace=timedelta(0)) >= 1
+        assert await blobs.owners() == []
+        assert blob_count("sqlite", tmp_path) == 0

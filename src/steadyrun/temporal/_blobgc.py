@@ -21,7 +21,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from steadyrun._errors import UsageError
-from steadyrun.temporal._blobs import BlobStore, OwnedBlobStore
+from steadyrun.temporal._blobtypes import BlobStore, OwnedBlobStore
 
 if TYPE_CHECKING:
     from temporalio.client import Client

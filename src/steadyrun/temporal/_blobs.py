@@ -29,10 +29,13 @@ import zlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
+
+from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobtypes import BlobStore, OwnedBlobStore
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -53,52 +56,6 @@ ZLIB_ENCODING = b"binary/steadyrun-zlib"
 """The ``encoding`` metadata of a payload compressed in place."""
 
 _MIN_COMPRESS = 1024  # smaller payloads are left as they are
-
-
-@runtime_checkable
-class BlobStore(Protocol):
-    """Where ``LargePayloadCodec`` keeps large payloads, by content hash.
-
-    Every client and worker of a task queue must reach the same blobs. Writes are idempotent:
-    the same key always holds the same bytes.
-    """
-
-    async def put(self, key: str, data: bytes) -> None:
-        """Store ``data`` under ``key`` (its SHA-256 hex digest); a second put is a no-op."""
-        ...
-
-    async def get(self, key: str) -> bytes:
-        """The bytes stored under ``key``.
-
-        Raises:
-            KeyError: No blob has this key.
-        """
-        ...
-
-
-@runtime_checkable
-class OwnedBlobStore(BlobStore, Protocol):
-    """A ``BlobStore`` that records which runs (workflow ids) own each blob, so it can collect.
-
-    An owner's reference carries the time it was added: ``release`` removes only references
-    added at or before a given time, so a run that started again since (the same workflow id)
-    keeps what it wrote.
-    """
-
-    async def put_owned(self, key: str, data: bytes, owner: str) -> None:
-        """``put``, and record ``owner`` as holding the blob (now)."""
-        ...
-
-    async def owners(self) -> list[str]:
-        """The owners that hold blobs, sorted."""
-        ...
-
-    async def release(self, owner: str, through: datetime) -> int:
-        """Drop ``owner``'s references added up to ``through``; returns how many blobs went.
-
-        The blobs no owner holds any more are deleted.
-        """
-        ...
 
 
 def _hex(owner: str) -> str:
@@ -409,8 +366,6 @@ class LargePayloadCodec(PayloadCodec, WithSerializationContext):
         Raises:
             UsageError: The codec's blob store keeps no owners.
         """
-        from steadyrun.temporal._blobgc import collect_blobs
-
         return await collect_blobs(client, self.blobs, grace=grace, runs=runs)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:

@@ -10,7 +10,14 @@ See docs/temporal.md.
 """
 
 from steadyrun.temporal._app import TemporalApp
-from steadyrun.temporal._blobs import BlobStore, FolderBlobs, LargePayloadCodec, SqliteBlobs
+from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobs import (
+    BlobStore,
+    FolderBlobs,
+    LargePayloadCodec,
+    OwnedBlobStore,
+    SqliteBlobs,
+)
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._devserver import DevServer, DevServerError, find_temporal_binary
 from steadyrun.temporal._options import TemporalOptions
@@ -24,10 +31,12 @@ __all__ = [
     "DevServerError",
     "FolderBlobs",
     "LargePayloadCodec",
+    "OwnedBlobStore",
     "RunOutput",
     "SqliteBlobs",
     "TemporalApp",
     "TemporalOptions",
     "TemporalRuns",
+    "collect_blobs",
     "find_temporal_binary",
 ]

@@ -10,6 +10,13 @@ the extension uses. The child records itself in the store under its own id; when
 call records are copied under the delegation call (``parent_id``), its usage is counted, and a
 child that did not complete fails the call with the extension's sentence. Cancelling the
 parent cancels the child (``ParentClosePolicy.REQUEST_CANCEL`` and the cancelled await).
+
+A delegation is never in flight when the parent continues as new: ``WorkflowStore`` continues
+only from ``save_step``, and the loop saves steps only outside ``BatchRunner.run`` (before the
+batch's calls start, after all of them ended). That is the design, not luck: a continued run
+cannot await a child the previous run started (Temporal delivers a child's result only to the
+run that started it), so the parent closing mid-delegation would cancel the child
+(``REQUEST_CANCEL``) and queue the call again. A save_step inside a batch would break this.
 """
 
 from __future__ import annotations

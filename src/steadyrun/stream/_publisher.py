@@ -89,7 +89,16 @@ class _Channel:
             return []
         if seq > self.snapshot.seq or not self.deltas or seq < self.deltas[0].seq - 1:
             return None
-        return [d for d in self.deltas if d.seq > seq]
+        # From the newest back: a follower keeping up is a few deltas behind, and every
+        # follower asks at every change, so a scan of the whole buffer would cost
+        # followers x buffer per change.
+        out: list[Delta] = []
+        for delta in reversed(self.deltas):
+            if delta.seq <= seq:
+                break
+            out.append(delta)
+        out.reverse()
+        return out
 
 
 class Publisher(Observer):
@@ -184,7 +193,9 @@ class Publisher(Observer):
                 if replay:
                     continue
                 try:
-                    await asyncio.wait_for(changed.wait(), poll_interval)
+                    # Not wait_for: it makes a task per wait, per follower and change.
+                    async with asyncio.timeout(poll_interval):
+                        await changed.wait()
                 except TimeoutError:
                     if not channel.active:
                         await self._refresh(channel, run_id)

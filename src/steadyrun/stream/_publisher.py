@@ -40,6 +40,9 @@ log = logging.getLogger("steadyrun.stream")
 _WAKE_PER_FOLLOWER = 0.00025
 """Seconds between wake-ups of a run's followers, per follower (see ``max_wake_interval``)."""
 
+_WAKE_SHARE = 10
+"""Wake-ups of a run's followers are this many times as long apart as the last one took."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class StreamEvent:
@@ -83,6 +86,7 @@ class _Channel:
         self.live: LiveCall | None = None
         self.feed_task: asyncio.Task[None] | None = None
         self.woken = 0.0  # the loop's time when the followers were last woken
+        self.took = 0.0  # seconds the followers took to take the last wake-up (smoothed)
         self.wake: asyncio.TimerHandle | None = None
 
     def event_id(self, seq: int) -> str:
@@ -113,9 +117,12 @@ class Publisher(Observer):
         store: Where runs are loaded from.
         buffer_size: Deltas kept per run for followers resuming after a disconnect.
         max_wake_interval: The followers of a run are woken at most every 0.25 ms per
-            follower, up to this many seconds; the changes in between come to them together
-            (fragments joined). A change after a quiet moment wakes them at once. It bounds
-            what serving many followers costs the event loop that also executes the run.
+            follower, and at most every ten times as long as they took to take the last
+            wake-up, but never less often than every this many seconds; the changes in
+            between come to them together (fragments joined), and a change after a quiet
+            moment wakes them at once. So serving many followers, or slow ones (a server's
+            writes to its clients), takes about a tenth of the event loop that also
+            executes the run, at the price of a delay of up to this.
         max_idle: Runs kept in memory that are neither executing here nor followed; the least
             recently changed beyond that are dropped (and rebuilt from the store on demand).
         strict_settlement: Returns whether a run's agent (by name) settles strictly, which
@@ -130,7 +137,7 @@ class Publisher(Observer):
         store: Store,
         *,
         buffer_size: int = 1000,
-        max_wake_interval: float = 0.025,
+        max_wake_interval: float = 0.1,
         max_idle: int = 200,
         strict_settlement: Callable[[str], bool] | None = None,
     ) -> None:
@@ -483,9 +490,10 @@ class Publisher(Observer):
         if channel.wake is not None:
             return  # a wake-up is due: it brings this change too
         # Each wake-up costs every follower a turn of the event loop (and a server a write
-        # per client): waking 100 followers per fragment of a model writing every 5 ms
-        # took more than those 5 ms, so a model's run slowed with its audience.
-        interval = min(self.max_wake_interval, _WAKE_PER_FOLLOWER * channel.followers)
+        # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
+        # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).
+        paced = max(_WAKE_PER_FOLLOWER * channel.followers, _WAKE_SHARE * channel.took)
+        interval = min(self.max_wake_interval, paced)
         loop = asyncio.get_running_loop()
         due = channel.woken + interval - loop.time()
         if due > 0:
@@ -496,9 +504,17 @@ class Publisher(Observer):
     @staticmethod
     def _wake_now(channel: _Channel) -> None:
         channel.wake = None
-        channel.woken = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        channel.woken = loop.time()
         changed, channel.changed = channel.changed, asyncio.Event()
         changed.set()
+        # The followers' turns were scheduled by set(): this runs right after them.
+        loop.call_soon(Publisher._woke, channel, channel.woken)
+
+    @staticmethod
+    def _woke(channel: _Channel, woken: float) -> None:
+        took = asyncio.get_running_loop().time() - woken
+        channel.took = (channel.took + took) / 2
 
     def _evict(self) -> None:
         idle = [

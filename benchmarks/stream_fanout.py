@@ -40,7 +40,7 @@ invocation, and rerun.
 
 Usage::
 
-    .venv/bin/python benchmarks/stream_fanout.py                # 3 reps, about 3 minutes
+    .venv/bin/python benchmarks/stream_fanout.py                # 3 reps, about 5 minutes
     .venv/bin/python benchmarks/stream_fanout.py --reps 5 --parts inproc http
     .venv/bin/python benchmarks/stream_fanout.py --json         # one JSON line per row
 """

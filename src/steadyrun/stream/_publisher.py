@@ -211,9 +211,10 @@ class Publisher(Observer):
                 if replay:
                     continue
                 try:
-                    # Not wait_for: it makes a task per wait, per follower and change.
-                    async with asyncio.timeout(poll_interval):
-                        await changed.wait()
+                    # wait_for (a task per wait, few now that wake-ups are paced), not
+                    # asyncio.timeout: that one cancels the task iterating this generator, a
+                    # server's task under its own cancel scopes (sse-starlette, anyio).
+                    await asyncio.wait_for(changed.wait(), poll_interval)
                 except TimeoutError:
                     if not channel.active:
                         await self._refresh(channel, run_id)

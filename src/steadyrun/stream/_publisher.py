@@ -116,7 +116,7 @@ class Publisher(Observer):
     Args:
         store: Where runs are loaded from.
         buffer_size: Deltas kept per run for followers resuming after a disconnect.
-        max_wake_interval: The followers of a run are woken at most every 0.25 ms per
+        max_wake_interval: Two or more followers of a run are woken at most every 0.25 ms per
             follower, and at most every ten times as long as they took to take the last
             wake-up, but never less often than every this many seconds; the changes in
             between come to them together (fragments joined), and a change after a quiet
@@ -490,6 +490,9 @@ class Publisher(Observer):
         """Wake the followers now, or when the wake-up interval since the last one is over."""
         if channel.wake is not None:
             return  # a wake-up is due: it brings this change too
+        if channel.followers < 2:
+            self._wake_now(channel)  # one follower costs little: it sees each change at once
+            return
         # Each wake-up costs every follower a turn of the event loop (and a server a write
         # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
         # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).

@@ -2,8 +2,10 @@
 
 All SQLite work runs on one dedicated thread with one connection, so the event loop never
 blocks on disk and the writes of many runs in one process are serialised the way SQLite wants
-them. Each step is one ``BEGIN IMMEDIATE`` transaction. Other processes may read the same file
-at any time (WAL) and write to it (they wait up to ``busy_timeout``).
+them. Each write is one job of a ``BEGIN IMMEDIATE`` transaction that the writes of other runs
+queued at the same moment share (group commit: one fsync for all, see ``SqliteThread.write``).
+Other processes may read the same file at any time (WAL) and write to it (they wait up to
+``busy_timeout``).
 """
 
 from __future__ import annotations
@@ -157,7 +159,6 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
         def write(conn: sqlite3.Connection) -> int:
             calls_written = 0
-            conn.execute("BEGIN IMMEDIATE")
             fence_check(conn, fence, run_id, run.steps)  # a lost claim: refused
             conn.execute(
                 "INSERT INTO runs (run_id, agent, status, created_us, updated_us, steps, record,"
@@ -196,14 +197,20 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     " block = excluded.block",
                     [(run_id, *b) for b in blocks],
                 )
+            log = (base or []) + appended
             if base is not None:
                 conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
                 end = 0
+            elif step.context.start is not None and _append_at(
+                conn, run_id, step.context.start, log
+            ):
+                # The executor knows where its messages go: written without reading the log.
+                calls_written += sqlite_entry(conn, run_id, step, segment, step.context.start)
+                return calls_written
             else:
                 end = conn.execute(
                     "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
                 ).fetchone()[0]
-            log = (base or []) + appended
             at = end if step.context.start is None or base is not None else step.context.start
             if at > end:
                 raise StoreError(
@@ -217,10 +224,9 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     [(run_id, at + i, m) for i, m in enumerate(log)],
                 )
             calls_written += sqlite_entry(conn, run_id, step, segment, end)
-            conn.execute("COMMIT")
             return calls_written
 
-        written += await self._run(write)
+        written += await self._db.write(write)
         self.bytes_written += written
         self.step_bytes.append(written)
 
@@ -229,16 +235,14 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         fence = current_fence()
 
         def write(conn: sqlite3.Connection) -> int:
-            conn.execute("BEGIN IMMEDIATE")
             if not late_outcome(call):  # a call's start is never written by a lost claim
                 fence_check(conn, fence, run_id)
-            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
-                raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
-            n = _merge(conn, run_id, call)
-            conn.execute("COMMIT")
-            return n
+            try:
+                return _merge(conn, run_id, call)
+            except sqlite3.IntegrityError as exc:  # the calls' foreign key: no such run
+                raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}") from exc
 
-        self.bytes_written += await self._run(write)
+        self.bytes_written += await self._db.write(write)
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         """Apply a host write with ``overlay_external``; it wakes the run."""
@@ -247,7 +251,6 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
         def write(conn: sqlite3.Connection) -> CallRecord:
             nonlocal woke
-            conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(
                 "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
             ).fetchone()
@@ -259,10 +262,9 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                 (merged.status, encode(merged), run_id, call_id),
             )
             woke = wake_in(conn, fence, _root(run_id))
-            conn.execute("COMMIT")
             return merged
 
-        merged = await self._run(write)
+        merged = await self._db.write(write)
         if woke:
             self.leases.notify()
         return merged
@@ -302,14 +304,12 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
         def write(conn: sqlite3.Connection) -> FeedMessage:
             nonlocal woke
-            conn.execute("BEGIN IMMEDIATE")
             pair = (message.id, message.revision)  # compared as a pair: no joined text
             row = conn.execute(
                 "SELECT message FROM feed WHERE run_id = ? AND message_id = ? AND revision = ?",
                 (run_id, *pair),
             ).fetchone()
             if row is not None:
-                conn.execute("COMMIT")
                 return decode(row[0], FeedMessage)
             seq = conn.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM feed WHERE run_id = ?", (run_id,)
@@ -330,11 +330,10 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                 (run_id, seq, *pair, data),
             )
             woke = wake_in(conn, fence, _root(run_id))
-            conn.execute("COMMIT")
             self.bytes_written += len(data)
             return stored
 
-        stored = await self._run(write)
+        stored = await self._db.write(write)
         self._waiters.wake(run_id)
         if woke:
             self.leases.notify()
@@ -380,16 +379,14 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         """Mark input delivered up to ``through``; never moves backwards."""
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
             last, _ = _feed_bounds(conn, run_id)
             conn.execute(
                 "INSERT INTO feed_state (run_id, consumed) VALUES (?, ?) ON CONFLICT (run_id)"
                 " DO UPDATE SET consumed = MAX(consumed, excluded.consumed)",
                 (run_id, max(0, min(through, last))),
             )
-            conn.execute("COMMIT")
 
-        await self._run(write)
+        await self._db.write(write)
 
     async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
         """Wait for input above ``after``.
@@ -424,8 +421,49 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         return await self._run(read)
 
 
+def _append_at(conn: sqlite3.Connection, run_id: str, at: int, log: list[bytes]) -> bool:
+    """Append ``log`` at position ``at`` when that extends the stored log exactly.
+
+    ``False``, with nothing written, when ``log`` is empty, when position ``at - 1`` is not
+    stored (a gap) or when ``at`` is (the same step again): the caller then reads the log's
+    end and decides as it always did.
+    """
+    if not log:
+        return False
+    try:
+        cur = conn.execute(
+            "INSERT INTO context (run_id, idx, message) SELECT ?, ?, ? WHERE ? = 0"
+            " OR EXISTS (SELECT 1 FROM context WHERE run_id = ? AND idx = ?)",
+            (run_id, at, log[0], at, run_id, at - 1),
+        )
+    except sqlite3.IntegrityError:
+        return False
+    if cur.rowcount != 1:
+        return False
+    if len(log) > 1:
+        # Position ``at`` was free, so nothing follows it in a log without gaps.
+        conn.executemany(
+            "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
+            [(run_id, at + i, m) for i, m in enumerate(log) if i],
+        )
+    return True
+
+
 def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord) -> int:
-    """Merge a call snapshot inside the caller's transaction; returns bytes written."""
+    """Merge a call snapshot inside the caller's transaction; returns bytes written.
+
+    A call the store does not hold yet is inserted without reading first; a stored one is
+    read and merged with ``merge_call``.
+    """
+    if call.rev == 0 or not call.settled:
+        data = encode(call)
+        cur = conn.execute(
+            "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (run_id, call_id) DO NOTHING",
+            (run_id, call.id, call.rev, call.status, data),
+        )
+        if cur.rowcount == 1:
+            return len(data)
     row = conn.execute(
         "SELECT rev, record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call.id)
     ).fetchone()

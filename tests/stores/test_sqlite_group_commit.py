@@ -1,0 +1,122 @@
+"""Group commit of SqliteStore: the writes of concurrent runs share one transaction and fsync.
+
+The store's thread is held busy while the writes queue up, so they form one group for sure;
+then one failing job must leave the others committed, and every caller must find its data in
+the file (read through a second connection) once its await returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+import steadyrun as sr
+from steadyrun.chat import Message, TextPart
+from steadyrun.records import CallRecord, Checkpoint, ContextChange, RunRecord, Step
+
+
+def _step(run_id: str, *, start: int = 0, calls: list[CallRecord] | None = None) -> Step:
+    run = RunRecord(run_id=run_id, agent="a", steps=1)
+    hello = Message(role="user", parts=[TextPart(text=f"hello {run_id}")])
+    return Step(
+        run=run,
+        checkpoint=Checkpoint(context_length=start + 1),
+        context=ContextChange(append=[hello], start=start),
+        calls=calls or [],
+    )
+
+
+async def _held(store: sr.SqliteStore) -> tuple[threading.Event, asyncio.Future[None]]:
+    """Keep the store's thread busy until the event is set (writes queue up meanwhile)."""
+    await store.list_runs(limit=1)  # the connection is open: the group's jobs are all queued
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    busy = asyncio.Event()
+
+    def hold(_: sqlite3.Connection) -> None:
+        loop.call_soon_threadsafe(busy.set)
+        release.wait(10)
+
+    held = asyncio.ensure_future(store._db.run(hold))
+    await busy.wait()
+    return release, held
+
+
+def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """What another connection sees in the file: what was committed."""
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql).fetchall()
+
+
+async def test_queued_writes_of_many_runs_share_one_commit(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        release, held = await _held(store)
+        before = store._db.commits
+        saves = [asyncio.ensure_future(store.save_step(f"r{i}", _step(f"r{i}"))) for i in range(8)]
+        await asyncio.sleep(0.01)
+        assert not any(s.done() for s in saves)  # nobody is answered before the commit
+        release.set()
+        await asyncio.gather(held, *saves)
+        assert store._db.commits == before + 1
+        assert store._db.max_group == 8
+        assert len(_rows(path, "SELECT run_id FROM runs")) == 8
+
+
+async def test_a_failing_job_does_not_take_the_others_down(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        release, held = await _held(store)
+        good = [asyncio.ensure_future(store.save_step(f"r{i}", _step(f"r{i}"))) for i in range(3)]
+        # A context append with a gap is refused inside its transaction, after it wrote the
+        # run row and its call: its savepoint must take those back, and only those.
+        bad_call = CallRecord(id="c1", rev=1, name="t")
+        bad = asyncio.ensure_future(store.save_step("bad", _step("bad", start=5, calls=[bad_call])))
+        more = [asyncio.ensure_future(store.save_step(f"s{i}", _step(f"s{i}"))) for i in range(3)]
+        orphan = asyncio.ensure_future(store.save_call("nobody", bad_call))  # unknown run
+        release.set()
+        await asyncio.gather(held, *good, *more)
+        with pytest.raises(sr.StoreError, match="gap"):
+            await bad
+        with pytest.raises(sr.StoreError, match="unknown run"):
+            await orphan
+        assert store._db.max_group == 8
+        runs = sorted(r[0] for r in _rows(path, "SELECT run_id FROM runs"))
+        assert runs == ["r0", "r1", "r2", "s0", "s1", "s2"]
+        assert _rows(path, "SELECT call_id FROM calls") == []
+        assert await store.load("bad") is None
+
+
+async def test_each_write_is_in_the_file_when_its_await_returns(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+
+        async def one(i: int) -> None:
+            run_id = f"r{i}"
+            await store.save_step(run_id, _step(run_id))
+            assert _rows(path, f"SELECT run_id FROM runs WHERE run_id = '{run_id}'") != []
+            call = CallRecord(id="c1", rev=1, name="t", status="running")
+            await store.save_call(run_id, call)
+            found = _rows(path, f"SELECT status FROM calls WHERE run_id = '{run_id}'")
+            assert found == [("running",)]
+
+        await asyncio.gather(*(one(i) for i in range(20)))
+        assert store.synchronous == "FULL"
+        # Concurrent runs did share commits (20 runs, 40 writes).
+        assert store._db.commits < 40
+
+
+async def test_a_write_whose_caller_stopped_waiting_still_commits(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        release, held = await _held(store)
+        save = asyncio.ensure_future(store.save_step("r", _step("r")))
+        await asyncio.sleep(0)
+        save.cancel()
+        release.set()
+        await held
+        assert await store.load("r") is not None  # like a thread call: the write went on

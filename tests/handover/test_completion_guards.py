@@ -145,7 +145,9 @@ async def test_a_non_fixed_completion_is_superseded_by_new_input(store: Store) -
         return "ok"
 
     class Sender(sr.Observer):
-        async def on_tool_settle(self, run_id: str, call: sr.CallRecord) -> None:
+        # While the completion runs (its settle is announced once the run's next step is
+        # saved, after the run has decided on it).
+        async def on_tool_start(self, run_id: str, call: sr.CallRecord) -> None:
             if call.name == "done":
                 await runtime.send("r", "Actually it's about shipping", id="u2")
 

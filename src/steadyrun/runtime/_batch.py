@@ -4,8 +4,10 @@ Rules (``next_start``, a pure function): at most ``max_concurrent`` calls run at
 whose tool declares no concurrency runs alone (nothing before it is still running, nothing after
 it starts until it ends); calls with the same non-empty key never overlap. Calls start in call
 order where the rules allow, and a call blocked only by its key lets later calls of other keys go
-first. Before each start the run's feed is checked: once new input is waiting, calls that have
-not started are cancelled, except calls a person cleared (approved, or answered) on this resume.
+first. Before each round of starts the run's feed is checked: once new input is waiting, calls that
+have not started are cancelled, except calls a person cleared (approved, or answered) on this
+resume. The calls that may start at once start together: their starts are written in one go
+(with the step that opened the batch, when it is still owed) before any of their bodies runs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
+from steadyrun.records import CallRecord
 from steadyrun.runtime._calls import CallRunner, Runnable
 
 __all__ = ["BatchRunner", "next_start"]
@@ -46,14 +49,32 @@ def next_start(
 
 @dataclass(kw_only=True, slots=True)
 class BatchRunner:
-    """Runs the queued calls of a run's open batch."""
+    """Runs the queued calls of a run's open batch.
+
+    Attributes:
+        calls: Prepares, executes and records the calls.
+        input_pending: Whether new input waits (it cancels the calls not started).
+        max_concurrent: How many calls may run at once.
+        save_step: The step the batch opened with, when it is not saved yet: it is saved
+            with what the policies decided and the starts of the first calls, in one
+            transaction, before any body runs (or at the end, when no call starts).
+    """
 
     calls: CallRunner
     input_pending: Callable[[], Awaitable[bool]]
     max_concurrent: int
+    save_step: Callable[[], Awaitable[None]] | None = None
 
     async def run(self) -> None:
         """Execute every queued call of the batch; returns when none is running."""
+        self.calls.owed_step = self.save_step
+        try:
+            await self._run_all()
+            await self.calls.save_owed_step()  # no call started: the step comes now
+        finally:
+            self.calls.owed_step = None
+
+    async def _run_all(self) -> None:
         queue: list[Runnable] = []
         for record in self.calls.state.batch_calls():
             if record.status == "queued":
@@ -62,18 +83,31 @@ class BatchRunner:
                     queue.append(item)
         tasks: dict[asyncio.Task[None], Runnable] = {}
         superseded = False
+
+        def last() -> bool:  # asked by a settling call: nothing else of the batch is left
+            return not queue and len(tasks) <= 1
+
         try:
             while queue or tasks:
-                while (i := self._next(queue, tasks)) is not None:
-                    if not superseded and await self.input_pending():
-                        superseded = True
-                        # Calls a person cleared (approved, answered) still run.
-                        for waiting in [q for q in queue if not _cleared(q)]:
-                            queue.remove(waiting)
-                            await self.calls.cancel(waiting.record)
-                        continue
-                    item = queue.pop(i)
-                    tasks[asyncio.create_task(self.calls.execute(item))] = item
+                starting: list[Runnable] = []
+                if (
+                    not superseded
+                    and self._next(queue, tasks, starting) is not None
+                    and await self.input_pending()
+                ):
+                    superseded = True
+                    # Calls a person cleared (approved, answered) still run.
+                    for waiting in [q for q in queue if not _cleared(q)]:
+                        queue.remove(waiting)
+                        await self.calls.cancel(waiting.record)
+                while (i := self._next(queue, tasks, starting)) is not None:
+                    starting.append(queue.pop(i))
+                if starting:
+                    started = [self.calls.begin(item) for item in starting]
+                    await self._save_starts(started)
+                    for item, record in zip(starting, started, strict=True):
+                        task = asyncio.create_task(self.calls.execute(item, record, last))
+                        tasks[task] = item
                 if not tasks:
                     continue
                 done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -88,8 +122,20 @@ class BatchRunner:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-    def _next(self, queue: list[Runnable], tasks: dict[asyncio.Task[None], Runnable]) -> int | None:
-        running = [item.key for item in tasks.values()]
+    async def _save_starts(self, started: list[CallRecord]) -> None:
+        """Make the starts durable: with the owed step, else together on their own."""
+        if self.calls.owed_step is not None:
+            await self.calls.save_owed_step()
+        else:
+            await self.calls.save_starts(started)
+
+    def _next(
+        self,
+        queue: list[Runnable],
+        tasks: dict[asyncio.Task[None], Runnable],
+        starting: list[Runnable],
+    ) -> int | None:
+        running = [item.key for item in tasks.values()] + [item.key for item in starting]
         return next_start([item.key for item in queue], running, self.max_concurrent)
 
 

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -87,6 +87,10 @@ class CallRunner:
     read_result: Callable[[str], str | None] | None = None
     extensions: ExtensionSet | None = None
     host_failure_details: bool = True
+    owed_step: Callable[[], Awaitable[None]] | None = None
+    """The step a batch opened with, while it is not saved: ``save`` leaves records to it."""
+    unannounced: list[CallRecord] = field(default_factory=list)
+    """Settled calls written with the next step: observers hear of them after it (``announce``)."""
 
     # -- before the body -------------------------------------------------------------------
 
@@ -162,6 +166,8 @@ class CallRunner:
 
     async def _hand_over(self, record: CallRecord, **changes: Any) -> None:
         """Save a submission or a pending confirmation; the host may refuse it as it is made."""
+        # On its own write, which the journal may refuse (``CallRejected``): after the step.
+        await self.save_owed_step()
         held = replace(record, rev=record.rev + 1, **changes)
         try:
             if self.on_handover is not None:
@@ -184,16 +190,46 @@ class CallRunner:
 
     # -- the body --------------------------------------------------------------------------
 
-    async def execute(self, item: Runnable) -> None:
-        """Run the body of a cleared call and record how it ended."""
+    def begin(self, item: Runnable) -> CallRecord:
+        """The record of a call starting now, kept for the next write (``save_starts``).
+
+        The start is durable before the body runs: a crash from then on is recovered as
+        interrupted or needs_review, never by running the body again. The write is fenced,
+        so no body starts once the run's claim is lost.
+        """
+        ensure_held()
         started = replace(
             item.record, rev=item.record.rev + 1, status="running", started_at=self.clock()
         )
-        # The start is durable before the body runs: a crash from here on is recovered as
-        # interrupted or needs_review, never by running the body again. The write is fenced,
-        # so no body starts once the run's claim is lost.
-        ensure_held()
-        await self.save(started)
+        started = scrub_record(started)
+        self.state.put_call(started, saved=False)
+        return started
+
+    async def save_starts(self, records: list[CallRecord]) -> None:
+        """Write the starts of calls that start together; concurrent writes commit together."""
+        run_id = self.state.run_id
+        await asyncio.gather(*(self.journal.save_call(run_id, r) for r in records))
+        for record in records:
+            self.state.put_call(record, saved=True)
+
+    async def execute(
+        self,
+        item: Runnable,
+        started: CallRecord | None = None,
+        settle_later: Callable[[], bool] | None = None,
+    ) -> None:
+        """Run the body of a cleared call and record how it ended.
+
+        Args:
+            item: The call.
+            started: Its start (``begin``), already durable; ``None``: written here first.
+            settle_later: Asked once the call settled: ``True`` leaves the settled record
+                to the step that closes the batch (nothing else of the batch is left to
+                run, so that step comes next), instead of a write of its own.
+        """
+        if started is None:
+            started = self.begin(item)
+            await self.save_starts([started])
         await self.observers.emit("on_tool_start", self.state.run_id, replace(started))
         request = started.input_request
         answered = request is not None and request.response is not None
@@ -237,9 +273,13 @@ class CallRunner:
             settled = self._failed(started, _describe(exc))
         else:
             settled = self._returned(started, item.tool, value)
-        settled = self._annotated(settled, ctx)
-        await self.save(settled)
-        await self.observers.emit("on_tool_settle", self.state.run_id, replace(settled))
+        settled = scrub_record(self._annotated(settled, ctx))
+        if settle_later is not None and settle_later():
+            await self.save(settled, defer=True)
+            self.unannounced.append(replace(settled))  # observers hear of it once it is saved
+        else:
+            await self.save(settled)
+            await self.observers.emit("on_tool_settle", self.state.run_id, replace(settled))
         if self.extensions is not None:
             await self.extensions.notify("on_tool_outcome", self.state.run_id, replace(settled))
 
@@ -456,13 +496,29 @@ class CallRunner:
                 if answered.settled:
                     await self.observers.emit("on_tool_settle", run_id, answered)
 
-    async def save(self, record: CallRecord) -> None:
+    async def save_owed_step(self) -> None:
+        """Save the step the batch opened with, if it is still owed."""
+        owed, self.owed_step = self.owed_step, None
+        if owed is not None:
+            await owed()
+
+    async def announce(self) -> None:
+        """Tell the observers of the settled calls the last step wrote (after it is durable)."""
+        records, self.unannounced = self.unannounced, []
+        for record in records:
+            await self.observers.emit("on_tool_settle", self.state.run_id, record)
+
+    async def save(self, record: CallRecord, *, defer: bool = False) -> None:
         """Write a record snapshot and keep it as the run's current one.
 
         Text a tool handed back that no store can encode is scrubbed first, as model output
         is: a tool's odd bytes must not fail the run's save (and every resume's after it).
+        With ``defer`` (or while ``deferring``) the record is written with the next step.
         """
         record = scrub_record(record)
+        if defer or self.owed_step is not None:
+            self.state.put_call(record, saved=False)
+            return
         await self.journal.save_call(self.state.run_id, record)
         self.state.put_call(record, saved=True)
 

@@ -8,7 +8,8 @@ a used-up budget). Each saves a step and returns the ``RunResult`` the caller ge
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,7 @@ from steadyrun._errors import (
     BudgetExceeded,
     CorrectionsExhausted,
     RunFailure,
+    StoreError,
     failure_from_record,
 )
 from steadyrun.runtime._agent import Agent
@@ -28,6 +30,7 @@ from steadyrun.runtime._observers import ObserverSet
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.stores import Store
+from steadyrun.stores._leases import LeaseLostError, late_outcome
 
 __all__ = ["Endings"]
 
@@ -53,6 +56,8 @@ class Endings:
     clock: Callable[[], datetime]
     ext: ExtensionSet | None
     subagent: bool
+    announce: Callable[[], Awaitable[None]] | None = None
+    """Tells the observers what the saved step settled (``CallRunner.announce``)."""
 
     async def complete(
         self, text: str, *, completion: Any = None, reason: FallbackReason | None = None
@@ -119,7 +124,19 @@ class Endings:
             state.cp.extra[EXT_STATE] = self.ext.all_states()
             state.run.usage = state.run.usage + self.ext.take_usage()
         account_usage(state, self.agent)  # priced per model in the step it is saved in
-        await self.store.save_step(state.run_id, state.take_step(self.clock()))
+        step = state.take_step(self.clock())
+        try:
+            await self.store.save_step(state.run_id, step)
+        except LeaseLostError:
+            # Settled calls ride with the step; a lost claim refuses the step, not them:
+            # they are the only word on what their bodies did (``late_outcome``).
+            for call in step.calls:
+                if late_outcome(call):
+                    with contextlib.suppress(StoreError):
+                        await self.store.save_call(state.run_id, call)
+            raise
+        if self.announce is not None:
+            await self.announce()
         if self.ext is not None and not self.subagent:
             for name, value in self.ext.changed_publications().items():
                 await self.observers.emit("on_publish", state.run_id, name, value)

@@ -138,6 +138,7 @@ class Execution:
         self._garbled: set[int] = set()
         # The usage of the response being admitted: shown on its first block.
         self._response_usage: Usage | None = None
+        self._step_owed = False  # the step of a batch just opened, left to the batch to save
         self._media_watch = MediaWatch()
         self.media_options = media or MediaOptions()
         self.media = media_preparer or MediaPreparer(self.media_options, texts)
@@ -170,6 +171,7 @@ class Execution:
             extensions=self.ext,
             host_failure_details=host_failure_details,
         )
+        self.end.announce = self.calls.announce
         if self.ext is not None and not subagent:
             child = partial(  # a sub-agent's run shares the store, texts and extensions
                 Execution,
@@ -324,7 +326,8 @@ class Execution:
         match admit_by_finish(response, correct_length_cut=self.agent.correct_length_cut):
             case "batch":
                 await self._open_batch(model_call_id, response)
-                await self.end.save()
+                # Saved by the batch with its first calls' starts: one commit, not two.
+                self._step_owed = True
                 return None
             case "length_cut":
                 return await self._correct_length(model_call_id, response)
@@ -468,10 +471,12 @@ class Execution:
     async def _batch_phase(self) -> RunResult | None:
         """``batch``/running: run the queued calls, then take their results in (or suspend)."""
         state = self.state
+        owed, self._step_owed = self._step_owed, False
         runner = BatchRunner(
             calls=self.calls,
             input_pending=self._input_pending,
             max_concurrent=self.limits.max_concurrent_tool_calls,
+            save_step=self.end.save if owed else None,
         )
         await runner.run()
         records = state.batch_calls()

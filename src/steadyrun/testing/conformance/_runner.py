@@ -18,6 +18,7 @@ from steadyrun.testing.conformance import (
     _answers,
     _calls,
     _claims,
+    _commits,
     _feed,
     _history,
     _index,
@@ -40,7 +41,17 @@ __all__ = [
 CHECKS: Mapping[str, Check] = MappingProxyType(
     {
         check.name: check
-        for module in (_journal, _calls, _answers, _feed, _index, _claims, _lifecycle, _history)
+        for module in (
+            _journal,
+            _calls,
+            _commits,
+            _answers,
+            _feed,
+            _index,
+            _claims,
+            _lifecycle,
+            _history,
+        )
         for check in module.CHECKS.checks
     }
 )

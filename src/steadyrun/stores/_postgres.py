@@ -43,6 +43,7 @@ from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
+from steadyrun.stores._postgres_step import pipelined, write_step
 from steadyrun.stores._sql_values import from_us, to_us
 
 __all__ = ["PostgresStore"]
@@ -162,6 +163,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         run_b, cp_b, base, appended = enc.run, enc.checkpoint, enc.base, enc.append
         written, blocks = enc.size, enc.blocks
         times = (to_us(run.created_at), to_us(run.updated_at))
+        if pipelined(step, enc):  # the loop's steps: two round trips, nothing read first
+            async with self.database.write_transaction() as tx:
+                written += await write_step(tx, s, run_id, step, enc)
+            self.bytes_written += written
+            self.step_bytes.append(written)
+            return
 
         async with self._transaction() as conn:
             cur = conn.cursor()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-from steadyrun.records import CallDecision, CallUpdate
+from steadyrun.chat import Message
+from steadyrun.records import CallDecision, CallUpdate, Checkpoint, ContextChange
 from steadyrun.stores import FeedMessage, LeaseLostError, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.testing.conformance._expect import expect_equal, expect_raises, fail
@@ -89,6 +90,28 @@ async def fenced_writes_of_a_lost_claim_are_refused(store: Store) -> None:
     snap = await load(store)
     expect_equal([(c.id, c.status) for c in snap.calls], [("c1", "queued")], "calls after")
     expect_equal(snap.run.steps, before, "steps after the refused step")
+
+
+@CHECKS.rule("a_step_with_call_starts_of_a_lost_claim_writes_nothing")
+async def a_step_with_call_starts_of_a_lost_claim_writes_nothing(store: Store) -> None:
+    """A step appending at a known position with call starts, under a lost fence: refused whole."""
+    leases = store.leases
+    old = await leases.acquire(RUN, "old", _TTL)
+    assert old is not None
+    first = ContextChange(append=[Message.user("hi")], start=0)
+    with fenced(old.fence):
+        await store.save_step(RUN, step(context=first, checkpoint=Checkpoint(context_length=1)))
+    before = await load(store)
+    await leases.revoke(RUN, "new", _TTL)
+    later = step(
+        run=run_row(steps=before.run.steps + 1),
+        checkpoint=Checkpoint(context_length=2),
+        context=ContextChange(append=[Message.user("asks")], start=1),
+        calls=[call("c1", rev=2, status="running"), call("c2", rev=2, status="succeeded")],
+    )
+    with fenced(old.fence), expect_raises(LeaseLostError, "the step of a lost claim"):
+        await store.save_step(RUN, later)
+    expect_equal(await load(store), before, "the run after the refused step")
 
 
 @CHECKS.rule("a_lost_claim_may_record_how_a_body_ended")

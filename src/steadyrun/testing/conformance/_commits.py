@@ -8,6 +8,8 @@ leaves neither.
 
 from __future__ import annotations
 
+from typing import Any
+
 from steadyrun._errors import StoreError
 from steadyrun.chat import Message
 from steadyrun.records import Checkpoint, ContextChange, Step
@@ -22,7 +24,7 @@ CHECKS = CheckList("journal")
 """The checks of steps with call records, in order."""
 
 
-def _step(steps: int, start: int, messages: list[Message], **fields: object) -> Step:
+def _step(steps: int, start: int, messages: list[Message], **fields: Any) -> Step:
     """Step number ``steps`` appending ``messages`` at ``start`` (a known context position)."""
     return step(
         run=run_row(steps=steps),

@@ -1,0 +1,211 @@
+"""``PostgresStore.save_step`` in two round trips: everything sent, one wait, the rest, commit.
+
+The loop's steps append to the context at a position the executor knows and carry call records
+the store mostly does not hold yet (starts) or holds as the executor left them (settles). So
+nothing is read before it is written: the statements go out in one pipeline, and the only wait
+before the commit collects what the checks need (the fence, the previous history segment,
+which calls were inserted, the stored rows of the others, whether the append fitted). A call
+the store held is then merged with ``merge_call`` against its row, locked ``FOR UPDATE`` in the
+first batch; an append that did not fit (a retry of the same step, or a gap) falls back to the
+log's end, as the sequential path does.
+
+Steps that rewrite the context or give no position, or carry one call twice, take the
+sequential path in ``_postgres``.
+"""
+
+from __future__ import annotations
+
+from psycopg import AsyncCursor
+from psycopg.rows import TupleRow
+
+from steadyrun._codec import decode, encode
+from steadyrun._errors import StoreError
+from steadyrun.records import CallRecord, Step, merge_call
+from steadyrun.stores._encoded import EncodedStep
+from steadyrun.stores._history import next_segment
+from steadyrun.stores._history_postgres import pg_entry
+from steadyrun.stores._history_sql import PREVIOUS, sql
+from steadyrun.stores._leases import LeaseLostError, current_fence
+from steadyrun.stores._postgres_db import WriteTransaction
+from steadyrun.stores._sql_values import to_us
+
+__all__ = ["pipelined", "write_step"]
+
+Cursor = AsyncCursor[TupleRow]
+
+
+def pipelined(step: Step, enc: EncodedStep) -> bool:
+    """Whether ``write_step`` takes the step (else the sequential path does)."""
+    ids = [c.id for c in step.calls]
+    return enc.base is None and step.context.start is not None and len(set(ids)) == len(ids)
+
+
+async def write_step(
+    tx: WriteTransaction, s: str, run_id: str, step: Step, enc: EncodedStep
+) -> int:
+    """Send the step inside ``tx``; returns the bytes of calls and history written."""
+    conn, run = tx.conn, step.run
+    fence = current_fence()
+    fenced = fence is not None and fence.covers(run_id)
+    checked = conn.cursor()
+    if fence is not None and fenced:
+        # Locked FOR SHARE first, as the sequential path does: a takeover waits for this write.
+        await checked.execute(
+            f"SELECT owner, token FROM {s}.work WHERE run_id = %s FOR SHARE", (fence.run_id,)
+        )
+        await conn.execute(  # rolled back with the rest when the fence turns out lost
+            f"INSERT INTO {s}.work_log (root, run_id, steps, owner, token)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (fence.run_id, run_id, run.steps, fence.owner, fence.token),
+        )
+    await conn.execute(
+        f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
+        " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id)"
+        " DO UPDATE SET agent = excluded.agent, status = excluded.status, updated_us ="
+        " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
+        " checkpoint = excluded.checkpoint",
+        (
+            run_id,
+            run.agent,
+            run.status,
+            to_us(run.created_at),
+            to_us(run.updated_at),
+            run.steps,
+            enc.run,
+            enc.checkpoint,
+        ),
+    )
+    if step.removed_blocks:
+        await conn.execute(
+            f"DELETE FROM {s}.blocks WHERE run_id = %s AND block_id = ANY(%s)",
+            (run_id, list(step.removed_blocks)),
+        )
+    if step.removed_calls:
+        await conn.execute(
+            f"DELETE FROM {s}.calls WHERE run_id = %s AND call_id = ANY(%s)",
+            (run_id, list(step.removed_calls)),
+        )
+    previous = conn.cursor()
+    await previous.execute(sql(PREVIOUS, s), (run_id, step.run.steps))
+    inserts = await _insert_calls(tx, s, run_id, step.calls)
+    held = conn.cursor()
+    if step.calls:
+        await held.execute(
+            f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = ANY(%s)"
+            " FOR UPDATE",
+            (run_id, [c.id for c in step.calls]),
+        )
+    if enc.blocks:
+        await conn.cursor().executemany(
+            f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, block_id) DO UPDATE SET"
+            " position = excluded.position, block = excluded.block",
+            [(run_id, *b) for b in enc.blocks],
+        )
+    at = step.context.start
+    assert at is not None
+    log = enc.append
+    appended = conn.cursor()
+    if log:
+        await appended.execute(
+            f"INSERT INTO {s}.context (run_id, idx, message)"
+            " SELECT %s, %s + u.o - 1, u.m FROM unnest(%s::bytea[]) WITH ORDINALITY AS u(m, o)"
+            f" WHERE %s = 0 OR EXISTS (SELECT 1 FROM {s}.context WHERE run_id = %s AND idx = %s)"
+            " ON CONFLICT (run_id, idx) DO NOTHING RETURNING 1",
+            (run_id, at, log, at, run_id, at - 1),
+        )
+    else:
+        await appended.execute(
+            f"SELECT COALESCE(MAX(idx) + 1, 0) FROM {s}.context WHERE run_id = %s", (run_id,)
+        )
+    await tx.answers()  # the one wait before the commit
+
+    if fence is not None and fenced:
+        row = await checked.fetchone()
+        if row is None or row[1] != fence.token:
+            holder = "nobody" if row is None else f"{row[0]!r} with token {row[1]}"
+            raise LeaseLostError(
+                f"write to run {run_id!r} refused: worker {fence.owner!r} holds token "
+                f"{fence.token} of {fence.run_id!r}, but the lease is now {holder}"
+            )
+    prev = await previous.fetchone()
+    segment, _ = next_segment(prev[0] if prev else None, False)
+    written = await _merge_held(conn.cursor(), s, run_id, step.calls, inserts, held)
+    if log:
+        if len(await appended.fetchall()) != len(log):
+            await _append_again(conn.cursor(), s, run_id, at, log)
+    else:
+        row = await appended.fetchone()
+        end = int(row[0]) if row is not None else 0
+        if at > end:
+            raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
+        if at < end:  # the same step again: the messages after its start go
+            await conn.execute(
+                f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at)
+            )
+    written += await pg_entry(conn.cursor(), s, run_id, step, segment, at)
+    return written
+
+
+async def _insert_calls(
+    tx: WriteTransaction, s: str, run_id: str, calls: list[CallRecord]
+) -> list[tuple[Cursor, int]]:
+    """Insert the calls the store does not hold (``DO NOTHING`` for the others)."""
+    sent = []
+    for call in calls:
+        data = encode(merge_call(None, call))
+        cur = tx.conn.cursor()
+        await cur.execute(
+            f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
+            (run_id, call.id, call.rev, call.status, data),
+        )
+        sent.append((cur, len(data)))
+    return sent
+
+
+async def _merge_held(
+    cur: Cursor,
+    s: str,
+    run_id: str,
+    calls: list[CallRecord],
+    inserts: list[tuple[Cursor, int]],
+    held: Cursor,
+) -> int:
+    """Merge the calls the store held with their rows (locked); returns the bytes written."""
+    if not calls:
+        return 0
+    rows = {r[0]: (r[1], r[2]) for r in await held.fetchall()}
+    written = 0
+    for call, (inserted, size) in zip(calls, inserts, strict=True):
+        if await inserted.fetchone() is not None:
+            written += size
+            continue
+        rev, record = rows[call.id]
+        if call.rev <= rev:
+            continue  # an older or equal snapshot changes nothing
+        merged = merge_call(decode(record, CallRecord), call)
+        data = encode(merged)
+        await cur.execute(
+            f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
+            " WHERE run_id = %s AND call_id = %s",
+            (merged.rev, merged.status, data, run_id, call.id),
+        )
+        written += len(data)
+    return written
+
+
+async def _append_again(cur: Cursor, s: str, run_id: str, at: int, log: list[bytes]) -> None:
+    """An append that did not fit: a gap fails; the same step again replaces its messages."""
+    await cur.execute(
+        f"SELECT COALESCE(MAX(idx) + 1, 0) FROM {s}.context WHERE run_id = %s", (run_id,)
+    )
+    row = await cur.fetchone()
+    end = int(row[0]) if row is not None else 0
+    if at > end:
+        raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
+    await cur.execute(f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at))
+    await cur.executemany(
+        f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
+        [(run_id, at + i, m) for i, m in enumerate(log)],
+    )

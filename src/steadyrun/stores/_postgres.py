@@ -43,7 +43,7 @@ from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
-from steadyrun.stores._postgres_step import pipelined, write_step
+from steadyrun.stores._postgres_step import pipelined, write_call, write_step
 from steadyrun.stores._sql_values import from_us, to_us
 
 __all__ = ["PostgresStore"]
@@ -235,10 +235,10 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``, against the stored row locked."""
         try:
-            async with self._transaction() as conn:
-                if not late_outcome(call):  # a lost claim starts nothing; an outcome is a fact
-                    await fence_check(conn.cursor(), self._s, run_id)
-                self.bytes_written += await _merge(conn.cursor(), self._s, run_id, call)
+            async with self.database.write_transaction() as tx:
+                # A lost claim starts nothing; an outcome is a fact.
+                fenced = not late_outcome(call)
+                self.bytes_written += await write_call(tx, self._s, run_id, call, fenced=fenced)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}") from exc

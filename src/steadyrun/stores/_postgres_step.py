@@ -25,11 +25,11 @@ from steadyrun.stores._encoded import EncodedStep
 from steadyrun.stores._history import next_segment
 from steadyrun.stores._history_postgres import pg_entry
 from steadyrun.stores._history_sql import PREVIOUS, sql
-from steadyrun.stores._leases import LeaseLostError, current_fence
+from steadyrun.stores._leases import Fence, LeaseLostError, current_fence
 from steadyrun.stores._postgres_db import WriteTransaction
 from steadyrun.stores._sql_values import to_us
 
-__all__ = ["pipelined", "write_step"]
+__all__ = ["pipelined", "write_call", "write_step"]
 
 Cursor = AsyncCursor[TupleRow]
 
@@ -45,19 +45,7 @@ async def write_step(
 ) -> int:
     """Send the step inside ``tx``; returns the bytes of calls and history written."""
     conn, run = tx.conn, step.run
-    fence = current_fence()
-    fenced = fence is not None and fence.covers(run_id)
-    checked = conn.cursor()
-    if fence is not None and fenced:
-        # Locked FOR SHARE first, as the sequential path does: a takeover waits for this write.
-        await checked.execute(
-            f"SELECT owner, token FROM {s}.work WHERE run_id = %s FOR SHARE", (fence.run_id,)
-        )
-        await conn.execute(  # rolled back with the rest when the fence turns out lost
-            f"INSERT INTO {s}.work_log (root, run_id, steps, owner, token)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            (fence.run_id, run_id, run.steps, fence.owner, fence.token),
-        )
+    fence = await _send_fence(tx, s, run_id, run.steps)
     await conn.execute(
         f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
         " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id)"
@@ -120,14 +108,7 @@ async def write_step(
         )
     await tx.answers()  # the one wait before the commit
 
-    if fence is not None and fenced:
-        row = await checked.fetchone()
-        if row is None or row[1] != fence.token:
-            holder = "nobody" if row is None else f"{row[0]!r} with token {row[1]}"
-            raise LeaseLostError(
-                f"write to run {run_id!r} refused: worker {fence.owner!r} holds token "
-                f"{fence.token} of {fence.run_id!r}, but the lease is now {holder}"
-            )
+    await _check_fence(fence, run_id)
     prev = await previous.fetchone()
     segment, _ = next_segment(prev[0] if prev else None, False)
     written = await _merge_held(conn.cursor(), s, run_id, step.calls, inserts, held)
@@ -145,6 +126,65 @@ async def write_step(
             )
     written += await pg_entry(conn.cursor(), s, run_id, step, segment, at)
     return written
+
+
+async def write_call(
+    tx: WriteTransaction, s: str, run_id: str, call: CallRecord, *, fenced: bool
+) -> int:
+    """``save_call`` inside ``tx`` in two round trips; returns the bytes written.
+
+    The insert of a call the store does not hold and the read of the row of one it does go out
+    together; only a held call is then merged and updated.
+    """
+    fence = await _send_fence(tx, s, run_id, None) if fenced else None
+    inserts = await _insert_calls(tx, s, run_id, [call])
+    held = tx.conn.cursor()
+    await held.execute(
+        f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
+        (run_id, call.id),
+    )
+    await tx.answers()
+    await _check_fence(fence, run_id)
+    return await _merge_held(tx.conn.cursor(), s, run_id, [call], inserts, held)
+
+
+async def _send_fence(
+    tx: WriteTransaction, s: str, run_id: str, steps: int | None
+) -> tuple[Fence, Cursor] | None:
+    """Send the fence check of the current task (``None`` when no fence covers the run).
+
+    The lease row is locked ``FOR SHARE`` first, as in ``fence_check``: a takeover waits for
+    this write. A step (``steps`` given) is logged in ``work_log``, rolled back with the rest
+    when the fence turns out lost.
+    """
+    fence = current_fence()
+    if fence is None or not fence.covers(run_id):
+        return None
+    checked = tx.conn.cursor()
+    await checked.execute(
+        f"SELECT owner, token FROM {s}.work WHERE run_id = %s FOR SHARE", (fence.run_id,)
+    )
+    if steps is not None:
+        await tx.conn.execute(
+            f"INSERT INTO {s}.work_log (root, run_id, steps, owner, token)"
+            " VALUES (%s, %s, %s, %s, %s)",
+            (fence.run_id, run_id, steps, fence.owner, fence.token),
+        )
+    return fence, checked
+
+
+async def _check_fence(sent: tuple[Fence, Cursor] | None, run_id: str) -> None:
+    """Raise ``LeaseLostError`` when the fence sent is not the run's lease (after the answers)."""
+    if sent is None:
+        return
+    fence, checked = sent
+    row = await checked.fetchone()
+    if row is None or row[1] != fence.token:
+        holder = "nobody" if row is None else f"{row[0]!r} with token {row[1]}"
+        raise LeaseLostError(
+            f"write to run {run_id!r} refused: worker {fence.owner!r} holds token "
+            f"{fence.token} of {fence.run_id!r}, but the lease is now {holder}"
+        )
 
 
 async def _insert_calls(
@@ -181,6 +221,8 @@ async def _merge_held(
         if await inserted.fetchone() is not None:
             written += size
             continue
+        if call.id not in rows:  # deleted between the two statements (a run deleted meanwhile)
+            raise StoreError(f"call {call.id!r} of run {run_id!r} changed during the write")
         rev, record = rows[call.id]
         if call.rev <= rev:
             continue  # an older or equal snapshot changes nothing

@@ -390,6 +390,8 @@ class _DrainingStore:
             and step.run.status == "running"
             and fence is not None
             and fence.run_id == run_id
+            # A step that started calls is followed by their bodies: the run stops after them.
+            and not any(c.status == "running" for c in step.calls)
         ):
             raise _Drained(run_id)
 

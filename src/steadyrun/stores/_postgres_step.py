@@ -137,7 +137,8 @@ async def write_call(
     together; only a held call is then merged and updated.
     """
     fence = await _send_fence(tx, s, run_id, None) if fenced else None
-    inserts = await _insert_calls(tx, s, run_id, [call])
+    # Two writers may make a call's first write at once: each tries the insert.
+    inserts = await _insert_calls(tx, s, run_id, [call], settled_too=True)
     held = tx.conn.cursor()
     await held.execute(
         f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
@@ -188,11 +189,19 @@ async def _check_fence(sent: tuple[Fence, Cursor] | None, run_id: str) -> None:
 
 
 async def _insert_calls(
-    tx: WriteTransaction, s: str, run_id: str, calls: list[CallRecord]
-) -> list[tuple[Cursor, int]]:
-    """Insert the calls the store does not hold (``DO NOTHING`` for the others)."""
-    sent = []
+    tx: WriteTransaction, s: str, run_id: str, calls: list[CallRecord], *, settled_too: bool = False
+) -> list[tuple[Cursor, int] | None]:
+    """Insert the calls the store does not hold (``DO NOTHING`` for the others).
+
+    A step's settled snapshot is not tried (``None``) unless ``settled_too``: the store mostly
+    holds its call already (the start), so it is merged with the row read, or inserted after it
+    when there is none (steps of one run are serialised by the run row's lock).
+    """
+    sent: list[tuple[Cursor, int] | None] = []
     for call in calls:
+        if call.settled and not settled_too:
+            sent.append(None)
+            continue
         data = encode(merge_call(None, call))
         cur = tx.conn.cursor()
         await cur.execute(
@@ -209,7 +218,7 @@ async def _merge_held(
     s: str,
     run_id: str,
     calls: list[CallRecord],
-    inserts: list[tuple[Cursor, int]],
+    inserts: list[tuple[Cursor, int] | None],
     held: Cursor,
 ) -> int:
     """Merge the calls the store held with their rows (locked); returns the bytes written."""
@@ -217,12 +226,21 @@ async def _merge_held(
         return 0
     rows = {r[0]: (r[1], r[2]) for r in await held.fetchall()}
     written = 0
-    for call, (inserted, size) in zip(calls, inserts, strict=True):
-        if await inserted.fetchone() is not None:
-            written += size
+    for call, tried in zip(calls, inserts, strict=True):
+        if tried is not None and await tried[0].fetchone() is not None:
+            written += tried[1]
             continue
-        if call.id not in rows:  # deleted between the two statements (a run deleted meanwhile)
-            raise StoreError(f"call {call.id!r} of run {run_id!r} changed during the write")
+        if call.id not in rows:
+            if tried is not None:  # deleted between the two statements (its run, meanwhile)
+                raise StoreError(f"call {call.id!r} of run {run_id!r} changed during the write")
+            data = encode(merge_call(None, call))
+            await cur.execute(
+                f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                (run_id, call.id, call.rev, call.status, data),
+            )
+            written += len(data)
+            continue
         rev, record = rows[call.id]
         if call.rev <= rev:
             continue  # an older or equal snapshot changes nothing

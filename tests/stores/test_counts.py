@@ -30,7 +30,7 @@ BUDGET: dict[str, dict[str, float]] = {
     "memory": {
         "encodes": 9,  # 10 before issue 20's write path
         "decodes": 1,  # 2
-        "encoded_bytes": 8_000,  # 9_400; the workload's argument is 1 KiB
+        "encoded_bytes": 8_400,  # 9_400; the workload's argument is 1 KiB
     },
     "sqlite": {
         "commits": 2,  # 4 before issue 20's write path
@@ -40,7 +40,7 @@ BUDGET: dict[str, dict[str, float]] = {
         "hops": 4,  # 6 (countkit counts SqliteThread.run only: the 2 writes go through .write)
         "encodes": 9,  # 10
         "decodes": 1,  # 2
-        "encoded_bytes": 8_000,  # 9_400
+        "encoded_bytes": 8_400,  # 9_400
         "written_bytes": 130_000,  # WAL frames: 4 KiB pages; no checkpoint falls in the window
     },
     "postgres": {
@@ -51,7 +51,7 @@ BUDGET: dict[str, dict[str, float]] = {
         "round_trips": 10,  # 23: per commit BEGIN, one wait, COMMIT; 1 per feed read
         "encodes": 9,  # 10
         "decodes": 1,  # 2
-        "encoded_bytes": 8_000,  # 9_400
+        "encoded_bytes": 8_400,  # 9_400
     },
 }
 

@@ -32,6 +32,7 @@ SIGNALS = {
 
 # Raised and caught inside one module or package: never reach a user, never exported.
 INTERNAL = {
+    "steadyrun._cli_errors.CommandFailed",
     "steadyrun._demo._story.DemoFailure",
     "steadyrun.models._local_engine.Stopped",
     "steadyrun.models.anthropic._StreamingRequired",

@@ -11,8 +11,10 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     │   ├── UnknownCallError       no call (or wait) with that id in the run
     │   │   └── CallNotFoundError  a store has no such call to update (also a ``KeyError``)
     │   ├── NotPendingError        the call is not waiting for that (late or duplicate answer)
+    │   │   └── _RunEnded          a Temporal run ended: new input restarts it (private)
     │   ├── ConflictError          a different decision or answer was already given
-    │   └── InvalidResponseError   an answer or edited arguments fail their schema
+    │   ├── InvalidResponseError   an answer or edited arguments fail their schema
+    │   └── CommandLineError       the ``steadyrun`` command line is wrong (exit 2; private)
     ├── RunBusyError               another executor holds the run's claim (owner, expiry)
     │   └── ForeignEngineError     another engine (Temporal) executes the run: reach it there
     ├── StoreError                 a store failed to read or write; the last saved step is intact

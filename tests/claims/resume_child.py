@@ -39,7 +39,7 @@ def agent(ledger: str) -> sr.Agent:
 
 
 async def main(url: str, ledger: str) -> None:
-    store = open_store(url)
+    store = open_store(url, create=True)
     loop = asyncio.get_running_loop()
     print("ready", flush=True)
     while True:

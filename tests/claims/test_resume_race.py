@@ -80,7 +80,7 @@ def _children(url: str, ledger: Path) -> Iterator[tuple[Child, Child]]:
 
 async def _race(url: str, tmp_path: Path, label: str) -> None:
     ledger = tmp_path / "ledger.txt"
-    store = open_store(url)
+    store = open_store(url, create=True)
     outcomes: dict[str, int] = {}
     try:
         for pair in _children(url, ledger):

@@ -15,7 +15,8 @@ What is counted, and how:
 * ``statements``: every SQL statement the store runs, ``BEGIN`` and ``COMMIT`` included
   (SQLite: ``set_trace_callback``; trigger bodies are not counted). ``selects`` is the part of
   them that only reads.
-* ``hops``: calls of ``SqliteThread.run``, i.e. trips from the event loop to the SQLite thread.
+* ``hops``: calls of ``SqliteThread.run`` and ``SqliteThread.write``, i.e. jobs the event loop
+  hands to the SQLite thread (write jobs queued together share one transaction).
 * ``round_trips`` (PostgreSQL): the times the client must wait for the server's answer: each
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``) and
@@ -226,6 +227,13 @@ def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
         return await run(self, fn)
 
     stack.enter_context(_patched(SqliteThread, "run", counted_run))
+    write = SqliteThread.write
+
+    async def counted_write(self: SqliteThread, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        counter.add("hops")  # a write job handed to the thread (several may share a commit)
+        return await write(self, fn)
+
+    stack.enter_context(_patched(SqliteThread, "write", counted_write))
 
 
 def _hook_postgres(counter: Counter, stack: ExitStack) -> None:

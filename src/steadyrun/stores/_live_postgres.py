@@ -3,9 +3,10 @@
 Followers ``LISTEN`` on one connection per process (named ``steadyrun-live`` so owners can
 see that someone listens); an owner sends its messages with ``pg_notify`` from a task of its
 own, several waiting frames in one pipeline, so a run never waits for its followers. Owners
-publish only while a listener exists (looked up at most once a second), so a deployment with
-nobody watching pays nothing. A broken listening connection is replaced, and every
-subscription is told it may have missed messages (it reloads its run).
+publish only while a listener exists (looked up twice a second while runs execute here), so a
+deployment with nobody watching pays one small query per half second per busy process. A
+broken listening connection is replaced, and every subscription is told it may have missed
+messages (it reloads its run).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ log = logging.getLogger("steadyrun.live")
 
 APPLICATION = "steadyrun-live"
 _QUEUE = 2000
+LOOK_EVERY = 0.5
+"""Seconds between lookups of listeners while runs here ask whether anyone follows."""
+LOOK_FOR = 5.0
+"""Seconds the lookups go on after the last time a run asked."""
 
 
 class PostgresLive:
@@ -53,7 +58,7 @@ class PostgresLive:
         # Nobody listens until a lookup says so (it starts on first use and takes a moment):
         # a process that no follower watches never opens a connection for the feed.
         self._others = False
-        self._looked_at = -1e9
+        self._asked = -1e9
         self._looking: asyncio.Task[None] | None = None
         # Live traffic has a connection of its own: a send cut off mid-pipeline (a close, a
         # cancelled task) must never hand the store's pool a connection in a broken state.
@@ -61,15 +66,24 @@ class PostgresLive:
         self._conn_lock = asyncio.Lock()
 
     def followed(self) -> bool:
-        """Whether a process listens on this store's live channel (looked up once a second)."""
+        """Whether a process listens on this store's live channel.
+
+        Answered from a lookup that a task of its own repeats every ``LOOK_EVERY`` seconds
+        while this is asked (and for ``LOOK_FOR`` seconds after), so a run that asks as each
+        model call starts gets an answer at most that old, without waiting for the database.
+        """
         if len(self.hub):
             return True
-        now = time.monotonic()
-        if now - self._looked_at >= 1.0 and (self._looking is None or self._looking.done()):
-            self._looked_at = now
+        self._asked = time.monotonic()
+        if self._looking is None or self._looking.done():
             with contextlib.suppress(RuntimeError):  # no running loop: keep the last answer
-                self._looking = asyncio.get_running_loop().create_task(self._look())
+                self._looking = asyncio.get_running_loop().create_task(self._keep_looking())
         return self._others
+
+    async def _keep_looking(self) -> None:
+        while time.monotonic() - self._asked < LOOK_FOR:
+            await self._look()
+            await asyncio.sleep(LOOK_EVERY)
 
     async def _own(self) -> psycopg.AsyncConnection[Any]:
         if self._conn is None or self._conn.closed:

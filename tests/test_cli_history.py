@@ -65,7 +65,7 @@ def test_history_and_fork(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         (4, "done"),
     ]
     assert steps[1]["messages"][0]["tool_calls"][0]["name"] == "ship"
-    assert steps[1]["calls"] == [{"id": "m1.c1", "name": "ship", "status": "queued"}]
+    assert steps[1]["calls"] == [{"id": "m1.c1", "name": "ship", "status": "running"}]
     assert main(["runs", "history", "r1", *store]) == 0  # a table
     table = capsys.readouterr().out
     assert "ship" in table and "done" in table

@@ -126,7 +126,11 @@ class WorkflowStore(MemoryStore):
         await super().save_step(run_id, step)
         self.recorder.add(RecordOp(op="save_step", data=to_plain(step, Step)))
         ended = ("completed", "failed", "cancelled")
-        if self.continue_after is not None and step.run.status not in ended:
+        # A step that starts calls (the response's step carries its calls' starts) is no place
+        # to continue as new: the next run would find them started and settle them as cut
+        # off. The step after them (their outcomes, the next step) is.
+        starting = any(c.status == "running" for c in step.calls)
+        if self.continue_after is not None and step.run.status not in ended and not starting:
             info = workflow.info()
             length = info.get_current_history_length()
             if length >= self.continue_after or info.is_continue_as_new_suggested():

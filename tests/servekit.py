@@ -9,6 +9,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+# Debian's Chromium as the browser tests launch it (headless, nothing fetched at start).
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 60_000
+
 
 def free_port() -> int:
     """A loopback port nobody listens on now."""

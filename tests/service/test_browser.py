@@ -17,22 +17,9 @@ import httpx
 import pytest
 from servicekit import AUTH, TOKEN, make_app
 
-from servekit import serving
+from servekit import ARGS, CHROMIUM, TIMEOUT_MS, serving
 from steadyrun.service import create_app
 from steadyrun.stores import MemoryStore
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 60_000
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 uvicorn = pytest.importorskip("uvicorn")

@@ -13,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 from servicekit import AUTH, TOKEN
-from test_browser import ARGS, CHROMIUM, TIMEOUT_MS, server, wait_status
+from test_browser import server, wait_status
+
+from servekit import ARGS, CHROMIUM, TIMEOUT_MS
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")

@@ -26,19 +26,8 @@ import httpx
 import pytest
 
 import pgkit
+from servekit import ARGS, CHROMIUM, TIMEOUT_MS
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-TIMEOUT_MS = 60_000
 HERE = Path(__file__).parent
 TOKEN = "console-token-4242"
 PRINCIPAL = "alice"

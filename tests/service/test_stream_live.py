@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 import pytest
 from servicekit import AUTH, TOKEN
-from test_browser import ARGS, CHROMIUM, TIMEOUT_MS
 
-from servekit import serving
+from servekit import ARGS, CHROMIUM, TIMEOUT_MS, serving
 from steadyrun.service import App, create_app
 from steadyrun.stores import MemoryStore
 from steadyrun.stream import apply, delta_from_json, snapshot_from_json, snapshot_from_store

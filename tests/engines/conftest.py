@@ -1,0 +1,107 @@
+"""The engine fixture: every scenario here runs once per engine, ``builtin`` and ``temporal``.
+
+``workers`` (per test module and engine) starts the worker processes and what they need: a
+fresh PostgreSQL database for the built-in engine, a task queue on the session's dev server
+for Temporal. ``engine`` (per test) is the driver a scenario talks to. The Temporal params
+carry the ``temporal`` marker and are skipped, with the reason, where Temporal is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_drivers import BuiltinDriver, TemporalDriver
+from enginekit import Driver, Workers
+
+import pgkit
+import steadyrun as sr
+from devserverkit import temporal_missing
+
+_MISSING = temporal_missing()
+
+ENGINES = [
+    pytest.param("builtin", id="builtin"),
+    pytest.param(
+        "temporal",
+        id="temporal",
+        marks=[pytest.mark.temporal, pytest.mark.skipif(bool(_MISSING), reason=str(_MISSING))],
+    ),
+]
+
+
+@dataclass
+class Setup:
+    """One engine's worker processes and where a driver finds their runs."""
+
+    name: str
+    workers: Workers
+    ledger: Path
+    dsn: str = ""  # builtin: the PostgreSQL database
+    target: str = ""  # temporal: the dev server
+    queue: str = ""
+    store: Path | None = None  # temporal: the records' SQLite file
+
+
+async def _migrate(dsn: str) -> None:
+    async with sr.PostgresStore(dsn, min_size=0, max_size=1) as store:
+        await store.leases.runnable(limit=1)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def workers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Setup]:
+    tmp = tmp_path_factory.mktemp(f"engine-{request.param}")
+    ledger = tmp / "ledger"
+    ledger.touch()
+    if request.param == "builtin":
+        with pgkit.fresh_database_sync(prefix="steadyrun_engines") as dsn:
+            asyncio.run(_migrate(dsn))  # once, before two workers race to create the tables
+            procs = Workers(["builtin", dsn, str(ledger)], tmp)
+            try:
+                yield Setup("builtin", procs, ledger, dsn=dsn)
+            finally:
+                procs.close()
+        return
+    server = request.getfixturevalue("temporal_server")
+    queue = f"engines-{uuid.uuid4().hex}"
+    store = tmp / "runs.db"
+    asyncio.run(_create_sqlite(store))
+    procs = Workers(["temporal", server.target, queue, str(store), str(ledger)], tmp)
+    try:
+        yield Setup("temporal", procs, ledger, target=server.target, queue=queue, store=store)
+    finally:
+        procs.close()
+
+
+async def _create_sqlite(path: Path) -> None:
+    store = sr.SqliteStore(path)
+    await store.load("none")  # creates the file and its tables
+    await store.close()
+
+
+@pytest.fixture
+async def engine(workers: Setup) -> AsyncIterator[Driver]:
+    """The driver of this test's engine (its clients live on the test's event loop)."""
+    driver: Any
+    if workers.name == "builtin":
+        driver = BuiltinDriver(workers.dsn, workers.ledger, workers.workers)
+    else:
+        from temporalio.client import Client
+
+        from steadyrun.temporal import TemporalRuns
+
+        client = await Client.connect(workers.target)
+        runs = TemporalRuns(client, task_queue=workers.queue)
+        assert workers.store is not None
+        driver = TemporalDriver(runs, workers.store, workers.ledger, workers.workers)
+    try:
+        yield driver
+    finally:
+        await driver.close()

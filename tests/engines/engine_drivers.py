@@ -1,0 +1,131 @@
+"""The two drivers behind ``enginekit.Driver``: the built-in engine and Temporal.
+
+Built-in: the test process is a host without a worker (``App(worker=False)``) on the
+PostgreSQL store the worker processes execute from; its writes wake runs up for them.
+Temporal: the test process is a ``TemporalRuns`` client of the dev server; the worker
+processes poll the suite's task queue and write the records to a SQLite store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from engine_agents import scenario_agents
+from enginekit import CAP, Ended, Workers, eventually
+
+import steadyrun as sr
+from steadyrun import RunNotFoundError
+from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.runtime import PendingItem
+from steadyrun.service import App
+
+FINAL = ("completed", "failed", "cancelled")
+
+
+class BuiltinDriver:
+    """Runs executed by built-in ``Worker`` processes on one PostgreSQL store."""
+
+    name = "builtin"
+
+    def __init__(self, dsn: str, ledger: Path, workers: Workers) -> None:
+        self.ledger = ledger
+        self.workers = workers
+        self.store = sr.PostgresStore(dsn, min_size=0, max_size=3)
+        self.app = App(sr.Runtime(self.store, agents=scenario_agents(ledger)), worker=False)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def start(self, run_id: str, agent: str, input: str) -> None:
+        await self.app.start(run_id, agent, input)
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        try:
+            return await self.app.runtime.pending(run_id)
+        except RunNotFoundError:
+            return []  # started, but no worker executed it yet: its first step is not saved
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, reason: str | None = None
+    ) -> CallRecord:
+        return await self.app.decide(run_id, call_id, approve=approve, reason=reason)
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+        return await self.app.answer(run_id, wait_id, response)
+
+    async def settle(self, run_id: str, call_id: str, *, result: str) -> CallRecord:
+        return await self.app.settle(run_id, call_id, result=result)
+
+    async def send(self, run_id: str, text: str) -> None:
+        await self.app.send(run_id, text)
+
+    async def ended(self, run_id: str, turn: int = 1) -> Ended:
+        async def look() -> RunSnapshot | None:
+            async with asyncio.timeout(CAP):
+                await self.app.wait(run_id)  # nobody executes it and no wake-up waits
+            return await self.store.load(run_id)
+
+        def over(snap: RunSnapshot | None) -> bool:
+            if snap is None or snap.run.status not in FINAL:
+                return False
+            return sum(1 for m in snap.context if m.role == "user") >= turn
+
+        snap = await eventually(look, over)
+        assert snap is not None
+        return Ended(snap.run.status, snap.run.text)
+
+    async def snapshot(self, run_id: str) -> RunSnapshot:
+        snap = await self.store.load(run_id)
+        assert snap is not None
+        return snap
+
+
+class TemporalDriver:
+    """Runs executed by ``TemporalApp`` worker processes on the dev server."""
+
+    name = "temporal"
+
+    def __init__(self, runs: Any, store_path: Path, ledger: Path, workers: Workers) -> None:
+        self.runs = runs
+        self.ledger = ledger
+        self.workers = workers
+        self.store = sr.SqliteStore(store_path)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def start(self, run_id: str, agent: str, input: str) -> None:
+        await self.runs.start(agent, run_id=run_id, input=input)
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        items: list[PendingItem] = await self.runs.pending(run_id)
+        return items
+
+    async def decide(
+        self, run_id: str, call_id: str, *, approve: bool, reason: str | None = None
+    ) -> CallRecord:
+        record: CallRecord = await self.runs.decide(run_id, call_id, approve=approve, reason=reason)
+        return record
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
+        record: CallRecord = await self.runs.answer(run_id, wait_id, response)
+        return record
+
+    async def settle(self, run_id: str, call_id: str, *, result: str) -> CallRecord:
+        record: CallRecord = await self.runs.settle(run_id, call_id, result=result)
+        return record
+
+    async def send(self, run_id: str, text: str) -> None:
+        await self.runs.send(run_id, text)
+
+    async def ended(self, run_id: str, turn: int = 1) -> Ended:
+        # The handle follows the run id's newest workflow run (a new turn is a new one).
+        out = await asyncio.wait_for(self.runs.result(run_id), CAP)
+        return Ended(out.status, out.text)
+
+    async def snapshot(self, run_id: str) -> RunSnapshot:
+        snap = await self.store.load(run_id)
+        assert snap is not None
+        return snap

@@ -89,6 +89,7 @@ async def _create_sqlite(path: Path) -> None:
 @pytest.fixture
 async def engine(workers: Setup) -> AsyncIterator[Driver]:
     """The driver of this test's engine (its clients live on the test's event loop)."""
+    await asyncio.to_thread(workers.workers.ready)  # the replacements of an earlier test's kills
     driver: Any
     if workers.name == "builtin":
         driver = BuiltinDriver(workers.dsn, workers.ledger, workers.workers)

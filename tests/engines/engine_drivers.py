@@ -48,9 +48,17 @@ class BuiltinDriver:
             return []  # started, but no worker executed it yet: its first step is not saved
 
     async def decide(
-        self, run_id: str, call_id: str, *, approve: bool, reason: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> CallRecord:
-        return await self.app.decide(run_id, call_id, approve=approve, reason=reason)
+        return await self.app.decide(
+            run_id, call_id, approve=approve, reason=reason, arguments=arguments
+        )
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
         return await self.app.answer(run_id, wait_id, response)
@@ -104,9 +112,17 @@ class TemporalDriver:
         return items
 
     async def decide(
-        self, run_id: str, call_id: str, *, approve: bool, reason: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> CallRecord:
-        record: CallRecord = await self.runs.decide(run_id, call_id, approve=approve, reason=reason)
+        record: CallRecord = await self.runs.decide(
+            run_id, call_id, approve=approve, reason=reason, arguments=arguments
+        )
         return record
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:

@@ -46,46 +46,55 @@ async def eventually(
 
 
 class Workers:
-    """The worker processes of one engine: ``count`` of them poll at all times."""
+    """The worker processes of one engine: ``count`` of them poll, but for a moment after a kill.
+
+    ``kill`` returns as soon as the killed process is gone and its replacement was spawned,
+    so a test times the takeover by the workers already polling, not a process starting;
+    ``ready`` waits until every spawned worker takes work (the ``engine`` fixture calls it
+    before each test).
+    """
 
     def __init__(self, argv: list[str], logs: Path, count: int = 2) -> None:
         self.argv = argv
         self.logs = logs
         self.procs: dict[int, subprocess.Popen[str]] = {}
+        self.starting: list[subprocess.Popen[str]] = []
         self.killed = 0
-        for proc in [self._spawn() for _ in range(count)]:
-            self._ready(proc)
+        for _ in range(count):
+            self._spawn()
+        self.ready()
 
-    def _spawn(self) -> subprocess.Popen[str]:
-        log = (self.logs / f"worker-{len(self.procs) + self.killed}.log").open("a")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), *self.argv],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env=env,
-        )
-        log.close()
+    def _spawn(self) -> None:
+        with (self.logs / f"worker-{len(self.procs) + self.killed}.log").open("a") as log:
+            proc = subprocess.Popen(
+                [sys.executable, str(WORKER), *self.argv],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
         self.procs[proc.pid] = proc
-        return proc
+        self.starting.append(proc)
 
-    def _ready(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # blocks until the worker takes work (or dies)
-        assert line.strip() == "ready", f"worker did not start (see {self.logs}): {line!r}"
+    def ready(self) -> None:
+        """Wait until every worker spawned so far takes work."""
+        while self.starting:
+            proc = self.starting.pop()
+            assert proc.stdout is not None
+            line = proc.stdout.readline()  # blocks until the worker takes work (or dies)
+            assert line.strip() == "ready", f"worker did not start (see {self.logs}): {line!r}"
 
     @property
     def pids(self) -> list[int]:
         return list(self.procs)
 
     def kill(self, pid: int) -> None:
-        """SIGKILL worker ``pid`` and start another in its place."""
+        """SIGKILL worker ``pid`` and spawn another in its place."""
         proc = self.procs.pop(pid)
         proc.kill()
         proc.wait()
         self.killed += 1
-        self._ready(self._spawn())
+        self._spawn()
 
     def close(self) -> None:
         for proc in self.procs.values():
@@ -119,9 +128,15 @@ class Driver(Protocol):
         ...
 
     async def decide(
-        self, run_id: str, call_id: str, *, approve: bool, reason: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        reason: str | None = None,
+        arguments: dict[str, Any] | None = None,
     ) -> CallRecord:
-        """Approve or reject a call."""
+        """Approve or reject a call (approved with ``arguments`` instead of the model's)."""
         ...
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
@@ -162,6 +177,10 @@ class Scenario:
 
     def effects(self) -> list[str]:
         return [e.what for e in self.ledger()]
+
+    async def ledger_shows(self, ok: Callable[[list[Entry]], bool]) -> list[Entry]:
+        """The run's ledger lines, once ``ok`` holds of them."""
+        return await eventually(lambda: asyncio.to_thread(self.ledger), ok)
 
     async def written(self, what: str) -> Entry:
         """The run's first ledger line ``what``, once it is there."""

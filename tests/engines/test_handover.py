@@ -1,0 +1,97 @@
+"""Handover to people, the same on both engines: the host's ``on_handover`` hook, edited
+arguments, final decisions and the typed errors of writes that do not apply.
+"""
+
+from __future__ import annotations
+
+import pytest
+from engine_agents import HOOK_LIMIT
+from enginekit import Driver, Scenario
+
+from steadyrun import ConflictError, InvalidResponseError, NotPendingError, UnknownCallError
+
+
+async def test_a_handover_refused_by_the_hook_rejects_the_call(engine: Driver) -> None:
+    run = Scenario(engine, "wire")
+    await run.start("Wire 5000.")
+    ended = await run.ended()
+
+    assert ended.status == "completed"
+    assert ended.text is not None and f"wires above {HOOK_LIMIT} need a second bank" in ended.text
+    # The hook ran in a worker (it wrote its line); the wire never did; nobody was asked.
+    assert run.effects() == ["model0", "handover-wire-awaiting_decision", "model1"]
+    (call,) = (await run.snapshot()).calls
+    assert call.status == "rejected" and call.decision is None
+
+
+async def test_a_handover_accepted_by_the_hook_waits_for_the_edited_approval(
+    engine: Driver,
+) -> None:
+    run = Scenario(engine, "wire")
+    await run.start("Wire 300.")
+    item = await run.waits_for("decision")
+    assert run.effects() == ["model0", "handover-wire-awaiting_decision"]
+
+    await engine.decide(run.run_id, item.call_id, approve=True, arguments={"amount": 250})
+    ended = await run.ended()
+
+    edited = 'A reviewer changed the arguments before approving: {"amount": 250}'
+    assert (ended.status, ended.text) == ("completed", f"ended: ({edited}) wired 250")
+    assert run.effects()[2:] == ["wire250", "model1"]
+    (call,) = (await run.snapshot()).calls
+    assert call.decision is not None and call.decision.original_arguments == '{"amount": 300}'
+
+
+async def test_the_first_decision_is_final(engine: Driver) -> None:
+    run = Scenario(engine, "wire")
+    await run.start("Wire 40.")
+    item = await run.waits_for("decision")
+    await engine.decide(run.run_id, item.call_id, approve=False, reason="no")
+    await engine.decide(run.run_id, item.call_id, approve=False, reason="no")  # the same: fine
+    with pytest.raises(ConflictError):
+        await engine.decide(run.run_id, item.call_id, approve=True)
+    ended = await run.ended()
+
+    assert ended.status == "completed" and "wire40" not in run.effects()
+
+
+async def test_decisions_after_the_run_ended_are_answered_as_before_it(
+    engine: Driver, request: pytest.FixtureRequest
+) -> None:
+    if engine.name == "temporal":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                raises=NotPendingError,
+                reason="TemporalRuns refuses every decision on an ended run (NotPendingError); "
+                "the built-in engine accepts the same decision again and refuses another one "
+                "with ConflictError, as while the run waited",
+            )
+        )
+    run = Scenario(engine, "wire")
+    await run.start("Wire 41.")
+    item = await run.waits_for("decision")
+    await engine.decide(run.run_id, item.call_id, approve=False, reason="no")
+    await run.ended()
+
+    await engine.decide(run.run_id, item.call_id, approve=False, reason="no")  # a repeat
+    with pytest.raises(ConflictError):
+        await engine.decide(run.run_id, item.call_id, approve=True)
+
+
+async def test_writes_that_do_not_apply_are_refused_with_typed_errors(engine: Driver) -> None:
+    run = Scenario(engine, "pay")
+    await run.start("Pay P-1.")
+    item = await run.waits_for("input")
+    assert item.wait_id is not None
+
+    with pytest.raises(InvalidResponseError):  # the schema asks for a string
+        await engine.answer(run.run_id, item.wait_id, 5)
+    with pytest.raises(UnknownCallError):
+        await engine.answer(run.run_id, "nope.w1", "visa")
+    with pytest.raises(NotPendingError):  # it waits for an answer, not a decision
+        await engine.decide(run.run_id, item.call_id, approve=True)
+    assert [i.kind for i in await engine.pending(run.run_id)] == ["input"]  # nothing changed
+
+    await engine.answer(run.run_id, item.wait_id, "amex")
+    assert (await run.ended()).text == "ended: paid P-1 with amex"

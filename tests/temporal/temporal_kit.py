@@ -1,4 +1,4 @@
-"""Agents, tools and a deterministic model shared by the Temporal tests and their worker process.
+"""Agents, tools and a deterministic model shared by the Temporal tests.
 
 The model is a function of the request (how many tool rounds the context holds), not a script:
 a worker that replaces another must answer the same request the same way.
@@ -6,7 +6,6 @@ a worker that replaces another must answer the same request the same way.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,7 +21,6 @@ from steadyrun.testing import FunctionModel, text, tool_calls
 @dataclass
 class Deps:
     effects: Path  # one line per side effect, written with O_APPEND
-    block: bool = False  # slow_refund waits (to be killed mid-activity)
 
 
 def effect(deps: Deps, line: str) -> None:
@@ -85,19 +83,6 @@ def bank_status(order_id: str) -> str:
     return "unreachable"
 
 
-@sr.tool(side_effects=True)
-async def slow_refund(order_id: str, ctx: sr.ToolContext) -> str:
-    """Refund an order through a slow bank.
-
-    Args:
-        order_id: The order.
-    """
-    effect(ctx.deps, f"slow_refund {order_id}")
-    if ctx.deps.block:
-        await asyncio.sleep(3600)  # killed here
-    return f"refunded {order_id}"
-
-
 def support_model(request: ModelRequest) -> ModelResponse:
     n = rounds(request)
     if n == 0:
@@ -110,30 +95,12 @@ def support_model(request: ModelRequest) -> ModelResponse:
     return text("done: " + last_results(request))
 
 
-def crash_model(request: ModelRequest) -> ModelResponse:
-    if rounds(request) == 0:
-        return tool_calls(("slow_refund", {"order_id": "A-9"}))
-    return text("after: " + last_results(request))
-
-
 def counting_model(request: ModelRequest) -> ModelResponse:
     """Looks up orders one by one, then answers with how many rounds it saw."""
     n = rounds(request)
     if n < 6:
         return tool_calls(("lookup_order", {"order_id": f"A-{n}"}))
     return text(f"looked up {n} orders")
-
-
-def slow_model(deps: Deps) -> FunctionModel:
-    """Answers at once, but first blocks for an hour when ``deps.block`` (to be killed in it)."""
-
-    async def respond(request: ModelRequest) -> ModelResponse:
-        effect(deps, "model called")
-        if deps.block:
-            await asyncio.sleep(3600)  # killed here
-        return text("slow answer")
-
-    return FunctionModel(respond)
 
 
 def agents(deps: Deps) -> list[sr.Agent]:
@@ -144,13 +111,6 @@ def agents(deps: Deps) -> list[sr.Agent]:
             tools=[lookup_order, refund, bank_status],
             deps=deps,
         ),
-        sr.Agent(
-            name="crash",
-            model=FunctionModel(crash_model),
-            tools=[slow_refund],
-            deps=deps,
-        ),
-        sr.Agent(name="slow", model=slow_model(deps), deps=deps),
         sr.Agent(
             name="counter",
             model=FunctionModel(counting_model),
@@ -165,7 +125,6 @@ def build_app(
     effects_path: Path,
     *,
     task_queue: str,
-    block: bool = False,
     continue_as_new_after: int | None = None,
 ) -> TemporalApp:
     options = TemporalOptions(
@@ -175,7 +134,7 @@ def build_app(
         continue_as_new_after=continue_as_new_after,
     )
     return TemporalApp(
-        agents=agents(Deps(effects=effects_path, block=block)),
+        agents=agents(Deps(effects=effects_path)),
         store=sr.SqliteStore(store_path),
         options=options,
     )

@@ -1,23 +1,20 @@
-"""Agents for the Temporal parity tests, built with the default ``TemporalOptions``.
+"""Agents for the Temporal turn and host-error tests, built with the default ``TemporalOptions``.
 
-Every model call and tool body writes a line ``<what> <pid>`` (``O_APPEND``) so a test sees
-which worker process did what, and when the run went on after a worker was killed.
+Every model call and tool body writes a line ``<what> <pid>`` (``O_APPEND``). The scenarios
+both engines share (approvals, handover hooks, worker SIGKILLs) live in tests/engines.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse
-from steadyrun.control import CallRejected, CallView, Confirm
-from steadyrun.records import CallRecord
+from steadyrun.control import CallView, Confirm
 from steadyrun.temporal import TemporalApp, TemporalOptions
 from steadyrun.testing import FunctionModel, text, tool_calls
 
@@ -25,7 +22,7 @@ from steadyrun.testing import FunctionModel, text, tool_calls
 @dataclass
 class Deps:
     effects: Path
-    block: bool = False  # the slow tool and the slow model wait here (to be killed in them)
+    block: bool = False  # the slow tool waits here
     broken: bool = False  # the flaky model fails (for good: its error is not retryable)
 
 
@@ -57,29 +54,8 @@ async def slow_charge(order_id: str, ctx: sr.ToolContext) -> str:
     """
     mark(ctx.deps, "charge")
     if ctx.deps.block:
-        await asyncio.sleep(3600)  # killed here
+        await asyncio.sleep(3600)
     return f"charged {order_id}"
-
-
-def tool_model(deps: Deps) -> FunctionModel:
-    def respond(request: ModelRequest) -> ModelResponse:
-        n = rounds(request)
-        mark(deps, f"model{n}")
-        if n == 0:
-            return tool_calls(("slow_charge", {"order_id": "B-1"}))
-        return text("charged or not, done")
-
-    return FunctionModel(respond)
-
-
-def blocking_model(deps: Deps) -> FunctionModel:
-    async def respond(request: ModelRequest) -> ModelResponse:
-        mark(deps, "model")
-        if deps.block:
-            await asyncio.sleep(3600)  # killed here
-        return text("thought it over")
-
-    return FunctionModel(respond)
 
 
 class ModelDown(Exception):
@@ -140,23 +116,9 @@ def wire_model(deps: Deps) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def handover_hook(deps: Deps) -> Callable[[str, CallRecord], Awaitable[None]]:
-    """Writes every handover down (I/O) and refuses wires above 1000."""
-
-    async def hook(run_id: str, record: CallRecord) -> None:
-        await asyncio.sleep(0)
-        mark(deps, f"handover-{record.name}-{record.status}")
-        if json.loads(record.arguments)["amount"] > 1000:
-            raise CallRejected("wires above 1000 need a second bank")
-
-    return hook
-
-
 def parity_agents(deps: Deps) -> list[sr.Agent]:
     """The agents, for the built-in engine as for Temporal."""
     return [
-        sr.Agent(name="tool-kill", model=tool_model(deps), tools=[slow_charge], deps=deps),
-        sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
         sr.Agent(name="chat", model=chat_model(deps), deps=deps),
         sr.Agent(name="flaky", model=flaky_model(deps), tools=[slow_charge], deps=deps),
         sr.Agent(name="wire", model=wire_model(deps), tools=[wire], deps=deps),
@@ -173,8 +135,6 @@ def build_parity_app(
 ) -> TemporalApp:
     """The app with the default options (only the task queue is the test's own)."""
     deps = Deps(effects=effects_path, block=block)
-    if app.pop("hook", False):
-        app["on_handover"] = handover_hook(deps)
     return TemporalApp(
         **{"options": TemporalOptions(task_queue=task_queue), **app},
         agents=parity_agents(deps),

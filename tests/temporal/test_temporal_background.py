@@ -16,12 +16,17 @@ from typing import Any  # noqa: E402
 
 from temporal_bg_kit import build_app  # noqa: E402
 from temporal_kit import effects  # noqa: E402
-from test_temporal_crash import kill  # noqa: E402
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 
 WORKER = Path(__file__).with_name("temporal_bg_worker.py")
+
+
+def kill(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
 
 
 def start_worker(server: Any, queue: str, tmp: Path) -> subprocess.Popen[str]:

@@ -139,6 +139,36 @@ async def slow_charge(order: str, ctx: sr.ToolContext) -> str:
     return f"charged {order}"
 
 
+@sr.tool(side_effects=True)
+def charge(order: str, ctx: sr.ToolContext) -> str:
+    """Charge an order.
+
+    Args:
+        order: The order.
+    """
+    mark(ctx.deps.ledger, "charge", ctx.run_id)
+    return f"charged {order}"
+
+
+class ModelDown(Exception):
+    retryable = False
+
+
+def flaky_model(deps: Deps) -> Callable[[ModelRequest], ModelResponse]:
+    """Charges, then answers; from the second turn on it is down until the test mends it."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        run_id = run_of(request)
+        mended = any(e.what == "mended" for e in entries(deps.ledger, run_id))
+        if len(said(request)) > 1 and not mended:
+            raise ModelDown("the model is down")
+        if rounds(request) == 0:
+            return tool_calls(("charge", {"order": "C-1"}))
+        return text("all done")
+
+    return respond
+
+
 def one_tool_then_text(
     call: tuple[str, dict[str, object]],
 ) -> Callable[[ModelRequest], ModelResponse]:
@@ -209,6 +239,7 @@ def scenario_agents(ledger: Path) -> list[sr.Agent]:
             deps=deps,
         ),
         sr.Agent(name="chat", model=counted(deps, chat_model), deps=deps),
+        sr.Agent(name="flaky", model=counted(deps, flaky_model(deps)), tools=[charge], deps=deps),
         sr.Agent(
             name="tool-kill",
             model=counted(deps, one_tool_then_text(("slow_charge", {"order": "K-1"}))),

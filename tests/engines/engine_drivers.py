@@ -69,6 +69,9 @@ class BuiltinDriver:
     async def send(self, run_id: str, text: str) -> None:
         await self.app.send(run_id, text)
 
+    async def resume(self, run_id: str) -> None:
+        await self.app.resume(run_id)
+
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         async def look() -> RunSnapshot | None:
             async with asyncio.timeout(CAP):
@@ -82,7 +85,7 @@ class BuiltinDriver:
 
         snap = await eventually(look, over)
         assert snap is not None
-        return Ended(snap.run.status, snap.run.text)
+        return Ended(snap.run.status, snap.run.text, snap.run.error_kind)
 
     async def snapshot(self, run_id: str) -> RunSnapshot:
         snap = await self.store.load(run_id)
@@ -136,10 +139,13 @@ class TemporalDriver:
     async def send(self, run_id: str, text: str) -> None:
         await self.runs.send(run_id, text)
 
+    async def resume(self, run_id: str) -> None:
+        await self.runs.resume(run_id)
+
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         # The handle follows the run id's newest workflow run (a new turn is a new one).
         out = await asyncio.wait_for(self.runs.result(run_id), CAP)
-        return Ended(out.status, out.text)
+        return Ended(out.status, out.text, out.error_kind)
 
     async def snapshot(self, run_id: str) -> RunSnapshot:
         snap = await self.store.load(run_id)

@@ -110,6 +110,7 @@ class Ended:
 
     status: str
     text: str | None
+    error_kind: str | None = None
 
 
 class Driver(Protocol):
@@ -149,6 +150,10 @@ class Driver(Protocol):
 
     async def send(self, run_id: str, text: str) -> None:
         """Give the run input (a new turn when it completed)."""
+        ...
+
+    async def resume(self, run_id: str) -> None:
+        """Continue a failed run from its last step."""
         ...
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:

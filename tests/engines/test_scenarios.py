@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from engine_agents import HOOK_LIMIT
+from engine_agents import HOOK_LIMIT, mark
 from enginekit import Driver, Scenario
 
 
@@ -81,6 +81,24 @@ async def test_s5_a_completed_run_takes_new_input_as_a_new_turn(engine: Driver) 
     snap = await run.snapshot()
     assert [m.role for m in snap.context] == ["user", "assistant", "user", "assistant"]
     assert run.effects() == ["model0", "model0"]  # one model call per turn, none repeated
+
+
+async def test_a_failed_run_is_resumed_from_its_last_step(engine: Driver) -> None:
+    run = Scenario(engine, "flaky")
+    await run.start("Charge C-1.")
+    assert (await run.ended()).text == "all done"
+    await engine.send(run.run_id, "Again?")  # the model is down for this turn
+    failed = await run.ended(turn=2)
+    assert (failed.status, failed.error_kind) == ("failed", "ModelCallFailed")
+
+    mark(engine.ledger, "mended", run.run_id)
+    await engine.resume(run.run_id)
+    ended = await run.ended(turn=2)
+
+    assert (ended.status, ended.text) == ("completed", "all done")
+    assert run.effects().count("charge") == 1  # the first turn's charge is not run again
+    snap = await run.snapshot()
+    assert [m.text for m in snap.context if m.role == "user"][1:] == ["Again?"]
 
 
 async def test_s6_a_worker_killed_in_a_side_effecting_tool_is_replaced_and_it_runs_once(

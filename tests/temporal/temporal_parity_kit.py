@@ -23,7 +23,6 @@ from steadyrun.testing import FunctionModel, text, tool_calls
 class Deps:
     effects: Path
     block: bool = False  # the slow tool waits here
-    broken: bool = False  # the flaky model fails (for good: its error is not retryable)
 
 
 def mark(deps: Deps, what: str) -> None:
@@ -58,10 +57,6 @@ async def slow_charge(order_id: str, ctx: sr.ToolContext) -> str:
     return f"charged {order_id}"
 
 
-class ModelDown(Exception):
-    retryable = False
-
-
 def chat_model(deps: Deps) -> FunctionModel:
     """Answers each turn with the turn's number and the user's last words."""
 
@@ -74,13 +69,11 @@ def chat_model(deps: Deps) -> FunctionModel:
 
 
 def flaky_model(deps: Deps) -> FunctionModel:
-    """Charges once, then answers; fails while ``deps.broken``."""
+    """Charges once, then answers."""
 
     def respond(request: ModelRequest) -> ModelResponse:
         n = rounds(request)
         mark(deps, f"flaky{n}")
-        if deps.broken:
-            raise ModelDown("the model is down")
         if n == 0:
             return tool_calls(("slow_charge", {"order_id": "C-1"}))
         return text("all done")

@@ -16,7 +16,7 @@ from engine_agents import scenario_agents
 from enginekit import CAP, Ended, Workers, eventually
 
 import steadyrun as sr
-from steadyrun import RunNotFoundError
+from steadyrun import RunCancelledError, RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.runtime import PendingItem
 from steadyrun.service import App
@@ -71,6 +71,9 @@ class BuiltinDriver:
 
     async def resume(self, run_id: str) -> None:
         await self.app.resume(run_id)
+
+    async def cancel(self, run_id: str) -> None:
+        await self.app.cancel(run_id)
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         async def look() -> RunSnapshot | None:
@@ -142,9 +145,15 @@ class TemporalDriver:
     async def resume(self, run_id: str) -> None:
         await self.runs.resume(run_id)
 
+    async def cancel(self, run_id: str) -> None:
+        await self.runs.cancel(run_id)
+
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         # The handle follows the run id's newest workflow run (a new turn is a new one).
-        out = await asyncio.wait_for(self.runs.result(run_id), CAP)
+        try:
+            out = await asyncio.wait_for(self.runs.result(run_id), CAP)
+        except RunCancelledError:
+            return Ended("cancelled", None)
         return Ended(out.status, out.text, out.error_kind)
 
     async def snapshot(self, run_id: str) -> RunSnapshot:

@@ -156,6 +156,10 @@ class Driver(Protocol):
         """Continue a failed run from its last step."""
         ...
 
+    async def cancel(self, run_id: str) -> None:
+        """Cancel the run (its open calls too)."""
+        ...
+
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         """Wait until the run's ``turn``-th turn completed or failed."""
         ...

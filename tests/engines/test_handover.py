@@ -1,5 +1,6 @@
-"""Handover to people, the same on both engines: the host's ``on_handover`` hook, edited
-arguments, final decisions and the typed errors of writes that do not apply.
+"""Handover to people and the host's other writes, the same on both engines: the
+``on_handover`` hook, edited arguments, final decisions, the typed errors of writes that do not
+apply, input while a run waits, and cancel.
 """
 
 from __future__ import annotations
@@ -8,7 +9,13 @@ import pytest
 from engine_agents import HOOK_LIMIT
 from enginekit import Driver, Scenario
 
-from steadyrun import ConflictError, InvalidResponseError, NotPendingError, UnknownCallError
+from steadyrun import (
+    ConflictError,
+    InvalidResponseError,
+    NotPendingError,
+    RunCancelledError,
+    UnknownCallError,
+)
 
 
 async def test_a_handover_refused_by_the_hook_rejects_the_call(engine: Driver) -> None:
@@ -95,3 +102,68 @@ async def test_writes_that_do_not_apply_are_refused_with_typed_errors(engine: Dr
 
     await engine.answer(run.run_id, item.wait_id, "amex")
     assert (await run.ended()).text == "ended: paid P-1 with amex"
+
+
+async def test_input_sent_while_a_run_waits_is_taken_once_it_goes_on(engine: Driver) -> None:
+    run = Scenario(engine, "wire")
+    await run.start("Wire 60.")
+    item = await run.waits_for("decision")
+    await engine.send(run.run_id, "Tell me when it is done.")
+    await engine.decide(run.run_id, item.call_id, approve=True)
+    ended = await run.ended(turn=2)
+
+    assert (ended.status, ended.text) == ("completed", "ended: wired 60")
+    snap = await run.snapshot()
+    said = [m.text for m in snap.context if m.role == "user"]
+    assert said[1:] == ["Tell me when it is done."]
+    assert run.effects().count("wire60") == 1
+
+
+async def test_a_cancelled_waiting_run_never_runs_its_call(engine: Driver) -> None:
+    run = Scenario(engine, "wire")
+    await run.start("Wire 70.")
+    await run.waits_for("decision")
+    await engine.cancel(run.run_id)
+    ended = await run.ended()
+
+    assert ended.status == "cancelled"
+    (call,) = (await run.snapshot()).calls
+    assert call.status == "cancelled"
+    await engine.cancel(run.run_id)  # again: nothing changes
+    assert "wire70" not in run.effects()
+
+
+async def test_a_decision_on_a_cancelled_run_is_refused_as_not_pending(
+    engine: Driver, request: pytest.FixtureRequest
+) -> None:
+    if engine.name == "temporal":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                raises=RunCancelledError,
+                reason="TemporalRuns refuses any write to a cancelled run with RunCancelledError; "
+                "the built-in engine refuses a decision on its cancelled call with "
+                "NotPendingError",
+            )
+        )
+    run = Scenario(engine, "wire")
+    await run.start("Wire 71.")
+    item = await run.waits_for("decision")
+    await engine.cancel(run.run_id)
+    assert (await run.ended()).status == "cancelled"
+
+    with pytest.raises(NotPendingError):
+        await engine.decide(run.run_id, item.call_id, approve=True)
+
+
+async def test_a_run_cancelled_inside_a_tool_ends_cancelled(engine: Driver) -> None:
+    run = Scenario(engine, "tool-kill")
+    await run.start("Charge K-2.")
+    await run.written("charge")  # the tool body runs (and would for an hour)
+    await engine.cancel(run.run_id)
+    ended = await run.ended()
+
+    assert ended.status == "cancelled"
+    (call,) = (await run.snapshot()).calls
+    assert call.status == "cancelled"
+    assert "model1" not in run.effects()  # the model was not asked again

@@ -193,9 +193,7 @@ class Scenario:
 
     async def written(self, what: str) -> Entry:
         """The run's first ledger line ``what``, once it is there."""
-        lines = await eventually(
-            lambda: asyncio.to_thread(self.ledger), lambda e: any(x.what == what for x in e)
-        )
+        lines = await self.ledger_shows(lambda e: any(x.what == what for x in e))
         return next(x for x in lines if x.what == what)
 
     async def waits_for(self, kind: str) -> PendingItem:

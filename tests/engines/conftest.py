@@ -1,6 +1,6 @@
 """The engine fixture: every scenario here runs once per engine, ``builtin`` and ``temporal``.
 
-``workers`` (per test module and engine) starts the worker processes and what they need: a
+``cluster`` (per test module and engine) starts the worker processes and what they need: a
 fresh PostgreSQL database for the built-in engine, a task queue on the session's dev server
 for Temporal. ``engine`` (per test) is the driver a scenario talks to. The Temporal params
 carry the ``temporal`` marker and are skipped, with the reason, where Temporal is missing.
@@ -36,7 +36,7 @@ ENGINES = [
 
 
 @dataclass
-class Setup:
+class Cluster:
     """One engine's worker processes and where a driver finds their runs."""
 
     name: str
@@ -54,9 +54,9 @@ async def _migrate(dsn: str) -> None:
 
 
 @pytest.fixture(scope="module", params=ENGINES)
-def workers(
+def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Setup]:
+) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp(f"engine-{request.param}")
     ledger = tmp / "ledger"
     ledger.touch()
@@ -65,7 +65,7 @@ def workers(
             asyncio.run(_migrate(dsn))  # once, before two workers race to create the tables
             procs = Workers(["builtin", dsn, str(ledger)], tmp)
             try:
-                yield Setup("builtin", procs, ledger, dsn=dsn)
+                yield Cluster("builtin", procs, ledger, dsn=dsn)
             finally:
                 procs.close()
         return
@@ -75,7 +75,7 @@ def workers(
     asyncio.run(_create_sqlite(store))
     procs = Workers(["temporal", server.target, queue, str(store), str(ledger)], tmp)
     try:
-        yield Setup("temporal", procs, ledger, target=server.target, queue=queue, store=store)
+        yield Cluster("temporal", procs, ledger, target=server.target, queue=queue, store=store)
     finally:
         procs.close()
 
@@ -87,21 +87,21 @@ async def _create_sqlite(path: Path) -> None:
 
 
 @pytest.fixture
-async def engine(workers: Setup) -> AsyncIterator[Driver]:
+async def engine(cluster: Cluster) -> AsyncIterator[Driver]:
     """The driver of this test's engine (its clients live on the test's event loop)."""
-    await asyncio.to_thread(workers.workers.ready)  # the replacements of an earlier test's kills
+    await asyncio.to_thread(cluster.workers.ready)  # the replacements of an earlier test's kills
     driver: Any
-    if workers.name == "builtin":
-        driver = BuiltinDriver(workers.dsn, workers.ledger, workers.workers)
+    if cluster.name == "builtin":
+        driver = BuiltinDriver(cluster.dsn, cluster.ledger, cluster.workers)
     else:
         from temporalio.client import Client
 
         from steadyrun.temporal import TemporalRuns
 
-        client = await Client.connect(workers.target)
-        runs = TemporalRuns(client, task_queue=workers.queue)
-        assert workers.store is not None
-        driver = TemporalDriver(runs, workers.store, workers.ledger, workers.workers)
+        client = await Client.connect(cluster.target)
+        runs = TemporalRuns(client, task_queue=cluster.queue)
+        assert cluster.store is not None
+        driver = TemporalDriver(runs, cluster.store, cluster.ledger, cluster.workers)
     try:
         yield driver
     finally:

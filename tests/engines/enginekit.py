@@ -62,7 +62,11 @@ class Workers:
         self.killed = 0
         for _ in range(count):
             self._spawn()
-        self.ready()
+        try:
+            self.ready()
+        except BaseException:
+            self.close()  # no process outlives a fixture that failed
+            raise
 
     def _spawn(self) -> None:
         with (self.logs / f"worker-{len(self.procs) + self.killed}.log").open("a") as log:

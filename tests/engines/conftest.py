@@ -1,21 +1,25 @@
 """The engine fixture: every scenario here runs once per engine, ``builtin`` and ``temporal``.
 
 ``cluster`` (per test module and engine) starts the worker processes and what they need: a
-fresh PostgreSQL database for the built-in engine, a task queue on the session's dev server
-for Temporal. ``engine`` (per test) is the driver a scenario talks to. The Temporal params
-carry the ``temporal`` marker and are skipped, with the reason, where Temporal is missing.
+fresh PostgreSQL database for the built-in engine (a SQLite file with
+``STEADYRUN_ENGINES_BUILTIN=sqlite``), a task queue on the session's dev server for Temporal.
+``engine`` (per test) is the driver a scenario talks to. The Temporal params carry the
+``temporal`` marker and are skipped, with the reason, where Temporal is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_agents import builtin_store
 from engine_drivers import BuiltinDriver, TemporalDriver
 from enginekit import Driver, Workers
 
@@ -42,15 +46,24 @@ class Cluster:
     name: str
     workers: Workers
     ledger: Path
-    dsn: str = ""  # builtin: the PostgreSQL database
+    store_spec: str = ""  # builtin: the PostgreSQL DSN, or sqlite:<path>
     target: str = ""  # temporal: the dev server
     queue: str = ""
     store: Path | None = None  # temporal: the records' SQLite file
 
 
-async def _migrate(dsn: str) -> None:
-    async with sr.PostgresStore(dsn, min_size=0, max_size=1) as store:
+async def _migrate(spec: str) -> None:
+    async with builtin_store(spec, pool=1) as store:
         await store.leases.runnable(limit=1)
+
+
+@contextmanager
+def _builtin_store(tmp: Path) -> Iterator[str]:
+    if os.environ.get("STEADYRUN_ENGINES_BUILTIN") == "sqlite":
+        yield f"sqlite:{tmp / 'runs.db'}"
+        return
+    with pgkit.fresh_database_sync(prefix="steadyrun_engines") as dsn:
+        yield dsn
 
 
 @pytest.fixture(scope="module", params=ENGINES)
@@ -61,11 +74,11 @@ def cluster(
     ledger = tmp / "ledger"
     ledger.touch()
     if request.param == "builtin":
-        with pgkit.fresh_database_sync(prefix="steadyrun_engines") as dsn:
-            asyncio.run(_migrate(dsn))  # once, before two workers race to create the tables
-            procs = Workers(["builtin", dsn, str(ledger)], tmp)
+        with _builtin_store(tmp) as spec:
+            asyncio.run(_migrate(spec))  # once, before two workers race to create the tables
+            procs = Workers(["builtin", spec, str(ledger)], tmp)
             try:
-                yield Cluster("builtin", procs, ledger, dsn=dsn)
+                yield Cluster("builtin", procs, ledger, store_spec=spec)
             finally:
                 procs.close()
         return
@@ -92,7 +105,7 @@ async def engine(cluster: Cluster) -> AsyncIterator[Driver]:
     await asyncio.to_thread(cluster.workers.ready)  # the replacements of an earlier test's kills
     driver: Any
     if cluster.name == "builtin":
-        driver = BuiltinDriver(cluster.dsn, cluster.ledger, cluster.workers)
+        driver = BuiltinDriver(cluster.store_spec, cluster.ledger, cluster.workers)
     else:
         from temporalio.client import Client
 

@@ -59,6 +59,13 @@ def entries(ledger: Path, run_id: str | None = None) -> list[Entry]:
     return out
 
 
+def builtin_store(spec: str, pool: int) -> sr.SqliteStore | sr.PostgresStore:
+    """The built-in engine's store: ``sqlite:<path>``, or a PostgreSQL DSN."""
+    if spec.startswith("sqlite:"):
+        return sr.SqliteStore(spec.removeprefix("sqlite:"))
+    return sr.PostgresStore(spec, min_size=0, max_size=pool)
+
+
 def run_of(request: ModelRequest) -> str:
     first = next(m.text for m in request.messages if m.role == "user")
     return first.split("]", 1)[0].lstrip("[")

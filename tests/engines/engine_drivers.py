@@ -1,7 +1,7 @@
 """The two drivers behind ``enginekit.Driver``: the built-in engine and Temporal.
 
-Built-in: the test process is a host without a worker (``App(worker=False)``) on the
-PostgreSQL store the worker processes execute from; its writes wake runs up for them.
+Built-in: the test process is a host without a worker (``App(worker=False)``) on the store
+the worker processes execute from (PostgreSQL, or SQLite); its writes wake runs up for them.
 Temporal: the test process is a ``TemporalRuns`` client of the dev server; the worker
 processes poll the suite's task queue and write the records to a SQLite store.
 """
@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from engine_agents import scenario_agents
+from engine_agents import builtin_store, scenario_agents
 from enginekit import CAP, Ended, Workers, eventually
 
 import steadyrun as sr
@@ -25,14 +25,14 @@ FINAL = ("completed", "failed", "cancelled")
 
 
 class BuiltinDriver:
-    """Runs executed by built-in ``Worker`` processes on one PostgreSQL store."""
+    """Runs executed by built-in ``Worker`` processes on one store (``builtin_store``)."""
 
     name = "builtin"
 
-    def __init__(self, dsn: str, ledger: Path, workers: Workers) -> None:
+    def __init__(self, spec: str, ledger: Path, workers: Workers) -> None:
         self.ledger = ledger
         self.workers = workers
-        self.store = sr.PostgresStore(dsn, min_size=0, max_size=3)
+        self.store = builtin_store(spec, pool=3)
         self.app = App(sr.Runtime(self.store, agents=scenario_agents(ledger)), worker=False)
 
     async def close(self) -> None:

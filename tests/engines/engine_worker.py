@@ -1,7 +1,8 @@
 """A worker process of the two-engine scenario suite; prints ``ready`` once it takes work.
 
-``python engine_worker.py builtin DSN LEDGER``: a built-in ``Worker`` on a ``PostgresStore``
-(claims of 2 s, so a killed worker's runs are taken over within seconds).
+``python engine_worker.py builtin STORE LEDGER``: a built-in ``Worker`` on a ``PostgresStore``
+(``STORE`` a DSN) or a ``SqliteStore`` (``sqlite:<path>``), with claims of 2 s, so a killed
+worker's runs are taken over within seconds.
 ``python engine_worker.py temporal TARGET QUEUE STORE LEDGER``: a ``TemporalApp`` worker with
 the default ``TemporalOptions`` (only the task queue is the suite's own), records in a
 ``SqliteStore``.
@@ -14,17 +15,17 @@ import asyncio
 import sys
 from pathlib import Path
 
-from engine_agents import Deps, handover_hook, scenario_agents
+from engine_agents import Deps, builtin_store, handover_hook, scenario_agents
 
 import steadyrun as sr
 
 CLAIM_TTL = 2.0
 
 
-async def builtin(dsn: str, ledger: str) -> None:
+async def builtin(spec: str, ledger: str) -> None:
     from steadyrun.service import Worker
 
-    async with sr.PostgresStore(dsn, max_size=6) as store:
+    async with builtin_store(spec, pool=6) as store:
         runtime = sr.Runtime(
             store,
             agents=scenario_agents(Path(ledger)),

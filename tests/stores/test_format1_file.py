@@ -62,7 +62,7 @@ async def test_the_file_migrates_and_reads_back_as_the_release_that_wrote_it_rea
 async def test_a_migrated_run_goes_on_and_its_old_and_new_calls_read_back(tmp_path: Path) -> None:
     db = _copy(tmp_path)
     async with sr.SqliteStore(db) as store:
-        runtime = sr.Runtime(store, agents=[make.looping("confirm", 3, 1)])
+        runtime = sr.Runtime(store, agents=[make.looping("confirm", 3, 1, start=2)])
         snap = await store.load("approve")
         assert snap is not None
         waiting = [c for c in snap.calls if c.status == "awaiting_decision"]

@@ -28,8 +28,14 @@ from typing import Any
 
 import steadyrun as sr
 from steadyrun._codec import to_plain
-from steadyrun.chat import Message, ModelRequest, TextPart, ThinkingPart, ToolCallPart
-from steadyrun.chat import ToolResultPart
+from steadyrun.chat import (
+    Message,
+    ModelRequest,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from steadyrun.context import DEFAULT_SUMMARY_INSTRUCTION, ContextPolicy
 from steadyrun.control import Confirm
 from steadyrun.records import (
@@ -50,8 +56,11 @@ EXPECTED = HERE / "format1.json"
 RUNS = ("done", "approve", "cleared", "summary", "states")
 
 
-def looping(name: str, n: int, confirm_at: int | None) -> sr.Agent:
-    """Two calls a turn for ``n`` turns; every third fails; ``confirm_at`` waits for approval."""
+def looping(name: str, n: int, confirm_at: int | None, start: int = 0) -> sr.Agent:
+    """Two calls a turn for ``n`` turns; every third fails; ``confirm_at`` waits for approval.
+
+    ``start``: the turn the model answers first (a resumed run's model goes on from there).
+    """
 
     def policy(view: Any) -> Confirm | None:
         return Confirm(prompt="ok?") if view.arguments["k"] == confirm_at else None
@@ -73,7 +82,10 @@ def looping(name: str, n: int, confirm_at: int | None) -> sr.Agent:
     ]
     script[0].message.parts.insert(0, ThinkingPart(text="think", signature="s=="))
     return sr.Agent(
-        name=name, model=ScriptedModel([*script, text("done")]), tools=[step], instructions="go"
+        name=name,
+        model=ScriptedModel([*script[start:], text("done")]),
+        tools=[step],
+        instructions="go",
     )
 
 

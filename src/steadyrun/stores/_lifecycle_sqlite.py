@@ -30,6 +30,7 @@ from steadyrun._errors import ConflictError
 from steadyrun.records import (
     RunSnapshot,
 )
+from steadyrun.stores._call_rows_sql import sqlite_calls
 from steadyrun.stores._encoded import decode_snapshot, dump_rows
 from steadyrun.stores._leases import Fence, Holder, current_fence
 from steadyrun.stores._leases_sqlite import SqliteLeases, wake_in
@@ -132,9 +133,9 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     blocks = conn.execute(
         "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
     ).fetchall()
-    return decode_snapshot(
-        row[0], row[1], (m[0] for m in context), (c[0] for c in calls), (b[0] for b in blocks)
-    )
+    snap = decode_snapshot(row[0], row[1], (m[0] for m in context), (), (b[0] for b in blocks))
+    snap.calls = sqlite_calls(conn, run_id, (c[0] for c in calls), snap.context)
+    return snap
 
 
 class SqliteLifecycle:

@@ -28,6 +28,8 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_resolved
 from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
@@ -187,8 +189,6 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     "DELETE FROM calls WHERE run_id = ? AND call_id = ?",
                     [(run_id, c) for c in step.removed_calls],
                 )
-            for call in step.calls:
-                calls_written += _merge(conn, run_id, call)
             segment = sqlite_segment(conn, run_id, step)  # archives a log the step replaces
             if blocks:
                 conn.executemany(
@@ -197,32 +197,12 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     " block = excluded.block",
                     [(run_id, *b) for b in blocks],
                 )
-            log = (base or []) + appended
-            if base is not None:
-                conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
-                end = 0
-            elif step.context.start is not None and _append_at(
-                conn, run_id, step.context.start, log
-            ):
-                # The executor knows where its messages go: written without reading the log.
-                calls_written += sqlite_entry(conn, run_id, step, segment, step.context.start)
-                return calls_written
-            else:
-                end = conn.execute(
-                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
-                ).fetchone()[0]
-            at = end if step.context.start is None or base is not None else step.context.start
-            if at > end:
-                raise StoreError(
-                    f"context append at position {at} leaves a gap after {end} messages"
-                )
-            if at < end:  # the same step again (a retry): its messages replace themselves
-                conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
-            if log:
-                conn.executemany(
-                    "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
-                    [(run_id, at + i, m) for i, m in enumerate(log)],
-                )
+            end, at = _write_log(conn, run_id, step, base, appended)
+            # The calls after the log: a row may refer to the messages the step just wrote.
+            spots = Spots()
+            spots.add_messages([*(step.context.base or []), *step.context.append], segment, at)
+            for call in step.calls:
+                calls_written += _merge(conn, run_id, call, spots)
             calls_written += sqlite_entry(conn, run_id, step, segment, end)
             return calls_written
 
@@ -256,10 +236,17 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             ).fetchone()
             if row is None:
                 raise CallNotFoundError(run_id, call_id)
-            merged = overlay_external(decode(row[0], CallRecord), update)
+            (held,) = decode_rows([row[0]])
+            (stored,) = sqlite_resolved(conn, run_id, [held])
+            merged = overlay_external(stored, update)
             conn.execute(
                 "UPDATE calls SET status = ?, record = ? WHERE run_id = ? AND call_id = ?",
-                (merged.status, encode(merged), run_id, call_id),
+                (
+                    merged.status,
+                    encode_row(merged, NO_SPOTS.carrying(held)),
+                    run_id,
+                    call_id,
+                ),
             )
             woke = wake_in(conn, fence, _root(run_id))
             return merged
@@ -273,10 +260,14 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         """One call record by its key, or ``None``."""
 
         def read(conn: sqlite3.Connection) -> CallRecord | None:
-            row = conn.execute(
-                "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
-            ).fetchone()
-            return decode(row[0], CallRecord) if row is not None else None
+            conn.execute("BEGIN")  # the row and the log it refers to, as of one moment
+            try:
+                row = conn.execute(
+                    "SELECT record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call_id)
+                ).fetchone()
+                return sqlite_calls(conn, run_id, [row[0]])[0] if row is not None else None
+            finally:
+                conn.execute("COMMIT")
 
         return await self._run(read)
 
@@ -421,6 +412,38 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         return await self._run(read)
 
 
+def _write_log(
+    conn: sqlite3.Connection,
+    run_id: str,
+    step: Step,
+    base: list[bytes] | None,
+    appended: list[bytes],
+) -> tuple[int, int]:
+    """Write the step's messages; returns the log's length before them and where they begin."""
+    log = (base or []) + appended
+    if base is not None:
+        conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
+        end = 0
+    elif step.context.start is not None and _append_at(conn, run_id, step.context.start, log):
+        # The executor knows where its messages go: written without reading the log.
+        return step.context.start, step.context.start
+    else:
+        end = conn.execute(
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
+        ).fetchone()[0]
+    at = end if step.context.start is None or base is not None else step.context.start
+    if at > end:
+        raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
+    if at < end:  # the same step again (a retry): its messages replace themselves
+        conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
+    if log:
+        conn.executemany(
+            "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
+            [(run_id, at + i, m) for i, m in enumerate(log)],
+        )
+    return end, at
+
+
 def _append_at(conn: sqlite3.Connection, run_id: str, at: int, log: list[bytes]) -> bool:
     """Append ``log`` at position ``at`` when that extends the stored log exactly.
 
@@ -449,14 +472,14 @@ def _append_at(conn: sqlite3.Connection, run_id: str, at: int, log: list[bytes])
     return True
 
 
-def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord) -> int:
+def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord, spots: Spots = NO_SPOTS) -> int:
     """Merge a call snapshot inside the caller's transaction; returns bytes written.
 
     A call the store does not hold yet is inserted without reading first; a stored one is
-    read and merged with ``merge_call``.
+    read and merged with ``merge_call``. The row refers to the texts ``spots`` hold.
     """
     if call.rev == 0 or not call.settled:
-        data = encode(call)
+        data = encode_row(call, spots)
         cur = conn.execute(
             "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
             " ON CONFLICT (run_id, call_id) DO NOTHING",
@@ -469,8 +492,17 @@ def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord) -> int:
     ).fetchone()
     if row is not None and call.rev <= row[0]:
         return 0  # an older or equal snapshot changes nothing
-    merged = merge_call(decode(row[1], CallRecord) if row is not None else None, call)
-    data = encode(merged)
+    stored = None
+    if row is not None:
+        (held,) = decode_rows([row[1]])
+        stored = held.record
+        if held.refs and (stored.settled or stored.handover):
+            # Only a settled or handed-over call keeps stored texts through the merge (an
+            # active one takes the snapshot's): only then are they looked up.
+            (stored,) = sqlite_resolved(conn, run_id, [held])
+        spots = spots.carrying(held)
+    merged = merge_call(stored, call)
+    data = encode_row(merged, spots)
     conn.execute(
         "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (run_id, call_id) DO UPDATE SET rev = excluded.rev,"

@@ -15,6 +15,13 @@ Versions:
        lie in the context log) and context_segments (the log segments context rewrites
        replaced), for listing a run's steps and forking from one; see
        ``steadyrun.stores._history``. Steps saved before have no entry.
+    5: call rows may refer to the context log for their arguments, result and error
+       (call documents of format 2, see ``steadyrun.stores._call_rows``) instead of holding a
+       second copy. No table changes and no row is rewritten: rows of format 1 stay as they
+       are and read as before (rewriting them would decode every run's log inside the
+       migration's write transaction, holding the file's lock for as long; a row becomes
+       format 2 when a later step merges it). The version keeps releases that cannot read
+       format 2 away from the file.
 """
 
 from __future__ import annotations
@@ -136,6 +143,10 @@ MIGRATIONS: tuple[str, ...] = (
         message  BLOB NOT NULL,
         PRIMARY KEY (run_id, segment, idx)
     );
+    """,
+    # 5: only the version changes (see above); SQLite needs a statement to run.
+    """
+    SELECT 1;
     """,
 )
 

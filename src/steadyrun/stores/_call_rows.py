@@ -1,0 +1,275 @@
+"""Call rows that keep a call's arguments and result once: in the context log, by reference.
+
+A call's arguments are in the assistant message that asked for it, and its result (or error)
+is in the tool message that answered it. A SQL store writes a call row without a text the log
+provably holds: when the step that carries the call writes, in the same transaction, a message
+part with the same call id and the very same text, the row keeps where that part lies
+(``Ref``) instead of the text. Otherwise (a call saved between steps, a result the log holds
+offloaded or truncated, a context that was never written) the text stays in the row.
+
+A place in the log is ``(segment, index, part)``: the segment of the log (0 until the first
+rewrite, one more after each, see ``steadyrun.stores._history``), the message's index in that
+segment and the part's index in the message. A segment's messages never change once written:
+while it is current they are in ``context``; a rewrite copies them into ``context_segments``
+before it replaces them. So a reference stays good for as long as the run is stored, also
+after its context was compacted.
+
+Stored call documents:
+    format 1: the whole ``CallRecord`` (every row written before schema version 5).
+    format 2: the ``CallRecord`` with the referred texts left out (``arguments`` empty,
+        ``result``/``error`` null) and ``refs``: ``[field, segment, index, part, digest]``
+        for each.
+Readers take both and refuse any other format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import SchemaValidator
+from pydantic_core import core_schema as cs
+
+from steadyrun._codec import _adapter, decode, encode, from_plain
+from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun.chat import Message, ToolCallPart, ToolResultPart
+from steadyrun.records import CallRecord
+
+__all__ = [
+    "CALL_ROW_FORMAT",
+    "NO_SPOTS",
+    "CallRow",
+    "Place",
+    "Ref",
+    "Spots",
+    "decode_rows",
+    "digest",
+    "encode_row",
+    "needs",
+    "resolve",
+]
+
+CALL_ROW_FORMAT = 2
+"""The format of the call documents this release writes (see the module's docstring)."""
+
+Place = tuple[int, int, int]
+"""``(segment, message index in it, part index in the message)``."""
+
+Ref = tuple[str, int, int, int, str]
+"""``(field, segment, index, part, digest)``: where the text of ``field`` lies in the log, and
+the text's ``digest`` (a row carries a reference over to a newer snapshot whose text has the
+same digest without reading the log, and a reader checks what it read against it)."""
+
+_FIELDS = ("arguments", "result", "error")
+_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+
+
+def digest(text: str) -> str:
+    """128 bits of BLAKE2b of ``text``: equal digests are taken as equal texts."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+@dataclass(slots=True)
+class CallRow:
+    """A stored call document read back: the record, and where its left-out texts lie.
+
+    ``record`` has the referred fields blank until ``resolve`` fills them in.
+    """
+
+    record: CallRecord
+    refs: list[Ref] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Spots:
+    """Places of the log known to hold a text: the candidates a row may refer to.
+
+    Keys are ``("call", provider call id)`` for a tool call's arguments and ``("result",
+    provider call id)`` for a tool result's content. ``texts`` are parts written in this
+    transaction; ``digests`` are places stored rows referred to.
+    """
+
+    texts: dict[tuple[str, str], list[tuple[str, Place]]] = field(default_factory=dict)
+    digests: dict[tuple[str, str], list[tuple[str, Place]]] = field(default_factory=dict)
+
+    def add_messages(self, messages: Sequence[Message], segment: int, start: int) -> None:
+        """Add the parts of ``messages``, written from index ``start`` of ``segment``."""
+        for i, message in enumerate(messages):
+            for j, part in enumerate(message.parts):
+                if isinstance(part, ToolCallPart):
+                    key, text = ("call", part.call_id), part.arguments
+                elif isinstance(part, ToolResultPart):
+                    key, text = ("result", part.call_id), part.content
+                else:
+                    continue
+                self.texts.setdefault(key, []).append((text, (segment, start + i, j)))
+
+    def carrying(self, row: CallRow) -> Spots:
+        """These spots and the places ``row`` referred to."""
+        if not row.refs:
+            return self
+        out = Spots(self.texts, {k: list(v) for k, v in self.digests.items()})
+        for name, seg, idx, part, sum_ in row.refs:
+            key = ("call" if name == "arguments" else "result", row.record.provider_call_id)
+            out.digests.setdefault(key, []).append((sum_, (seg, idx, part)))
+        return out
+
+    def ref_of(self, name: str, call_id: str, text: str) -> Ref | None:
+        """A reference to a place holding exactly ``text`` as ``name`` of ``call_id``."""
+        key = ("call" if name == "arguments" else "result", call_id)
+        sum_ = None
+        for held, place in self.texts.get(key, ()):
+            if held == text:
+                return (name, *place, digest(text))
+        for held, place in self.digests.get(key, ()):
+            sum_ = sum_ or digest(text)
+            if held == sum_:
+                return (name, *place, sum_)
+        return None
+
+
+NO_SPOTS = Spots()
+"""No place known: every text stays in the row."""
+
+
+def encode_row(record: CallRecord, spots: Spots) -> bytes:
+    """The stored document of ``record``: format 2 when ``spots`` hold one of its texts."""
+    refs: list[Ref] = []
+    blank: dict[str, Any] = {}
+    for name, empty in (("arguments", ""), ("result", None), ("error", None)):
+        text = getattr(record, name)
+        ref = spots.ref_of(name, record.provider_call_id, text) if text else None
+        if ref is not None:
+            refs.append(ref)
+            blank[name] = empty
+    if not refs:
+        return encode(record)
+    data = _adapter(CallRecord).dump_json(replace(record, **blank))
+    return _HEAD + json.dumps(refs, separators=(",", ":")).encode() + b',"data":' + data + b"}"
+
+
+_reader: SchemaValidator | None = None
+
+
+def _rows_reader() -> SchemaValidator:
+    global _reader
+    if _reader is None:
+        ints = [cs.int_schema()] * 3
+        ref = cs.tuple_schema([cs.str_schema(), *ints, cs.str_schema()])
+        envelope = cs.typed_dict_schema(
+            {
+                "format": cs.typed_dict_field(cs.int_schema(strict=True)),
+                "refs": cs.typed_dict_field(cs.list_schema(ref), required=False),
+                "data": cs.typed_dict_field(_adapter(CallRecord).core_schema),
+            }
+        )
+        _reader = SchemaValidator(cs.list_schema(cs.json_schema(envelope)))
+    return _reader
+
+
+def decode_rows(raws: Iterable[bytes | str]) -> list[CallRow]:
+    """Stored call documents of format 1 or 2, parsed once from their bytes, in order.
+
+    Raises:
+        FormatVersionError: A document of another format.
+        StoreError: A document that is not a call document.
+    """
+    raws = list(raws)
+    try:
+        docs = _rows_reader().validate_python(raws)
+    except ValidationError:
+        return [_decode_slowly(raw) for raw in raws]  # the first refused one says why
+    rows: list[CallRow] = []
+    for doc in docs:
+        refs = doc.get("refs") or []
+        if doc["format"] != CALL_ROW_FORMAT and (doc["format"] != 1 or refs):
+            raise FormatVersionError("CallRecord", doc["format"], CALL_ROW_FORMAT)
+        rows.append(CallRow(doc["data"], _checked(refs)))
+    return rows
+
+
+def _decode_slowly(raw: bytes | str) -> CallRow:
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"stored CallRecord is not valid JSON: {exc}") from exc
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if type(fmt) is int and fmt == CALL_ROW_FORMAT and "data" in doc:
+        refs = from_plain(doc.get("refs") or [], list[tuple[str, int, int, int, str]])
+        return CallRow(from_plain(doc["data"], CallRecord), _checked(refs))
+    # Format 1, or not a call document at all: the codec says precisely what is wrong.
+    return CallRow(decode(raw, CallRecord))
+
+
+def _checked(refs: list[Any]) -> list[Ref]:
+    for ref in refs:
+        if ref[0] not in _FIELDS:
+            raise StoreError(f"stored CallRecord refers to an unknown field {ref[0]!r}")
+    return [tuple(r) for r in refs]
+
+
+def needs(rows: Iterable[CallRow], current: int) -> tuple[set[int], set[tuple[int, int]]]:
+    """The log messages ``rows`` refer to: indexes in the ``current`` segment, older places."""
+    now: set[int] = set()
+    past: set[tuple[int, int]] = set()
+    for row in rows:
+        for _, seg, idx, _, _ in row.refs:
+            if seg == current:
+                now.add(idx)
+            else:
+                past.add((seg, idx))
+    return now, past
+
+
+def resolve(
+    rows: Iterable[CallRow],
+    current: int | None,
+    message: Callable[[int, int], Message | None],
+) -> list[CallRecord]:
+    """The records of ``rows`` with each referred text read from the log.
+
+    Args:
+        rows: Decoded call rows.
+        current: The run's current segment (its latest step's; ``None``: no step entry).
+        message: The message at ``(segment, index)``, ``None`` when the store holds none.
+
+    Raises:
+        StoreError: A referred message or part is missing or is not the call's: the store
+            lost part of the log.
+    """
+    out: list[CallRecord] = []
+    for row in rows:
+        if not row.refs:
+            out.append(row.record)
+            continue
+        fill: dict[str, Any] = {}
+        for name, seg, idx, j, sum_ in row.refs:
+            if current is None or seg > current:
+                raise StoreError(
+                    f"call {row.record.id!r} refers to segment {seg} of the log, which the "
+                    "store does not hold"
+                )
+            fill[name] = _text(row.record, name, message(seg, idx), (seg, idx, j), sum_)
+        out.append(replace(row.record, **fill))
+    return out
+
+
+def _text(record: CallRecord, name: str, msg: Message | None, place: Place, sum_: str) -> str:
+    seg, idx, j = place
+    part = msg.parts[j] if msg is not None and 0 <= j < len(msg.parts) else None
+    text: str | None = None
+    if isinstance(part, ToolCallPart | ToolResultPart) and part.call_id == record.provider_call_id:
+        if name == "arguments" and isinstance(part, ToolCallPart):
+            text = part.arguments
+        if name != "arguments" and isinstance(part, ToolResultPart):
+            text = part.content
+    if text is None or digest(text) != sum_:
+        raise StoreError(
+            f"the {name} of call {record.id!r} lie in part {j} of message {idx} of segment "
+            f"{seg} of the log, which does not hold them: the store lost part of the log"
+        )
+    return text

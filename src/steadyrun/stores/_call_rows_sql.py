@@ -1,0 +1,80 @@
+"""Call rows read back in SQL: the referred texts looked up in the context log.
+
+The statements serve SQLite and PostgreSQL (``sql`` of ``_history_sql``); the SQLite reads are
+here, the PostgreSQL ones beside its store. A load hands over the current log it decoded anyway,
+so only texts in replaced segments (after a context rewrite) cost a statement.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from steadyrun._codec import decode
+from steadyrun.chat import Message
+from steadyrun.records import CallRecord
+from steadyrun.stores._call_rows import CallRow, decode_rows, needs, resolve
+from steadyrun.stores._history_sql import sql
+
+__all__ = [
+    "CURRENT_SEGMENT",
+    "MESSAGE_NOW",
+    "MESSAGE_PAST",
+    "sqlite_calls",
+    "sqlite_resolved",
+]
+
+CURRENT_SEGMENT = (
+    "SELECT segment FROM {t}step_history WHERE run_id = {p} ORDER BY step DESC LIMIT 1"
+)
+MESSAGE_NOW = "SELECT message FROM {t}context WHERE run_id = {p} AND idx = {p}"
+MESSAGE_PAST = (
+    "SELECT message FROM {t}context_segments WHERE run_id = {p} AND segment = {p} AND idx = {p}"
+)
+
+
+def sqlite_calls(
+    conn: sqlite3.Connection,
+    run_id: str,
+    raws: Iterable[bytes],
+    context: Sequence[Message] | None = None,
+) -> list[CallRecord]:
+    """The call records of stored rows, their referred texts read from the log.
+
+    Args:
+        conn: The connection, inside the caller's read transaction.
+        run_id: The run the rows are of.
+        raws: The stored documents.
+        context: The run's current log as loaded (position = index), when the caller has it.
+    """
+    rows = decode_rows(raws)
+    return sqlite_resolved(conn, run_id, rows, context)
+
+
+def sqlite_resolved(
+    conn: sqlite3.Connection,
+    run_id: str,
+    rows: list[CallRow],
+    context: Sequence[Message] | None = None,
+) -> list[CallRecord]:
+    """``resolve`` of decoded rows inside the caller's transaction."""
+    if not any(row.refs for row in rows):
+        return [row.record for row in rows]
+    found = conn.execute(sql(CURRENT_SEGMENT), (run_id,)).fetchone()
+    if found is None:
+        return resolve(rows, None, lambda seg, idx: None)  # refused: no segment to look in
+    current = int(found[0])
+    now, past = needs(rows, current)
+    messages: dict[tuple[int, int], Message] = {}
+    for idx in now:
+        if context is not None and idx < len(context):
+            messages[(current, idx)] = context[idx]
+            continue
+        row = conn.execute(sql(MESSAGE_NOW), (run_id, idx)).fetchone()
+        if row is not None:
+            messages[(current, idx)] = decode(row[0], Message)
+    for seg, idx in past:
+        row = conn.execute(sql(MESSAGE_PAST), (run_id, seg, idx)).fetchone()
+        if row is not None:
+            messages[(seg, idx)] = decode(row[0], Message)
+    return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))

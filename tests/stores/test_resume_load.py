@@ -60,7 +60,7 @@ def reference_call(raw: bytes | str, context: list[Message]) -> CallRecord:
     if doc["format"] != 2:
         return reference(raw, CallRecord)  # type: ignore[no-any-return]
     record = from_plain(doc["data"], CallRecord)
-    for name, segment, idx, part, _ in doc["refs"]:
+    for name, segment, idx, part, _ in doc.get("refs", []):
         assert segment == 0
         held = context[idx].parts[part]
         setattr(record, name, held.arguments if name == "arguments" else held.content)  # type: ignore[union-attr]

@@ -16,9 +16,10 @@ after its context was compacted.
 
 Stored call documents:
     format 1: the whole ``CallRecord`` (every row written before schema version 5).
-    format 2: the ``CallRecord`` with the referred texts left out (``arguments`` empty,
-        ``result``/``error`` null) and ``refs``: ``[field, segment, index, part, digest]``
-        for each.
+    format 2: the ``CallRecord`` without its fields at their defaults (a reader fills them
+        in; a release that changes a default must write a new format), with the referred
+        texts left out (``arguments`` empty, ``result``/``error`` absent), and ``refs``:
+        ``[field, segment, index, part, digest]`` for each (absent when there is none).
 Readers take both and refuse any other format.
 """
 
@@ -34,7 +35,7 @@ from pydantic import ValidationError
 from pydantic_core import SchemaValidator
 from pydantic_core import core_schema as cs
 
-from steadyrun._codec import _adapter, decode, encode, from_plain
+from steadyrun._codec import _adapter, decode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, ToolCallPart, ToolResultPart
 from steadyrun.records import CallRecord
@@ -65,7 +66,7 @@ the text's ``digest`` (a row carries a reference over to a newer snapshot whose 
 same digest without reading the log, and a reader checks what it read against it)."""
 
 _FIELDS = ("arguments", "result", "error")
-_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+_HEAD = b'{"format":%d,"data":' % CALL_ROW_FORMAT
 
 
 def digest(text: str) -> str:
@@ -137,7 +138,7 @@ NO_SPOTS = Spots()
 
 
 def encode_row(record: CallRecord, spots: Spots) -> bytes:
-    """The stored document of ``record``: format 2 when ``spots`` hold one of its texts."""
+    """The stored document of ``record`` (format 2), referring to the texts ``spots`` hold."""
     refs: list[Ref] = []
     blank: dict[str, Any] = {}
     for name, empty in (("arguments", ""), ("result", None), ("error", None)):
@@ -146,10 +147,11 @@ def encode_row(record: CallRecord, spots: Spots) -> bytes:
         if ref is not None:
             refs.append(ref)
             blank[name] = empty
+    data = _adapter(CallRecord).dump_json(replace(record, **blank), exclude_defaults=True)
     if not refs:
-        return encode(record)
-    data = _adapter(CallRecord).dump_json(replace(record, **blank))
-    return _HEAD + json.dumps(refs, separators=(",", ":")).encode() + b',"data":' + data + b"}"
+        return _HEAD + data + b"}"
+    listed = json.dumps(refs, separators=(",", ":")).encode()
+    return _HEAD[:-7] + b'"refs":' + listed + b',"data":' + data + b"}"
 
 
 _reader: SchemaValidator | None = None

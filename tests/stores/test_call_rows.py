@@ -1,0 +1,199 @@
+"""Call rows keep a text once: a reference when the log holds it, the text itself otherwise."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import steadyrun as sr
+from steadyrun._codec import decode, encode
+from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun.chat import Message, TextPart, ToolCallPart, ToolResultPart
+from steadyrun.context import ContextPolicy
+from steadyrun.records import CallRecord
+from steadyrun.stores._call_rows import (
+    NO_SPOTS,
+    Spots,
+    decode_rows,
+    digest,
+    encode_row,
+    resolve,
+)
+from steadyrun.testing import FunctionModel, call, text, tool_calls
+
+texts = st.text(max_size=30)
+maybe = st.none() | texts
+ids = st.sampled_from(["p1", "p2", ""])
+
+
+@st.composite
+def records(draw: st.DrawFn) -> CallRecord:
+    return CallRecord(
+        id=draw(st.sampled_from(["a.c1", "a.c2"])),
+        provider_call_id=draw(ids),
+        name="tool",
+        arguments=draw(texts),
+        rev=draw(st.integers(0, 5)),
+        status=draw(st.sampled_from(["queued", "running", "succeeded", "failed", "mine"])),
+        result=draw(maybe),
+        error=draw(maybe),
+        notes=draw(st.dictionaries(texts, texts, max_size=2)),
+        payload=draw(st.none() | st.integers() | st.booleans()),
+    )
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> list[Message]:
+    """Messages with tool calls and results whose ids and texts may or may not match."""
+    out: list[Message] = []
+    for _ in range(draw(st.integers(0, 4))):
+        parts: list[TextPart | ToolCallPart | ToolResultPart] = []
+        for _ in range(draw(st.integers(0, 3))):
+            kind = draw(st.sampled_from(["text", "call", "result"]))
+            if kind == "text":
+                parts.append(TextPart(text=draw(texts)))
+            elif kind == "call":
+                parts.append(ToolCallPart(call_id=draw(ids), name="tool", arguments=draw(texts)))
+            else:
+                parts.append(ToolResultPart(call_id=draw(ids), name="tool", content=draw(texts)))
+        out.append(Message(role="assistant", parts=parts))  # type: ignore[arg-type]
+    return out
+
+
+@given(records(), logs(), st.integers(0, 3), st.integers(0, 5))
+def test_a_row_reads_back_as_the_record_from_the_log_it_refers_to(
+    record: CallRecord, log: list[Message], segment: int, start: int
+) -> None:
+    spots = Spots()
+    spots.add_messages(log, segment, start)
+    (row,) = decode_rows([encode_row(record, spots)])
+    held = {(segment, start + i): m for i, m in enumerate(log)}
+    assert resolve([row], segment, lambda s, i: held.get((s, i))) == [record]
+    for name, *_ in row.refs:
+        assert not getattr(row.record, name)  # a referred text is not in the row too
+    # A text the log holds for the call is never kept twice.
+    calls = {(p.call_id, p.arguments) for m in log for p in m.parts if isinstance(p, ToolCallPart)}
+    if record.arguments and (record.provider_call_id, record.arguments) in calls:
+        assert any(r[0] == "arguments" for r in row.refs)
+
+
+@given(records(), logs())
+def test_references_carry_over_by_digest_and_a_changed_text_stays_in_the_row(
+    record: CallRecord, log: list[Message]
+) -> None:
+    spots = Spots()
+    spots.add_messages(log, 0, 0)
+    (row,) = decode_rows([encode_row(record, spots)])
+    (again,) = decode_rows([encode_row(record, NO_SPOTS.carrying(row))])
+    assert again.refs == row.refs  # the same texts: the same places, without the log
+    changed = CallRecord(
+        id=record.id,
+        provider_call_id=record.provider_call_id,
+        name="tool",
+        arguments=record.arguments + "!",
+    )
+    (other,) = decode_rows([encode_row(changed, NO_SPOTS.carrying(row))])
+    assert other.refs == [] and other.record == changed
+
+
+@given(records())
+def test_a_row_without_references_is_the_record(record: CallRecord) -> None:
+    assert decode_rows([encode_row(record, NO_SPOTS)]) == decode_rows([encode(record)])
+    assert decode_rows([encode(record)])[0].record == decode(encode(record), CallRecord)
+
+
+def test_a_reference_to_a_changed_or_missing_part_is_refused() -> None:
+    record = CallRecord(id="a.c1", provider_call_id="p", name="t", arguments='{"x": 1}')
+    log = [
+        Message(role="assistant", parts=[ToolCallPart(call_id="p", name="t", arguments='{"x": 1}')])
+    ]
+    spots = Spots()
+    spots.add_messages(log, 2, 7)
+    (row,) = decode_rows([encode_row(record, spots)])
+    assert row.refs == [("arguments", 2, 7, 0, digest('{"x": 1}'))]
+    edited = [
+        Message(role="assistant", parts=[ToolCallPart(call_id="p", name="t", arguments="{}")])
+    ]
+    for held, current in (
+        ({(2, 7): edited[0]}, 2),  # other text at that place
+        ({}, 2),  # no such message
+        ({(2, 7): log[0]}, 1),  # a segment the store does not have
+        ({(2, 7): log[0]}, None),  # no step entry at all
+    ):
+        with pytest.raises(StoreError, match="log"):
+            resolve([row], current, lambda s, i, held=held: held.get((s, i)))  # type: ignore[misc]
+
+
+def test_unknown_row_formats_are_refused() -> None:
+    record = CallRecord(id="a", name="t")
+    for fmt in (0, 3, True):
+        raw = encode_row(record, NO_SPOTS).replace(
+            b'"format":2', b'"format":%s' % str(fmt).lower().encode()
+        )
+        with pytest.raises(FormatVersionError):
+            decode_rows([raw])
+    with pytest.raises(StoreError):
+        decode_rows([b'{"format":2,"refs":[["name",0,0,0,"x"]],"data":{"id":"a","name":"t"}}'])
+
+
+# -- in a store --------------------------------------------------------------------------------
+
+
+def _rewriting(rounds: int) -> sr.Agent:
+    count = 0
+
+    def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        nonlocal count
+        count += 1
+        if count > rounds:
+            return text("finished")
+        return tool_calls(call("step", {"n": count}, id=f"c{count}"))
+
+    @sr.tool(concurrency_key="")
+    def step(n: int) -> str:
+        """One step with a 1 KB result."""
+        return f"step {n} " + "y" * 1000
+
+    return sr.Agent(
+        name="rewrite",
+        model=FunctionModel(respond),
+        tools=[step],
+        context=ContextPolicy(window=3_000, keep_rounds=2, clear_share=0.5, summary_tokens=200),
+        limits=sr.Limits(max_iterations=100),
+    )
+
+
+async def test_results_cleared_from_the_context_read_back_from_the_replaced_segment(
+    tmp_path: Path,
+) -> None:
+    memory = sr.MemoryStore()
+    await sr.Runtime(memory).run(_rewriting(8), run_id="r", input="go")
+    db = tmp_path / "runs.db"
+    async with sr.SqliteStore(db) as store:
+        result = await sr.Runtime(store).run(_rewriting(8), run_id="r", input="go")
+        assert result.status == "completed"
+        snap = await store.load("r")
+        assert snap is not None
+        assert [await store.load_call("r", c.id) for c in snap.calls] == snap.calls
+    expected = await memory.load("r")
+    assert expected is not None
+    untimed = [replace(c, started_at=None, completed_at=None) for c in snap.calls]
+    assert untimed == [replace(c, started_at=None, completed_at=None) for c in expected.calls]
+    cleared = [
+        p
+        for m in snap.context
+        for p in m.parts
+        if isinstance(p, ToolResultPart) and "cleared" in p.content
+    ]
+    assert cleared, "the policy never cleared a result"
+    with sqlite3.connect(db) as conn:
+        rows = [r[0] for r in conn.execute("SELECT record FROM calls WHERE run_id = 'r'")]
+        archived = conn.execute("SELECT COUNT(*) FROM context_segments").fetchone()[0]
+    assert archived
+    for raw in rows:  # every settled call's texts are in the log: none is kept twice
+        assert b'"arguments",' in raw and b'"result",' in raw and b"y" * 100 not in raw

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import SchemaValidator
+from pydantic_core import PydanticSerializationError, SchemaValidator
 from pydantic_core import core_schema as cs
 
 from steadyrun._codec import _adapter, decode, from_plain
@@ -147,7 +147,10 @@ def encode_row(record: CallRecord, spots: Spots) -> bytes:
         if ref is not None:
             refs.append(ref)
             blank[name] = empty
-    data = _adapter(CallRecord).dump_json(replace(record, **blank), exclude_defaults=True)
+    try:
+        data = _adapter(CallRecord).dump_json(replace(record, **blank), exclude_defaults=True)
+    except PydanticSerializationError as exc:
+        raise StoreError(f"cannot store CallRecord: {exc}") from exc
     if not refs:
         return _HEAD + data + b"}"
     listed = json.dumps(refs, separators=(",", ":")).encode()

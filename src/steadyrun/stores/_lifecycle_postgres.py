@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from steadyrun._codec import decode
 from steadyrun._errors import ConflictError
+from steadyrun.stores._call_rows import decode_rows
+from steadyrun.stores._call_rows_postgres import pg_resolved
 from steadyrun.stores._encoded import decode_snapshot, dump_rows
 from steadyrun.stores._leases import Holder, current_fence
 from steadyrun.stores._leases_postgres import wake_in
@@ -146,16 +148,17 @@ class PostgresLifecycle:
                 )
             ]
             rows, context, calls, blocks, feed, state, woken = [await q.fetchall() for q in queries]
-        if not rows and not feed:
-            return None
-        by_run = [_grouped(context), _grouped(calls), _grouped(blocks)]
-        runs = []
-        for member, record, checkpoint in sorted(rows, key=lambda r: str(r[0])):
-            runs.append(
-                decode_snapshot(
-                    record, checkpoint, by_run[0][member], by_run[1][member], by_run[2][member]
+            if not rows and not feed:
+                return None
+            by_run = [_grouped(context), _grouped(calls), _grouped(blocks)]
+            runs = []
+            for member, record, checkpoint in sorted(rows, key=lambda r: str(r[0])):
+                snap = decode_snapshot(record, checkpoint, by_run[0][member], (), by_run[2][member])
+                # Call rows read in this snapshot, their texts from the log.
+                snap.calls = await pg_resolved(
+                    conn.cursor(), s, member, decode_rows(by_run[1][member]), snap.context
                 )
-            )
+                runs.append(snap)
         consumed = {r[0]: int(r[1]) for r in state}
         feeds = [
             FeedDump(

@@ -34,8 +34,12 @@ from steadyrun.records import (
     merge_call,
     overlay_external,
 )
+from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows_postgres import held_row, pg_resolved
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT
 from steadyrun.stores._encoded import decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
+from steadyrun.stores._history_sql import sql as history_sql
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
@@ -199,8 +203,6 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                     (run_id,),
                 )
             segment = await pg_segment(conn.cursor(), s, run_id, step)  # before a base: archives
-            for call in step.calls:
-                written += await _merge(cur, s, run_id, call)
             if blocks:
                 await cur.executemany(
                     f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
@@ -228,6 +230,11 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                     f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
                     [(run_id, at + i, m) for i, m in enumerate(log)],
                 )
+            # The calls after the log: a row may refer to the messages the step just wrote.
+            spots = Spots()
+            spots.add_messages([*(step.context.base or []), *step.context.append], segment, at)
+            for call in step.calls:
+                written += await _merge(cur, s, run_id, call, spots)
             written += await pg_entry(cur, s, run_id, step, segment, end)
         self.bytes_written += written
         self.step_bytes.append(written)
@@ -256,10 +263,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             row = await cur.fetchone()
             if row is None:
                 raise CallNotFoundError(run_id, call_id)
-            merged = overlay_external(decode(row[0], CallRecord), update)
+            (held,) = decode_rows([row[0]])
+            (stored,) = await pg_resolved(cur, s, run_id, [held])
+            merged = overlay_external(stored, update)
             await cur.execute(
                 f"UPDATE {s}.calls SET status = %s, record = %s WHERE run_id = %s AND call_id = %s",
-                (merged.status, encode(merged), run_id, call_id),
+                (merged.status, encode_row(merged, NO_SPOTS.carrying(held)), run_id, call_id),
             )
         return merged
 
@@ -271,7 +280,10 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                 (run_id, call_id),
             )
             row = await cur.fetchone()
-        return decode(row[0], CallRecord) if row is not None else None
+            if row is None:
+                return None
+            (record,) = await pg_resolved(cur, self._s, run_id, decode_rows([row[0]]))
+        return record
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """Load a run in one read-only snapshot transaction; ``None`` when there is none."""
@@ -286,18 +298,25 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                     f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",
                     f"SELECT record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
                     f"SELECT block FROM {s}.blocks WHERE run_id = %s ORDER BY position",
+                    history_sql(CURRENT_SEGMENT, s),
                 )
             ]
-            row, context, calls, blocks = [await q.fetchall() for q in queries]
-        if not row:
-            return None
-        return decode_snapshot(
-            row[0][0],
-            row[0][1],
-            (m[0] for m in context),
-            (c[0] for c in calls),
-            (b[0] for b in blocks),
-        )
+            row, context, calls, blocks, segment = [await q.fetchall() for q in queries]
+            if not row:
+                return None
+            snap = decode_snapshot(
+                row[0][0], row[0][1], (m[0] for m in context), (), (b[0] for b in blocks)
+            )
+            # Texts of replaced segments cost a statement each, in this snapshot.
+            snap.calls = await pg_resolved(
+                conn.cursor(),
+                s,
+                run_id,
+                decode_rows(c[0] for c in calls),
+                snap.context,
+                int(segment[0][0]) if segment else None,
+            )
+        return snap
 
     # -- feed ------------------------------------------------------------------------------
 
@@ -476,11 +495,14 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         return [summary_of(r, from_us) for r in rows]
 
 
-async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord) -> int:
+async def _merge(
+    cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord, spots: Spots
+) -> int:
     """Merge a call snapshot inside the caller's transaction; returns bytes written.
 
     The stored row is read ``FOR UPDATE``; when there is none yet, the snapshot is inserted
-    unless a concurrent writer inserted the call first, whose row is then read locked.
+    unless a concurrent writer inserted the call first, whose row is then read locked. The
+    row refers to the texts ``spots`` hold.
     """
     while True:
         await cur.execute(
@@ -490,7 +512,7 @@ async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: 
         row = await cur.fetchone()
         if row is not None:
             break
-        data = encode(merge_call(None, call))
+        data = encode_row(merge_call(None, call), spots)
         await cur.execute(
             f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
@@ -500,8 +522,9 @@ async def _merge(cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: 
             return len(data)
     if call.rev <= row[0]:
         return 0  # an older or equal snapshot changes nothing
-    merged = merge_call(decode(row[1], CallRecord), call)
-    data = encode(merged)
+    stored, spots = await held_row(cur, s, run_id, row[1], spots)
+    merged = merge_call(stored, call)
+    data = encode_row(merged, spots)
     await cur.execute(
         f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
         " WHERE run_id = %s AND call_id = %s",

@@ -21,6 +21,9 @@ Versions:
        lie in the context log) and context_segments (the log segments context rewrites
        replaced), for listing a run's steps and forking from one; see
        ``steadyrun.stores._history``. Steps saved before have no entry.
+    5: call rows may refer to the context log for their arguments, result and error (call
+       documents of format 2, see ``steadyrun.stores._call_rows``); as in SQLite's version 5,
+       no table changes and no row is rewritten: rows of format 1 read as before.
 """
 
 from __future__ import annotations
@@ -152,6 +155,10 @@ MIGRATIONS: tuple[str, ...] = (
         message  BYTEA NOT NULL,
         PRIMARY KEY (run_id, segment, idx)
     );
+    """,
+    # 5: only the version changes (see above).
+    """
+    SELECT 1;
     """,
 )
 

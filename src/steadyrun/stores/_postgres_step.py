@@ -18,9 +18,10 @@ from __future__ import annotations
 from psycopg import AsyncCursor
 from psycopg.rows import TupleRow
 
-from steadyrun._codec import decode, encode
 from steadyrun._errors import StoreError
 from steadyrun.records import CallRecord, Step, merge_call
+from steadyrun.stores._call_rows import NO_SPOTS, Spots, encode_row
+from steadyrun.stores._call_rows_postgres import held_row
 from steadyrun.stores._encoded import EncodedStep
 from steadyrun.stores._history import next_segment
 from steadyrun.stores._history_postgres import pg_entry
@@ -111,7 +112,9 @@ async def write_step(
     await _check_fence(fence, run_id)
     prev = await previous.fetchone()
     segment, _ = next_segment(prev[0] if prev else None, False)
-    written = await _merge_held(conn.cursor(), s, run_id, step.calls, inserts, held)
+    spots = Spots()  # the appended messages lie from ``at`` on, also after _append_again
+    spots.add_messages(step.context.append, segment, at)
+    written = await _merge_held(conn.cursor(), s, run_id, step.calls, inserts, held, spots)
     if log:
         if len(await appended.fetchall()) != len(log):
             await _append_again(conn.cursor(), s, run_id, at, log)
@@ -146,7 +149,7 @@ async def write_call(
     )
     await tx.answers()
     await _check_fence(fence, run_id)
-    return await _merge_held(tx.conn.cursor(), s, run_id, [call], inserts, held)
+    return await _merge_held(tx.conn.cursor(), s, run_id, [call], inserts, held, NO_SPOTS)
 
 
 async def _send_fence(
@@ -202,7 +205,7 @@ async def _insert_calls(
         if call.settled and not settled_too:
             sent.append(None)
             continue
-        data = encode(merge_call(None, call))
+        data = encode_row(merge_call(None, call), NO_SPOTS)  # no segment known yet
         cur = tx.conn.cursor()
         await cur.execute(
             f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
@@ -220,8 +223,12 @@ async def _merge_held(
     calls: list[CallRecord],
     inserts: list[tuple[Cursor, int] | None],
     held: Cursor,
+    spots: Spots,
 ) -> int:
-    """Merge the calls the store held with their rows (locked); returns the bytes written."""
+    """Merge the calls the store held with their rows (locked); returns the bytes written.
+
+    A row refers to the texts ``spots`` hold.
+    """
     if not calls:
         return 0
     rows = {r[0]: (r[1], r[2]) for r in await held.fetchall()}
@@ -233,7 +240,7 @@ async def _merge_held(
         if call.id not in rows:
             if tried is not None:  # deleted between the two statements (its run, meanwhile)
                 raise StoreError(f"call {call.id!r} of run {run_id!r} changed during the write")
-            data = encode(merge_call(None, call))
+            data = encode_row(merge_call(None, call), spots)
             await cur.execute(
                 f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
                 " VALUES (%s, %s, %s, %s, %s)",
@@ -244,8 +251,9 @@ async def _merge_held(
         rev, record = rows[call.id]
         if call.rev <= rev:
             continue  # an older or equal snapshot changes nothing
-        merged = merge_call(decode(record, CallRecord), call)
-        data = encode(merged)
+        stored, carried = await held_row(cur, s, run_id, record, spots)
+        merged = merge_call(stored, call)
+        data = encode_row(merged, carried)
         await cur.execute(
             f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
             " WHERE run_id = %s AND call_id = %s",

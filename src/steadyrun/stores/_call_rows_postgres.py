@@ -1,0 +1,84 @@
+"""Call rows read back on PostgreSQL: the referred texts looked up in the context log.
+
+The PostgreSQL side of ``_call_rows_sql`` (it needs psycopg; that module does not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg import AsyncCursor
+from psycopg.rows import TupleRow
+
+from steadyrun._codec import decode
+from steadyrun.chat import Message
+from steadyrun.records import CallRecord
+from steadyrun.stores._call_rows import CallRow, Spots, decode_rows, needs, resolve
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, MESSAGE_NOW, MESSAGE_PAST
+from steadyrun.stores._history_sql import sql
+
+__all__ = ["UNKNOWN", "held_row", "pg_resolved"]
+
+Cursor = AsyncCursor[TupleRow]
+
+UNKNOWN = -2
+"""``current`` not read yet: ``pg_resolved`` reads it."""
+
+
+async def pg_resolved(
+    cur: Cursor,
+    s: str,
+    run_id: str,
+    rows: list[CallRow],
+    context: Sequence[Message] | None = None,
+    current: int | None = UNKNOWN,
+) -> list[CallRecord]:
+    """``resolve`` of decoded rows inside the caller's transaction.
+
+    Args:
+        cur: A cursor of the transaction.
+        s: The store's quoted schema.
+        run_id: The run the rows are of.
+        rows: The decoded rows.
+        context: The run's current log as loaded (position = index), when the caller has it.
+        current: The run's current segment when the caller read it (``None``: no entry).
+    """
+    if not any(row.refs for row in rows):
+        return [row.record for row in rows]
+    if current == UNKNOWN:
+        await cur.execute(sql(CURRENT_SEGMENT, s), (run_id,))
+        found = await cur.fetchone()
+        current = int(found[0]) if found is not None else None
+    if current is None:
+        return resolve(rows, None, lambda seg, idx: None)  # refused: no segment to look in
+    now, past = needs(rows, current)
+    messages: dict[tuple[int, int], Message] = {}
+    for idx in now:
+        if context is not None and idx < len(context):
+            messages[(current, idx)] = context[idx]
+            continue
+        await cur.execute(sql(MESSAGE_NOW, s), (run_id, idx), binary=True)
+        row = await cur.fetchone()
+        if row is not None:
+            messages[(current, idx)] = decode(row[0], Message)
+    for seg, idx in past:
+        await cur.execute(sql(MESSAGE_PAST, s), (run_id, seg, idx), binary=True)
+        row = await cur.fetchone()
+        if row is not None:
+            messages[(seg, idx)] = decode(row[0], Message)
+    return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))
+
+
+async def held_row(
+    cur: Cursor, s: str, run_id: str, raw: bytes, spots: Spots
+) -> tuple[CallRecord, Spots]:
+    """A stored row to merge a snapshot with, and the spots its merge may refer to.
+
+    Only a settled or handed-over call keeps stored texts through the merge (an active one
+    takes the snapshot's), so only then are its referred texts looked up.
+    """
+    (held,) = decode_rows([raw])
+    stored = held.record
+    if held.refs and (stored.settled or stored.handover):
+        (stored,) = await pg_resolved(cur, s, run_id, [held])
+    return stored, spots.carrying(held)

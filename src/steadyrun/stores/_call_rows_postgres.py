@@ -14,15 +14,12 @@ from steadyrun._codec import decode
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.stores._call_rows import CallRow, Spots, decode_rows, needs, resolve
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, MESSAGE_NOW, MESSAGE_PAST
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, MESSAGE_NOW, MESSAGE_PAST, UNKNOWN
 from steadyrun.stores._history_sql import sql
 
 __all__ = ["UNKNOWN", "held_row", "pg_resolved"]
 
 Cursor = AsyncCursor[TupleRow]
-
-UNKNOWN = -2
-"""``current`` not read yet: ``pg_resolved`` reads it."""
 
 
 async def pg_resolved(

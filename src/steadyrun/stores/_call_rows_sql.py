@@ -20,6 +20,7 @@ __all__ = [
     "CURRENT_SEGMENT",
     "MESSAGE_NOW",
     "MESSAGE_PAST",
+    "UNKNOWN",
     "sqlite_calls",
     "sqlite_resolved",
 ]
@@ -27,6 +28,8 @@ __all__ = [
 CURRENT_SEGMENT = (
     "SELECT segment FROM {t}step_history WHERE run_id = {p} ORDER BY step DESC LIMIT 1"
 )
+UNKNOWN = -2
+"""``current`` not read yet: the resolving function reads it."""
 MESSAGE_NOW = "SELECT message FROM {t}context WHERE run_id = {p} AND idx = {p}"
 MESSAGE_PAST = (
     "SELECT message FROM {t}context_segments WHERE run_id = {p} AND segment = {p} AND idx = {p}"
@@ -56,14 +59,19 @@ def sqlite_resolved(
     run_id: str,
     rows: list[CallRow],
     context: Sequence[Message] | None = None,
+    current: int | None = UNKNOWN,
 ) -> list[CallRecord]:
-    """``resolve`` of decoded rows inside the caller's transaction."""
+    """``resolve`` of decoded rows inside the caller's transaction.
+
+    ``current``: the run's current segment when the caller read it (``None``: no entry).
+    """
     if not any(row.refs for row in rows):
         return [row.record for row in rows]
-    found = conn.execute(sql(CURRENT_SEGMENT), (run_id,)).fetchone()
-    if found is None:
+    if current == UNKNOWN:
+        found = conn.execute(sql(CURRENT_SEGMENT), (run_id,)).fetchone()
+        current = None if found is None else int(found[0])
+    if current is None:
         return resolve(rows, None, lambda seg, idx: None)  # refused: no segment to look in
-    current = int(found[0])
     now, past = needs(rows, current)
     messages: dict[tuple[int, int], Message] = {}
     for idx in now:

@@ -30,8 +30,10 @@ from steadyrun._errors import ConflictError
 from steadyrun.records import (
     RunSnapshot,
 )
-from steadyrun.stores._call_rows_sql import sqlite_calls
+from steadyrun.stores._call_rows import decode_rows
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, sqlite_resolved
 from steadyrun.stores._encoded import decode_snapshot, dump_rows
+from steadyrun.stores._history_sql import sql
 from steadyrun.stores._leases import Fence, Holder, current_fence
 from steadyrun.stores._leases_sqlite import SqliteLeases, wake_in
 from steadyrun.stores._lifecycle import (
@@ -121,7 +123,11 @@ def _refuse_held(conn: sqlite3.Connection, run_id: str, fence: Fence | None) -> 
 
 def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     """The run as stored, inside the caller's read transaction; ``None`` when there is none."""
-    row = conn.execute("SELECT record, checkpoint FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    row = conn.execute(
+        # With the current segment, which call rows' references may need.
+        f"SELECT record, checkpoint, ({sql(CURRENT_SEGMENT)}) FROM runs WHERE run_id = ?",
+        (run_id, run_id),
+    ).fetchone()
     if row is None:
         return None
     context = conn.execute(
@@ -134,7 +140,9 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
         "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
     ).fetchall()
     snap = decode_snapshot(row[0], row[1], (m[0] for m in context), (), (b[0] for b in blocks))
-    snap.calls = sqlite_calls(conn, run_id, (c[0] for c in calls), snap.context)
+    snap.calls = sqlite_resolved(
+        conn, run_id, decode_rows(c[0] for c in calls), snap.context, row[2]
+    )
     return snap
 
 

@@ -292,16 +292,17 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             # Four queries, one round trip (pipeline), one snapshot. Binary results: bytea in
             # text is hex, twice the bytes to send and a pass to undo it (N=400: 27 -> 13 ms).
             queries = [
-                await conn.execute(sql, (run_id,), binary=True)
+                await conn.execute(sql, (run_id,) * sql.count("%s"), binary=True)
                 for sql in (
-                    f"SELECT record, checkpoint FROM {s}.runs WHERE run_id = %s",
+                    # With the current segment, which call rows' references may need.
+                    f"SELECT record, checkpoint, ({history_sql(CURRENT_SEGMENT, s)}) FROM {s}.runs"
+                    " WHERE run_id = %s",
                     f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",
                     f"SELECT record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
                     f"SELECT block FROM {s}.blocks WHERE run_id = %s ORDER BY position",
-                    history_sql(CURRENT_SEGMENT, s),
                 )
             ]
-            row, context, calls, blocks, segment = [await q.fetchall() for q in queries]
+            row, context, calls, blocks = [await q.fetchall() for q in queries]
             if not row:
                 return None
             snap = decode_snapshot(
@@ -314,7 +315,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                 run_id,
                 decode_rows(c[0] for c in calls),
                 snap.context,
-                int(segment[0][0]) if segment else None,
+                None if row[0][2] is None else int(row[0][2]),
             )
         return snap
 

@@ -6,16 +6,19 @@ import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import pgkit
 import steadyrun as sr
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, TextPart, ToolCallPart, ToolResultPart
 from steadyrun.context import ContextPolicy
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, Checkpoint, ContextChange, RunRecord, Step
+from steadyrun.stores import PostgresStore
 from steadyrun.stores._call_rows import (
     NO_SPOTS,
     Spots,
@@ -197,3 +200,75 @@ async def test_results_cleared_from_the_context_read_back_from_the_replaced_segm
     assert archived
     for raw in rows:  # every settled call's texts are in the log: none is kept twice
         assert b'"arguments",' in raw and b'"result",' in raw and b"y" * 100 not in raw
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+pg_dsn = pgkit.database_fixture(prefix="steadyrun_callrows")
+
+
+async def test_postgres_rows_refer_to_the_log_and_read_back_after_rewrites(pg_dsn: str) -> None:
+    memory = sr.MemoryStore()
+    await sr.Runtime(memory).run(_rewriting(8), run_id="r", input="go")
+    async with PostgresStore(pg_dsn) as store:
+        result = await sr.Runtime(store).run(_rewriting(8), run_id="r", input="go")
+        assert result.status == "completed"
+        snap = await store.load("r")
+        assert snap is not None
+        assert [await store.load_call("r", c.id) for c in snap.calls] == snap.calls
+        dump = await store.dump_run("r")
+        assert dump is not None and dump.runs[0].calls == snap.calls
+    expected = await memory.load("r")
+    assert expected is not None
+    untimed = [replace(c, started_at=None, completed_at=None) for c in snap.calls]
+    assert untimed == [replace(c, started_at=None, completed_at=None) for c in expected.calls]
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+        cur = await conn.execute("SELECT record FROM steadyrun.calls WHERE run_id = 'r'")
+        rows = [bytes(r[0]) for r in await cur.fetchall()]
+    assert rows
+    for raw in rows:  # the first step after a start knows no segment; the others keep none twice
+        assert b'"result",' in raw and b"y" * 100 not in raw
+    assert sum(b'"arguments",' in raw for raw in rows) >= len(rows) - 1
+
+
+def _step(n: int, at: int, calls: list[CallRecord], messages: list[Message]) -> Step:
+    run = RunRecord(run_id="h", agent="a", steps=n)
+    checkpoint = Checkpoint(context_length=at + len(messages))
+    return Step(
+        run=run,
+        checkpoint=checkpoint,
+        context=ContextChange(append=messages, start=at),
+        calls=calls,
+    )
+
+
+async def test_postgres_a_wrong_segment_hint_is_corrected_in_the_same_step(pg_dsn: str) -> None:
+    def asking(i: int) -> tuple[CallRecord, Message]:
+        args = f'{{"i": {i}}}'
+        record = CallRecord(
+            id=f"m{i}.c1",
+            provider_call_id=f"p{i}",
+            name="t",
+            arguments=args,
+            rev=1,
+            status="running",
+        )
+        part = ToolCallPart(call_id=f"p{i}", name="t", arguments=args)
+        return record, Message(role="assistant", parts=[part])
+
+    async with PostgresStore(pg_dsn) as store:
+        first, said = asking(1)
+        await store.save_step("h", _step(1, 0, [first], [said]))
+        assert store._segments["h"] == 0
+        store._segments["h"] = 3  # as if another process had rewritten the context since
+        second, said = asking(2)
+        await store.save_step("h", _step(2, 1, [second], [said]))
+        assert store._segments["h"] == 0
+        snap = await store.load("h")
+        assert snap is not None and snap.calls == [first, second]
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+        cur = await conn.execute(
+            "SELECT record FROM steadyrun.calls WHERE run_id = 'h' AND call_id = 'm2.c1'"
+        )
+        row = await cur.fetchone()
+    assert row is not None and b'"refs":[["arguments",0,1,0,' in bytes(row[0])

@@ -58,6 +58,7 @@ CHANNEL = "steadyrun_feed"
 _POLL_FIRST = 0.02
 _NOTIFY_MAX = 7900  # NOTIFY payloads must stay below 8000 bytes
 _SCHEMA_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_SEGMENT_HINTS = 10_000  # runs whose log segment a store remembers between steps
 
 
 class PostgresStore(PostgresLifecycle, PostgresHistory):
@@ -119,6 +120,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self.leases = PostgresLeases(self)
         self.bytes_written = 0
+        self._segments: dict[str, int] = {}  # run -> log segment of the last step written here
         self.step_bytes: list[int] = []
 
     # -- plumbing (the store's code and its mixins reach the database through these) -------
@@ -169,7 +171,11 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         times = (to_us(run.created_at), to_us(run.updated_at))
         if pipelined(step, enc):  # the loop's steps: two round trips, nothing read first
             async with self.database.write_transaction() as tx:
-                written += await write_step(tx, s, run_id, step, enc)
+                wrote, segment = await write_step(
+                    tx, s, run_id, step, enc, self._segments.get(run_id)
+                )
+                written += wrote
+            self._remember_segment(run_id, segment)
             self.bytes_written += written
             self.step_bytes.append(written)
             return
@@ -236,8 +242,15 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             for call in step.calls:
                 written += await _merge(cur, s, run_id, call, spots)
             written += await pg_entry(cur, s, run_id, step, segment, end)
+        self._remember_segment(run_id, segment)
         self.bytes_written += written
         self.step_bytes.append(written)
+
+    def _remember_segment(self, run_id: str, segment: int) -> None:
+        # A hint only (write_step checks it): forgetting costs a start's arguments stored twice.
+        if len(self._segments) >= _SEGMENT_HINTS and run_id not in self._segments:
+            self._segments.clear()
+        self._segments[run_id] = segment
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``, against the stored row locked."""

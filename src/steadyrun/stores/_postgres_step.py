@@ -42,9 +42,20 @@ def pipelined(step: Step, enc: EncodedStep) -> bool:
 
 
 async def write_step(
-    tx: WriteTransaction, s: str, run_id: str, step: Step, enc: EncodedStep
-) -> int:
-    """Send the step inside ``tx``; returns the bytes of calls and history written."""
+    tx: WriteTransaction,
+    s: str,
+    run_id: str,
+    step: Step,
+    enc: EncodedStep,
+    segment_hint: int | None = None,
+) -> tuple[int, int]:
+    """Send the step inside ``tx``; returns the bytes written and the step's log segment.
+
+    ``segment_hint``: the run's log segment as this store last wrote it. The calls the store
+    does not hold are inserted before the one wait, before the segment is read: their rows
+    refer to the step's messages in the hinted segment, and are written again in the rare
+    case the segment read turns out another (another process rewrote the context meanwhile).
+    """
     conn, run = tx.conn, step.run
     fence = await _send_fence(tx, s, run_id, run.steps)
     await conn.execute(
@@ -76,7 +87,12 @@ async def write_step(
         )
     previous = conn.cursor()
     await previous.execute(sql(PREVIOUS, s), (run_id, step.run.steps))
-    inserts = await _insert_calls(tx, s, run_id, step.calls)
+    at = step.context.start
+    assert at is not None
+    hinted = Spots()
+    if segment_hint is not None:
+        hinted.add_messages(step.context.append, segment_hint, at)
+    inserts = await _insert_calls(tx, s, run_id, step.calls, hinted)
     held = conn.cursor()
     if step.calls:
         await held.execute(
@@ -91,8 +107,6 @@ async def write_step(
             " position = excluded.position, block = excluded.block",
             [(run_id, *b) for b in enc.blocks],
         )
-    at = step.context.start
-    assert at is not None
     log = enc.append
     appended = conn.cursor()
     if log:
@@ -114,7 +128,10 @@ async def write_step(
     segment, _ = next_segment(prev[0] if prev else None, False)
     spots = Spots()  # the appended messages lie from ``at`` on, also after _append_again
     spots.add_messages(step.context.append, segment, at)
-    written = await _merge_held(conn.cursor(), s, run_id, step.calls, inserts, held, spots)
+    stale = segment_hint is not None and segment_hint != segment
+    written = await _merge_held(
+        conn.cursor(), s, run_id, step.calls, inserts, held, spots, rewrite=stale
+    )
     if log:
         if len(await appended.fetchall()) != len(log):
             await _append_again(conn.cursor(), s, run_id, at, log)
@@ -128,7 +145,7 @@ async def write_step(
                 f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at)
             )
     written += await pg_entry(conn.cursor(), s, run_id, step, segment, at)
-    return written
+    return written, segment
 
 
 async def write_call(
@@ -141,7 +158,7 @@ async def write_call(
     """
     fence = await _send_fence(tx, s, run_id, None) if fenced else None
     # Two writers may make a call's first write at once: each tries the insert.
-    inserts = await _insert_calls(tx, s, run_id, [call], settled_too=True)
+    inserts = await _insert_calls(tx, s, run_id, [call], NO_SPOTS, settled_too=True)
     held = tx.conn.cursor()
     await held.execute(
         f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
@@ -192,7 +209,13 @@ async def _check_fence(sent: tuple[Fence, Cursor] | None, run_id: str) -> None:
 
 
 async def _insert_calls(
-    tx: WriteTransaction, s: str, run_id: str, calls: list[CallRecord], *, settled_too: bool = False
+    tx: WriteTransaction,
+    s: str,
+    run_id: str,
+    calls: list[CallRecord],
+    spots: Spots,
+    *,
+    settled_too: bool = False,
 ) -> list[tuple[Cursor, int] | None]:
     """Insert the calls the store does not hold (``DO NOTHING`` for the others).
 
@@ -205,7 +228,7 @@ async def _insert_calls(
         if call.settled and not settled_too:
             sent.append(None)
             continue
-        data = encode_row(merge_call(None, call), NO_SPOTS)  # no segment known yet
+        data = encode_row(merge_call(None, call), spots)
         cur = tx.conn.cursor()
         await cur.execute(
             f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
@@ -224,10 +247,13 @@ async def _merge_held(
     inserts: list[tuple[Cursor, int] | None],
     held: Cursor,
     spots: Spots,
+    *,
+    rewrite: bool = False,
 ) -> int:
     """Merge the calls the store held with their rows (locked); returns the bytes written.
 
-    A row refers to the texts ``spots`` hold.
+    A row refers to the texts ``spots`` hold; ``rewrite``: the rows just inserted referred to
+    a wrong segment and are written again.
     """
     if not calls:
         return 0
@@ -235,7 +261,15 @@ async def _merge_held(
     written = 0
     for call, tried in zip(calls, inserts, strict=True):
         if tried is not None and await tried[0].fetchone() is not None:
-            written += tried[1]
+            if not rewrite:
+                written += tried[1]
+                continue
+            data = encode_row(merge_call(None, call), spots)
+            await cur.execute(
+                f"UPDATE {s}.calls SET record = %s WHERE run_id = %s AND call_id = %s",
+                (data, run_id, call.id),
+            )
+            written += tried[1] + len(data)
             continue
         if call.id not in rows:
             if tried is not None:  # deleted between the two statements (its run, meanwhile)

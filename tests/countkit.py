@@ -19,8 +19,8 @@ What is counted, and how:
   hands to the SQLite thread (write jobs queued together share one transaction).
 * ``round_trips`` (PostgreSQL): the times the client must wait for the server's answer: each
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
-* ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``) and
-  the bytes it produced.
+* ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
+  the SQL stores' call-row encoder ``stores._call_rows.encode_row``) and the bytes produced.
 * ``written_bytes``: what the process passed to ``write()`` in the window (``/proc/self/io``,
   every thread): SQLite's WAL frames, and its checkpoints when one falls in the window (one
   per ~4 MB of WAL). Sends to a socket are not counted, so it is 0 for PostgreSQL.
@@ -45,6 +45,7 @@ import steadyrun as sr
 from steadyrun import _codec
 from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.chat import ToolResultPart
+from steadyrun.stores import _call_rows
 from steadyrun.testing import FunctionModel, call, text, tool_calls
 
 WINDOW_START = 2
@@ -175,12 +176,22 @@ def _hook_codec(counter: Counter, stack: ExitStack) -> None:
         counter.add("decodes")
         return decode(raw, tp)
 
+    encode_row = _call_rows.encode_row
+
+    def counted_encode_row(record: Any, spots: Any) -> bytes:
+        # The SQL stores' call rows: an encode of the codec's kind, by another function.
+        out = encode_row(record, spots)
+        counter.add("encodes")
+        counter.add("encoded_bytes", len(out))
+        return out
+
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("steadyrun"):
             continue
         for name, original, counted in (
             ("encode", encode, counted_encode),
             ("decode", decode, counted_decode),
+            ("encode_row", encode_row, counted_encode_row),
         ):
             if getattr(module, name, None) is original:
                 stack.enter_context(_patched(module, name, counted))

@@ -39,6 +39,7 @@ from steadyrun._errors import (
 )
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
+from steadyrun.runtime._host import BY_META
 from steadyrun.stores import FeedMessage
 from steadyrun.stream import DisplaySnapshot
 from steadyrun.temporal._payloads import (
@@ -276,19 +277,22 @@ class TemporalRuns:
         id: str | None = None,
         revision: str = "1",
         wait: bool = True,
+        by: str | None = None,
     ) -> FeedMessage | None:
         """Input for the run, taken at its next safe point (see ``Runtime.send``).
 
         A run that completed or failed takes it as a new turn: a new workflow run for the
         same run id continues from the run's last step in the app's store (the workers'
         ``TemporalApp`` needs a store). With ``wait=False`` it is a signal (fire and forget)
-        and returns ``None``.
+        and returns ``None``. ``by`` names who sent it (kept in the message's meta, as
+        ``Runtime.send`` keeps it).
 
         Raises:
             RunNotFoundError: No workflow has this run id.
             RunCancelledError: The run was cancelled.
         """
-        args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision)
+        meta = {BY_META: by} if by is not None else None
+        args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision, meta=meta)
         handle = self._handle(run_id)
         try:
             if not wait:

@@ -304,12 +304,14 @@ class SendArgs:
         content: The text.
         revision: The revision.
         role: ``user`` or ``system``.
+        meta: The message's meta (who sent it: ``steadyrun.by``).
     """
 
     id: str
     content: str
     revision: str = "1"
     role: Literal["user", "system"] = "user"
+    meta: dict[str, str] | None = None
 
 
 _UPDATE_TYPES: dict[str, Any] = {}

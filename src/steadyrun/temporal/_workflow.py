@@ -398,4 +398,6 @@ def _decision(args: DecideArgs) -> dict[str, Any]:
 
 
 def _feed_message(args: SendArgs) -> FeedMessage:
-    return FeedMessage(id=args.id, revision=args.revision, role=args.role, content=args.content)
+    return FeedMessage(
+        id=args.id, revision=args.revision, role=args.role, content=args.content, meta=args.meta
+    )

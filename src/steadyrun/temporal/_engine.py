@@ -65,13 +65,15 @@ class TemporalEngine:
     raises, so the HTTP API answers the same statuses. Forking a run is not available (501).
 
     Args:
-        client: A connected Temporal client.
+        client: A connected Temporal client, or the frontend's address (``host:port``) to
+            connect to on first use (in the server's event loop: ``steadyrun serve``).
         task_queue: Where runs start (the workers' ``TemporalOptions.task_queue``).
         payload_codec: The workers' ``TemporalOptions.payload_codec``, if they set one.
         worker: Run a Temporal worker in this process while the app is open: ``True`` for
             one of the app's agents recording to the app's store, or the ``TemporalApp`` to
             run (its store must be the app's). ``False``: other processes run the workers.
         settle_seconds: How long a cancel waits for the workflow to record the run cancelled.
+        namespace: The namespace, when ``client`` is an address.
 
     Example:
         ``App(store, agents=[support], engine=TemporalEngine(client, task_queue="support"))``
@@ -81,30 +83,35 @@ class TemporalEngine:
 
     def __init__(
         self,
-        client: Client,
+        client: Client | str,
         *,
         task_queue: str = "steadyrun",
         payload_codec: PayloadCodec | None = None,
         worker: bool | TemporalApp = False,
         settle_seconds: float = 30.0,
+        namespace: str = "default",
     ) -> None:
-        self.runs = TemporalRuns(client, task_queue=task_queue, payload_codec=payload_codec)
         self.task_queue = task_queue
         self.payload_codec = payload_codec
-        self._client = client
+        self.namespace = namespace
+        self._address = client if isinstance(client, str) else None
+        self._runs = None if isinstance(client, str) else self._made(client)
         self._embedded = worker
         self.settle_seconds = settle_seconds
         self._host: Host | None = None
         self._worker: Any = None
         self._working: asyncio.Task[None] | None = None
 
-    @classmethod
-    async def connect(
-        cls, address: str, *, namespace: str = "default", **kwargs: Any
-    ) -> TemporalEngine:
-        """An engine on a new client connection to the Temporal frontend at ``address``."""
-        client = await Client.connect(address, namespace=namespace)
-        return cls(client, **kwargs)
+    def _made(self, client: Client) -> TemporalRuns:
+        return TemporalRuns(client, task_queue=self.task_queue, payload_codec=self.payload_codec)
+
+    async def runs(self) -> TemporalRuns:
+        """The ``TemporalRuns`` the engine reaches runs with (connecting on first use)."""
+        if self._runs is None:
+            assert self._address is not None
+            client = await Client.connect(self._address, namespace=self.namespace)
+            self._runs = self._runs or self._made(client)
+        return self._runs
 
     @property
     def host(self) -> Host:
@@ -134,7 +141,8 @@ class TemporalEngine:
                     task_queue=self.task_queue, payload_codec=self.payload_codec
                 ),
             )
-        self._worker = app.worker(self._client, task_queue=self.task_queue)
+        runs = await self.runs()
+        self._worker = app.worker(runs.client, task_queue=self.task_queue)
         self._working = asyncio.get_running_loop().create_task(
             self._worker.run(), name="steadyrun-temporal-worker"
         )
@@ -160,7 +168,7 @@ class TemporalEngine:
             snap = await self.host.store.load(run_id)
             if snap is not None and snap.run.status in _AT_REST:
                 try:
-                    if await self.runs.status(run_id) == snap.run.status:
+                    if await (await self.runs()).status(run_id) == snap.run.status:
                         return
                 except (RunCancelledError, NotPendingError):
                     return
@@ -207,14 +215,14 @@ class TemporalEngine:
             raise NotPendingError(
                 f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
             )
-        await self.runs.resume(run_id)
+        await (await self.runs()).resume(run_id)
         return True
 
     async def send(
         self, run_id: str, text: str, *, id: str | None, revision: str | None, by: str | None
     ) -> FeedMessage:
         """Input for the run; a completed run takes it in a new turn (a new workflow run)."""
-        sent = await self.runs.send(run_id, text, id=id, revision=revision or "1", by=by)
+        sent = await (await self.runs()).send(run_id, text, id=id, revision=revision or "1", by=by)
         assert sent is not None  # waited for
         return sent
 
@@ -230,7 +238,7 @@ class TemporalEngine:
         by: str | None,
     ) -> CallRecord:
         """The workflow's ``decide`` update; ``by`` is who decided unless ``decided_by`` says."""
-        return await self.runs.decide(
+        return await (await self.runs()).decide(
             run_id,
             call_id,
             approve=approve,
@@ -243,7 +251,7 @@ class TemporalEngine:
         self, run_id: str, wait_id: str, response: Any, *, by: str | None
     ) -> CallRecord:
         """The workflow's ``answer`` update."""
-        return await self.runs.answer(run_id, wait_id, response)
+        return await (await self.runs()).answer(run_id, wait_id, response)
 
     async def settle(
         self,
@@ -255,7 +263,7 @@ class TemporalEngine:
         by: str | None,
     ) -> CallRecord:
         """The workflow's ``settle`` update."""
-        return await self.runs.settle(run_id, call_id, result=result, error=error)
+        return await (await self.runs()).settle(run_id, call_id, result=result, error=error)
 
     async def fork(
         self, run_id: str, *, at: int, new_run_id: str, edit: Message | str | None, resume: bool
@@ -274,7 +282,7 @@ class TemporalEngine:
         before = await store.load(run_id)
         if before is not None and before.run.status == "cancelled":
             return Cancelled(run_id=run_id, runs=[], calls=[])
-        await self.runs.cancel(run_id)
+        await (await self.runs()).cancel(run_id)
         deadline = time.monotonic() + self.settle_seconds
         while time.monotonic() < deadline:
             snap = await store.load(run_id)
@@ -292,7 +300,7 @@ class TemporalEngine:
     async def _launch(self, inp: RunInput) -> None:
         # An ended workflow is not started again: its run took the input already.
         with contextlib.suppress(WorkflowAlreadyStartedError):
-            await self.runs.client.start_workflow(
+            await (await self.runs()).client.start_workflow(
                 WORKFLOW_NAME,
                 inp,
                 id=inp.run_id,
@@ -304,7 +312,7 @@ class TemporalEngine:
 
     async def _exists(self, run_id: str) -> bool:
         try:
-            await self.runs.client.get_workflow_handle(run_id).describe()
+            await (await self.runs()).client.get_workflow_handle(run_id).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False

@@ -53,9 +53,12 @@ class Host:
         }
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def steadyrun(self, *args: str) -> subprocess.CompletedProcess[str]:
+    def steadyrun(self, *args: str, where: bool = True) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "steadyrun", *args, "--app", "temporal_console_app:app"]
-        return subprocess.run(cmd, env=self.env, cwd=HERE, capture_output=True, text=True)
+        env = dict(self.env)
+        if not where:  # the command is not told where Temporal is
+            del env["STEADYRUN_TEMPORAL_ADDRESS"]
+        return subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True)
 
     def serve(self) -> str:
         port = free_port()
@@ -142,6 +145,8 @@ def test_the_page_and_the_cli_drive_temporal_runs(host: Host) -> None:
         start("wire", "Wire 30.", "wire-cli")
         page.wait_for_selector("#run-status.suspended")
         page.wait_for_selector("#pending .item.decision")
+        lost = host.steadyrun("runs", "cancel", "wire-cli", where=False)
+        assert lost.returncode == 2 and "STEADYRUN_TEMPORAL_ADDRESS" in lost.stderr, lost.stderr
         done = host.steadyrun("runs", "cancel", "wire-cli", "--json")
         assert done.returncode == 0, done.stderr + host.log()
         assert '"runs": ["wire-cli"]' in done.stdout, done.stdout

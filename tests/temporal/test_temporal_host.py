@@ -184,3 +184,20 @@ async def test_the_display_stream_shows_each_step_as_the_workflow_records_it(hos
                 if event.delta.status == "completed":
                     break
     assert statuses[-1] == "completed", statuses
+
+
+async def test_a_fork_goes_on_in_a_workflow_of_its_own(host: Host) -> None:
+    await host.http.post(
+        "/runs", json={"agent": "chat", "input": "Hello.", "run_id": "c-4"}, headers=AUTH
+    )
+    await host.until("c-4", "completed")
+    steps = (await host.http.get("/runs/c-4/history", headers=AUTH)).json()["steps"]
+    first = next(s["step"] for s in steps if any(m["role"] == "user" for m in s["messages"]))
+    body = {"at": first, "new_run_id": "c-4b", "edit": {"text": "Goodbye."}}
+    forked = await host.http.post("/runs/c-4/fork", json=body, headers=AUTH)
+    assert forked.status_code == 202, forked.text
+    await host.until("c-4b", "completed")
+    shown = (await host.http.get("/runs/c-4b", headers=AUTH)).json()["data"]
+    assert shown["text"] == "turn 1: Goodbye.", shown
+    again = await host.http.post("/runs/c-4/fork", json=body, headers=AUTH)
+    assert again.status_code == 200, again.text

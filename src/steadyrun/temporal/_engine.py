@@ -28,6 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from steadyrun._errors import (
     ConflictError,
+    ForeignEngineError,
     NotPendingError,
     RunCancelledError,
     RunNotFoundError,
@@ -36,7 +37,8 @@ from steadyrun._errors import (
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import ForkedRun
-from steadyrun.service import NotSupportedError, Operations
+from steadyrun.runtime._fork import FORK_ORIGIN, _edit_key
+from steadyrun.service import Operations
 from steadyrun.service._engine import Host
 from steadyrun.service._start import START_META, Cancelled, Started
 from steadyrun.stores import FeedMessage
@@ -62,7 +64,7 @@ class TemporalEngine:
 
     Give it to ``App(..., engine=...)`` (``steadyrun serve --engine temporal`` does) or to
     ``Operations(..., engine=...)``. Every operation raises the typed errors the built-in engine
-    raises, so the HTTP API answers the same statuses. Forking a run is not available (501).
+    raises, so the HTTP API answers the same statuses.
 
     Args:
         client: A connected Temporal client, or the frontend's address (``host:port``) to
@@ -268,8 +270,20 @@ class TemporalEngine:
     async def fork(
         self, run_id: str, *, at: int, new_run_id: str, edit: Message | str | None, resume: bool
     ) -> ForkedRun:
-        """Not available on Temporal in this release."""
-        raise NotSupportedError("forking a run is not available on the Temporal engine")
+        """``Runtime.fork`` into the store; with ``resume`` the new run's workflow starts.
+
+        The new run is written to the store as on the built-in engine (the run forked from is
+        only read); its workflow then loads it from there, as a successor's does.
+        """
+        host = self.host
+        try:
+            forked = await host.runtime.fork(run_id, at=at, new_run_id=new_run_id, edit=edit)
+        except ForeignEngineError:
+            # Its workflow holds the new run: the same fork again is answered from the store.
+            forked = await self._forked_before(run_id, at, new_run_id, edit)
+        if resume and forked.status == "suspended":
+            await self.continued(forked.run_id)
+        return forked
 
     async def cancel(self, run_id: str, *, by: str | None) -> Cancelled:
         """Cancel the run's workflow and its children, then read back what it cancelled.
@@ -309,6 +323,24 @@ class TemporalEngine:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
+
+    async def _forked_before(
+        self, run_id: str, at: int, new_run_id: str, edit: Message | str | None
+    ) -> ForkedRun:
+        existing = await self.host.store.load(new_run_id)
+        origin = {"run": run_id, "step": at, "edit": _edit_key(edit)}
+        if existing is None or existing.checkpoint.extra.get(FORK_ORIGIN) != origin:
+            raise ConflictError(
+                f"run {new_run_id!r} exists already and is not this fork of {run_id!r} at step "
+                f"{at}; choose another id"
+            )
+        return ForkedRun(
+            run_id=new_run_id,
+            forked_from=run_id,
+            step=at,
+            created=False,
+            status=existing.run.status,
+        )
 
     async def _exists(self, run_id: str) -> bool:
         try:

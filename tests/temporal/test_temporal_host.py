@@ -20,6 +20,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
+from temporal_kit import Deps as KitDeps  # noqa: E402
+from temporal_kit import agents as kit_agents  # noqa: E402
 from temporal_parity_kit import Deps, marks, parity_agents  # noqa: E402
 from test_temporal_engine import connect, eventually  # noqa: E402
 
@@ -60,7 +62,8 @@ async def host(temporal_server: Any, tmp_path: Path) -> AsyncIterator[Host]:
     deps = Deps(effects=tmp_path / "fx")
     store = sr.SqliteStore(tmp_path / "runs.db")
     engine = TemporalEngine(client, task_queue=queue, worker=True)
-    app = App(store, agents=parity_agents(deps), engine=engine)
+    more = kit_agents(KitDeps(effects=tmp_path / "kit-fx"))
+    app = App(store, agents=[*parity_agents(deps), *more], engine=engine)
     api = create_app(app, tokens={"t0k": "alice"}, stream_poll_seconds=0.2)
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
@@ -201,3 +204,21 @@ async def test_a_fork_goes_on_in_a_workflow_of_its_own(host: Host) -> None:
     assert shown["text"] == "turn 1: Goodbye.", shown
     again = await host.http.post("/runs/c-4/fork", json=body, headers=AUTH)
     assert again.status_code == 200, again.text
+
+
+async def test_who_settled_and_who_decided_are_recorded(host: Host) -> None:
+    await host.http.post(
+        "/runs", json={"agent": "support", "input": "Charged twice.", "run_id": "s-1"}, headers=AUTH
+    )
+    items = await eventually(lambda: host.pending("s-1"), lambda p: len(p) == 2)
+    kinds = {i["kind"]: i for i in items}
+    settle = f"/runs/s-1/calls/{kinds['result']['call_id']}/settle"
+    settled = await host.http.post(settle, json={"result": "no chargeback"}, headers=AUTH)
+    assert settled.status_code == 200, settled.text
+    assert settled.json()["settled_by"] == "alice"
+    decide = f"/runs/s-1/calls/{kinds['decision']['call_id']}/decision"
+    decided = await host.http.post(decide, json={"approve": True}, headers=AUTH)
+    assert decided.status_code == 200, decided.text
+    await host.until("s-1", "completed")
+    calls = (await host.http.get("/runs/s-1", headers=AUTH)).json()["data"]["calls"]
+    assert {c["status"] for c in calls} == {"succeeded"}

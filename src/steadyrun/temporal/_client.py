@@ -253,20 +253,28 @@ class TemporalRuns:
         )
         return await self._record_update(run_id, "decide", args)
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
-        """Answer an input request (see ``Runtime.answer``)."""
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> CallRecord:
+        """Answer an input request (see ``Runtime.answer``); ``by`` names who answered."""
         return await self._record_update(
-            run_id, "answer", AnswerArgs(wait_id=wait_id, response=response)
+            run_id, "answer", AnswerArgs(wait_id=wait_id, response=response, by=by)
         )
 
     async def settle(
-        self, run_id: str, call_id: str, *, result: str | None = None, error: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
-        """Record the outcome of a call the host owns (see ``Runtime.settle``)."""
+        """Record the outcome of a call the host owns (see ``Runtime.settle``); ``by``: who."""
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
         return await self._record_update(
-            run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error)
+            run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error, by=by)
         )
 
     async def send(

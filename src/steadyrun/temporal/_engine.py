@@ -253,7 +253,7 @@ class TemporalEngine:
         self, run_id: str, wait_id: str, response: Any, *, by: str | None
     ) -> CallRecord:
         """The workflow's ``answer`` update."""
-        return await (await self.runs()).answer(run_id, wait_id, response)
+        return await (await self.runs()).answer(run_id, wait_id, response, by=by)
 
     async def settle(
         self,
@@ -265,7 +265,7 @@ class TemporalEngine:
         by: str | None,
     ) -> CallRecord:
         """The workflow's ``settle`` update."""
-        return await (await self.runs()).settle(run_id, call_id, result=result, error=error)
+        return await (await self.runs()).settle(run_id, call_id, result=result, error=error, by=by)
 
     async def fork(
         self, run_id: str, *, at: int, new_run_id: str, edit: Message | str | None, resume: bool

@@ -21,7 +21,7 @@ from steadyrun._cli_history import history_commands
 from steadyrun._cli_inbox import inbox_command
 from steadyrun._cli_lifecycle import lifecycle_commands
 from steadyrun._cli_runs import AppOpt, JsonOpt, runs, usage, write_commands
-from steadyrun._cli_target import load_target
+from steadyrun._cli_target import load_target, temporal_engine
 from steadyrun._errors import SteadyrunError
 
 __all__ = ["app", "build_app", "main"]
@@ -134,7 +134,25 @@ def build_app() -> typer.Typer:
             float | None,
             typer.Option(help="claim seconds of the embedded worker (a dead serve's runs wait)"),
         ] = None,
+        engine: Annotated[
+            str,
+            typer.Option(
+                help="what executes the runs: builtin (workers on the store's claims) or "
+                "temporal (workflows on --temporal-address; the embedded worker is a Temporal "
+                "one)"
+            ),
+        ] = "builtin",
+        temporal_address: Annotated[
+            str | None,
+            typer.Option(help="Temporal frontend HOST:PORT (default STEADYRUN_TEMPORAL_ADDRESS)"),
+        ] = None,
+        task_queue: Annotated[
+            str | None,
+            typer.Option(help="Temporal task queue (default STEADYRUN_TASK_QUEUE or steadyrun)"),
+        ] = None,
     ) -> None:
+        if engine not in ("builtin", "temporal"):
+            usage(f"--engine must be builtin or temporal, not {engine!r}")
         try:
             import uvicorn
 
@@ -144,6 +162,10 @@ def build_app() -> typer.Typer:
         target = _run(load_target(app, None))
         # An App serves itself; anything else (Operations, Runtime) gets an App on its runtime.
         served = target.app if isinstance(target.app, App) else App(target.runtime)
+        if engine == "temporal" and served.engine.name != "temporal":
+            # The Temporal client connects in the server's event loop, on first use.
+            made = temporal_engine(temporal_address, task_queue, worker=not no_worker)
+            served = App(served.runtime, agents=served.agents.values(), engine=made)
         if claim_ttl is not None:
             served.claim_ttl = claim_ttl
         from steadyrun.service._gate import parse_tokens

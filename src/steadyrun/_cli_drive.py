@@ -32,7 +32,7 @@ from steadyrun._cli_runs import (
     pending_table,
     usage,
 )
-from steadyrun._cli_target import Target
+from steadyrun._cli_target import Target, engine_host
 from steadyrun._errors import NotPendingError, RunBusyError, RunCancelledError, RunNotFoundError
 from steadyrun.records import RunSnapshot
 from steadyrun.runtime import PendingItem
@@ -84,6 +84,11 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
 
         async def go(t: Target) -> int:
             need_agent(t, agent, "runs start")
+            engine = getattr(t.app, "engine", None)
+            if engine is not None and engine.name == "temporal":  # --app's App is on Temporal
+                started = await t.app.start(rid, agent, input)
+                extra = {"created": started.created, "status": started.status}
+                return _report(t, rid, None, json_out, extra)
             started = await ops_of(t).start(rid, agent, input)
             extra = {"created": started.created}
             if not wait:
@@ -109,6 +114,11 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
     ) -> None:
         async def go(t: Target) -> int:
             snap = await _found(t, run_id)
+            host = await engine_host(t, run_id)
+            if host is not None:  # Temporal executes it: its workflow takes the message
+                sent = await host.send(run_id, text, id=message_id)
+                extra = {"message_id": sent.id, "status": "sent"}
+                return _report(t, run_id, None, json_out, extra)
             if wait and snap is not None:
                 need_agent(t, snap.run.agent, "runs send --wait")  # before anything is written
             sent = await t.runtime.send(run_id, text, id=message_id)
@@ -129,6 +139,10 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
     ) -> None:
         async def go(t: Target) -> int:
             snap = await _found(t, run_id)
+            host = await engine_host(t, run_id)
+            if host is not None:  # Temporal executes it: a failed run's workflow goes on
+                await host.resume(run_id)
+                return _report(t, run_id, None, json_out, {"status": "resumed"})
             if snap is not None and snap.run.status == "cancelled":
                 raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
             if snap is not None and snap.run.status == "completed":
@@ -172,7 +186,8 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
             usage("give exactly one of RESULT (or --result) and --error")
 
         async def go(t: Target) -> None:
-            record = await t.runtime.settle(run_id, call_id, result=outcome, error=error)
+            host = await engine_host(t, run_id) or t.runtime
+            record = await host.settle(run_id, call_id, result=outcome, error=error)
             _done(record.id, record.status, json_out)
 
         _with(app, store, go)

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from steadyrun._cli_errors import USAGE, CommandFailed, CommandLineError, explain
 from steadyrun._cli_tail import tail_run
-from steadyrun._cli_target import Target, load_target
+from steadyrun._cli_target import Target, engine_host, load_target
 from steadyrun._errors import RunNotFoundError, SteadyrunError
 from steadyrun.records import RunSnapshot, RunStatus
 from steadyrun.runtime import PendingItem
@@ -221,10 +221,16 @@ def runs() -> typer.Typer:
         async def go(t: Target) -> None:
             from steadyrun.service._ops import Operations
 
-            # Revoking the claim fences out the executor of the run in any process; a body
-            # running there may end (and is recorded as it ended) within the grace.
-            ops = Operations(t.runtime, leases=t.store.leases)
-            done = await ops.cancel(run_id, grace=grace)
+            host = await engine_host(t, run_id)
+            if host is not None:  # Temporal executes it: its workflow cancels it
+                done = await host.cancel(run_id)
+                if not done.runs:
+                    done = await host.cancelled(run_id)
+            else:
+                # Revoking the claim fences out the executor of the run in any process; a body
+                # running there may end (and is recorded as it ended) within the grace.
+                ops = Operations(t.runtime, leases=t.store.leases)
+                done = await ops.cancel(run_id, grace=grace)
             if json_out:
                 _print(asdict(done))
             else:
@@ -295,7 +301,8 @@ def write_commands(cli: typer.Typer) -> None:
             usage(f"RESPONSE is not JSON: {exc} (a text is quoted: '\"red\"')")
 
         async def go(t: Target) -> None:
-            record = await t.runtime.answer(run_id, wait_id, value)
+            host = await engine_host(t, run_id) or t.runtime
+            record = await host.answer(run_id, wait_id, value)
             _done(record.id, record.status, json_out)
 
         _with(app, store, go)
@@ -325,9 +332,16 @@ def _decide(
             if snap is None:
                 raise RunNotFoundError(run_id)
             need_agent(t, snap.run.agent, "--arguments")
-        record = await t.runtime.decide(
-            run_id, call_id, approve=approve, reason=reason, arguments=arguments, decided_by=by
-        )
+        host = await engine_host(t, run_id)
+        if host is not None:  # Temporal executes it: the decision goes to its workflow
+            parsed = json.loads(arguments) if arguments is not None else None
+            record = await host.decide(
+                run_id, call_id, approve=approve, reason=reason, arguments=parsed, decided_by=by
+            )
+        else:
+            record = await t.runtime.decide(
+                run_id, call_id, approve=approve, reason=reason, arguments=arguments, decided_by=by
+            )
         _done(record.id, record.status, json_out)
 
     _with(app, store, go)

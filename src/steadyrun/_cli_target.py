@@ -123,3 +123,58 @@ async def _load_app(spec: str) -> Any:
         if inspect.isawaitable(found):
             found = await found
     return found
+
+
+TEMPORAL_ADDRESS_ENV = "STEADYRUN_TEMPORAL_ADDRESS"
+"""Environment variable with the Temporal frontend (``host:port``) of runs Temporal executes."""
+
+TASK_QUEUE_ENV = "STEADYRUN_TASK_QUEUE"
+"""Environment variable with the Temporal task queue runs start on (default ``steadyrun``)."""
+
+
+def temporal_engine(address: str | None, task_queue: str | None, *, worker: bool = False) -> Any:
+    """A ``TemporalEngine`` on ``address`` (or ``STEADYRUN_TEMPORAL_ADDRESS``), connecting later.
+
+    Raises:
+        CommandLineError: No address, or the temporal extra is not installed.
+    """
+    address = address or os.environ.get(TEMPORAL_ADDRESS_ENV)
+    if not address:
+        raise CommandLineError(
+            f"the Temporal engine needs the frontend's address: --temporal-address HOST:PORT "
+            f"or {TEMPORAL_ADDRESS_ENV}"
+        )
+    try:
+        from steadyrun.temporal import TemporalEngine
+    except ImportError as exc:
+        raise CommandLineError(
+            f"the Temporal engine is not available: {exc} (pip install 'steadyrun[temporal]')"
+        ) from exc
+    queue = task_queue or os.environ.get(TASK_QUEUE_ENV) or "steadyrun"
+    return TemporalEngine(address, task_queue=queue, worker=worker)
+
+
+async def engine_host(t: Target, run_id: str) -> Any:
+    """The ``App`` that reaches ``run_id`` on the engine executing it, when that is Temporal.
+
+    ``None`` for a run the built-in engine executes (the commands write to the store). For a
+    run Temporal executes (its claim's owner says so): ``--app``'s ``App`` when its engine is
+    Temporal's, else an ``App`` on a ``TemporalEngine`` at ``STEADYRUN_TEMPORAL_ADDRESS``.
+
+    Raises:
+        CommandLineError: Temporal executes the run and no address says where it is.
+    """
+    from steadyrun.service import App
+    from steadyrun.stores._leases import foreign_engine
+
+    holder = await t.store.leases.holder(run_id.split("/", 1)[0])
+    if holder is None or foreign_engine(holder.owner) != "temporal":
+        return None
+    if isinstance(t.app, App) and t.app.engine.name == "temporal":
+        return t.app
+    if not os.environ.get(TEMPORAL_ADDRESS_ENV):
+        raise CommandLineError(
+            f"run {run_id!r} executes on Temporal: set {TEMPORAL_ADDRESS_ENV} (and "
+            f"{TASK_QUEUE_ENV}) so the command reaches it there"
+        )
+    return App(t.runtime, engine=temporal_engine(None, None), worker=False)

@@ -1,7 +1,8 @@
 """The service: operations, workers, an ``App`` of agents, its HTTP API and its web page.
 
 ``App``, ``Operations`` and ``Worker`` need nothing beyond steadyrun; they work on every store
-(its claims are ``store.leases``). An ``App`` executes runs only through its embedded worker.
+(its claims are ``store.leases``). An ``App`` executes runs through its ``Engine``: by default
+its embedded worker (``BuiltinEngine``), or Temporal's (``steadyrun.temporal.TemporalEngine``).
 ``create_app`` needs the ``service`` extra (FastAPI, uvicorn, sse-starlette) and is
 imported on first use::
 
@@ -15,6 +16,8 @@ See docs/service.md and docs/worker.md.
 from typing import TYPE_CHECKING, Any
 
 from steadyrun.service._app import App, NotSupportedError
+from steadyrun.service._builtin import BuiltinEngine
+from steadyrun.service._engine import Engine
 from steadyrun.service._gate import Token
 from steadyrun.service._lifecycle import Deleted, Imported, Retention, RetentionPass
 from steadyrun.service._ops import Cancelled, Operations
@@ -27,8 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "App",
+    "BuiltinEngine",
     "Cancelled",
     "Deleted",
+    "Engine",
     "Imported",
     "NotSupportedError",
     "Operations",

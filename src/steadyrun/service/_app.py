@@ -1,10 +1,14 @@
-"""``App``: a runtime, its agents by name, the display publisher, and an embedded worker.
+"""``App``: a runtime, its agents by name, the display publisher, and the engine of its runs.
 
-An app executes runs only through its embedded ``Worker``, on the same claims as every other
-executor of the store: a run started, resumed, decided or answered through the app (or through
-the CLI, ``Operations`` or another process) is woken up in the store, and whichever worker
-takes its claim first executes it. A ``serve`` process and separate ``steadyrun worker``
-processes therefore share runs without ever executing one twice.
+An app does its host operations through its engine (``steadyrun.service._engine``): the
+built-in engine by default, described here, or ``steadyrun.temporal.TemporalEngine``, whose
+runs are Temporal workflows recorded to the same store (see docs/temporal.md).
+
+With the built-in engine an app executes runs only through its embedded ``Worker``, on the
+same claims as every other executor of the store: a run started, resumed, decided or answered
+through the app (or through the CLI, ``Operations`` or another process) is woken up in the
+store, and whichever worker takes its claim first executes it. A ``serve`` process and
+separate ``steadyrun worker`` processes therefore share runs without ever executing one twice.
 """
 
 from __future__ import annotations
@@ -14,20 +18,15 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from steadyrun._errors import (
-    NotPendingError,
-    RunCancelledError,
-    RunNotFoundError,
-    SteadyrunError,
-    UsageError,
-)
-from steadyrun.background import TaskManager
+from steadyrun._errors import SteadyrunError, UsageError
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
 from steadyrun.runtime._host import BY_META
-from steadyrun.service._ops import Cancelled, Operations
-from steadyrun.service._start import Started, start_fingerprint
+from steadyrun.service._builtin import BuiltinEngine
+from steadyrun.service._engine import Engine
+from steadyrun.service._ops import Operations
+from steadyrun.service._start import Cancelled, Started, start_fingerprint
 from steadyrun.service._worker import Worker
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import Publisher
@@ -64,9 +63,14 @@ class App:
         concurrency: Runs the embedded worker executes at once at most.
         poll: Longest wait of the embedded worker between looks for runnable runs.
         owner: The embedded worker's id in claims and the step log (host, pid, random).
+        engine: What executes the runs: the built-in workers (the default) or
+            ``steadyrun.temporal.TemporalEngine`` (Temporal workflows recording to the store;
+            the worker settings above then do not apply). Every operation has the same
+            outcomes and errors on either.
 
     Example:
-        ``app = App(SqliteStore("runs.db"), agents=[support]); await app.start(...)``
+        ``app = App(SqliteStore("runs.db"), agents=[support]); await app.start(...)``;
+        ``App(store, agents=[support], engine=TemporalEngine(client, task_queue="q"))``
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class App:
         concurrency: int = 8,
         poll: float = 2.0,
         owner: str | None = None,
+        engine: Engine | None = None,
     ) -> None:
         if isinstance(runtime, Runtime):
             self.runtime = runtime
@@ -106,6 +111,9 @@ class App:
         self.owner = owner
         self.worker: Worker | None = None
         self._working: asyncio.Task[None] | None = None
+        self._opened = False
+        self.engine: Engine = engine if engine is not None else BuiltinEngine()
+        self.engine.bind(self)
 
     def agent(self, name: str) -> Agent:
         """The agent registered under ``name``.
@@ -120,13 +128,20 @@ class App:
         return agent
 
     def executing(self, run_id: str) -> bool:
-        """Whether the run executes in this app's embedded worker now."""
-        return self.worker is not None and run_id in self.worker._tasks
+        """Whether the run executes in this process now (in the embedded worker)."""
+        return self.engine.executing(run_id)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Start the embedded worker (once; nothing when the app was made with ``worker=False``).
+        """Start the engine's embedded worker here (once; not when ``worker=False``)."""
+        if self._opened:
+            return
+        self._opened = True
+        await self.engine.open()
+
+    async def _open_worker(self) -> None:
+        """Start the built-in embedded worker (nothing when made with ``worker=False``).
 
         The worker is made here, not in ``__init__``, so ``claim_ttl`` and the other worker
         settings may still be changed (``steadyrun serve --claim-ttl``) and the worker's
@@ -146,12 +161,16 @@ class App:
         )
 
     async def close(self, grace: float = 10.0) -> None:
-        """Stop the embedded worker: executing runs get ``grace`` seconds to reach a checkpoint.
+        """Stop executing runs here: executing runs get ``grace`` seconds to reach a checkpoint.
 
         A run stopped at a checkpoint is released for another worker at once; one that did
         not reach it is cancelled as a crash would stop it, and resuming it later (any worker,
         once its claim expired) settles what it must.
         """
+        self._opened = False
+        await self.engine.close(grace)
+
+    async def _close_worker(self, grace: float) -> None:
         working, self._working = self._working, None
         if working is None or self.worker is None:
             return
@@ -162,19 +181,13 @@ class App:
     async def wait(self, run_id: str) -> None:
         """Wait until nobody executes the run and it is not runnable (tests use it).
 
-        That is: it does not execute in the embedded worker, no executor holds its claim,
-        and no wake-up of it waits for a worker. With ``worker=False`` and no other worker
-        this waits for ever: bound it (``asyncio.timeout``).
+        With the built-in engine: it does not execute in the embedded worker, no executor
+        holds its claim, and no wake-up of it waits for a worker (with ``worker=False`` and no
+        other worker this waits for ever: bound it with ``asyncio.timeout``). With Temporal:
+        its workflow waits or ended, and the store shows it so.
         """
         await self._ensure()
-        while True:
-            task = self.worker._tasks.get(run_id) if self.worker is not None else None
-            if task is not None:
-                await asyncio.wait([task])
-            elif await self._busy(run_id):
-                await asyncio.sleep(0.02)
-            else:
-                return
+        await self.engine.wait(run_id)
 
     # -- operations --------------------------------------------------------------------------
 
@@ -201,8 +214,9 @@ class App:
         found = self.agent(agent)
         fingerprint = fingerprint or start_fingerprint(agent, input)
         meta = {BY_META: by} if by is not None else {}
-        ops = Operations(self.runtime)
-        started = await ops._start(run_id, found.name, input, fingerprint, meta)
+        started = await self.engine.start(
+            run_id, found.name, input, fingerprint=fingerprint, meta=meta
+        )
         # Known to the display stream before the caller hears it started: a follower that
         # asks at once finds the run (running) instead of a 404.
         await self.publisher.expect(run_id, found.name)
@@ -218,21 +232,7 @@ class App:
             NotPendingError: It completed: there is nothing to resume (give it input instead).
             UsageError: Its agent is not registered.
         """
-        snap = await self.store.load(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        if snap.run.status == "cancelled":
-            raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
-        if snap.run.status == "completed" and not self.executing(run_id):
-            raise NotPendingError(
-                f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
-            )
-        self.agent(snap.run.agent)
-        await self._ensure()
-        here = self.executing(run_id)
-        # A wake-up during an execution makes the run runnable again once it ends.
-        await self.store.leases.wake(run_id)
-        return not here
+        return await self.engine.resume(run_id)
 
     async def send(
         self,
@@ -250,10 +250,8 @@ class App:
         Raises:
             RunNotFoundError: No such run.
         """
-        if await self.store.load(run_id) is None:
-            raise RunNotFoundError(run_id)
-        message = await self.runtime.send(run_id, text, id=id, revision=revision, by=by)
-        await self._ensure()  # the append woke the run up in the store
+        message = await self.engine.send(run_id, text, id=id, revision=revision, by=by)
+        await self._ensure()  # the built-in engine: the append woke the run up in the store
         return message
 
     async def decide(
@@ -267,8 +265,8 @@ class App:
         decided_by: str | None = None,
         by: str | None = None,
     ) -> CallRecord:
-        """``Runtime.decide``; the write wakes the run up for a worker."""
-        record = await self.runtime.decide(
+        """Approve or reject a call (``Runtime.decide``); the run goes on once nothing blocks it."""
+        record = await self.engine.decide(
             run_id,
             call_id,
             approve=approve,
@@ -283,8 +281,8 @@ class App:
     async def answer(
         self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
     ) -> CallRecord:
-        """``Runtime.answer``; the write wakes the run up for a worker."""
-        record = await self.runtime.answer(run_id, wait_id, response, by=by)
+        """Answer an input request (``Runtime.answer``); the run goes on with it."""
+        record = await self.engine.answer(run_id, wait_id, response, by=by)
         await self._written(run_id)
         return record
 
@@ -297,8 +295,8 @@ class App:
         error: str | None = None,
         by: str | None = None,
     ) -> CallRecord:
-        """``Runtime.settle``; the write wakes the run up for a worker."""
-        record = await self.runtime.settle(run_id, call_id, result=result, error=error, by=by)
+        """Record the outcome of a call the host owns (``Runtime.settle``)."""
+        record = await self.engine.settle(run_id, call_id, result=result, error=error, by=by)
         await self._written(run_id)
         return record
 
@@ -330,11 +328,9 @@ class App:
             ConflictError: ``new_run_id`` is another run's.
             UsageError: The edit does not fit the message it replaces.
         """
-        forked = await self.runtime.fork(run_id, at=at, new_run_id=new_run_id, edit=edit)
-        if resume and forked.status == "suspended":
-            await self._ensure()
-            await self.store.leases.wake(forked.run_id)
-        return forked
+        return await self.engine.fork(
+            run_id, at=at, new_run_id=new_run_id, edit=edit, resume=resume
+        )
 
     async def cancel(self, run_id: str, *, by: str | None = None) -> Cancelled:
         """Cancel a run: its open calls and sub-agent runs are cancelled and it never resumes.
@@ -344,14 +340,7 @@ class App:
         execution in this app's worker is stopped at once, the way a crash would stop it.
         ``by`` names who cancelled (``RunRecord.cancelled_by``).
         """
-        manager = self.runtime.tasks
-        tasks = manager.store if isinstance(manager, TaskManager) else None
-        ops = Operations(self.runtime, tasks=tasks, leases=self.store.leases)
-        done = await ops.cancel(run_id, by=by)
-        task = self.worker._tasks.get(run_id) if self.worker is not None else None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        done = await self.engine.cancel(run_id, by=by)
         for run in done.runs:
             await self.publisher.refresh(run)  # followers see it cancelled
         return done
@@ -369,20 +358,12 @@ class App:
     async def _ensure(self) -> None:
         # Apps used without the HTTP API's lifespan (tests, scripts) start their worker on
         # first use, so a run never waits for an ``open()`` nobody calls.
-        if self._working is None and self.run_worker:
+        if not self._opened and self.run_worker:
             await self.open()
 
     async def _written(self, run_id: str) -> None:
         await self.publisher.refresh(run_id)
         await self._ensure()
-
-    async def _busy(self, run_id: str) -> bool:
-        # Runnable first, holder second: a run goes runnable -> held -> released, so a worker
-        # taking it between the two looks is still seen (the other order could miss it).
-        leases = self.store.leases
-        if run_id in await leases.runnable(limit=10_000):
-            return True
-        return await leases.holder(run_id) is not None
 
     async def _supervise(self, worker: Worker) -> None:
         # A store that fails for a moment must not end the app's execution of runs for good.

@@ -26,7 +26,7 @@ import asyncio
 import copy
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -55,33 +55,25 @@ from steadyrun.service._lifecycle import (
     export_run,
     import_run,
 )
-from steadyrun.service._start import START_META, Started, start_fingerprint, successor_key
+from steadyrun.service._start import (
+    START_META,
+    Cancelled,
+    Started,
+    start_fingerprint,
+    successor_key,
+)
 from steadyrun.service._worker import AGENT_META, drive_run
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import Fence, Leases, fenced
 
 if TYPE_CHECKING:
     from steadyrun.background import TaskStore
+    from steadyrun.service._engine import Engine
 
 __all__ = ["CONTINUES_META", "Cancelled", "Operations", "successor_key"]
 
 CONTINUES_META = "steadyrun.continues"
 """Key of the predecessor's run id in the meta of a successor's first input."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Cancelled:
-    """The outcome of ``Operations.cancel``.
-
-    Attributes:
-        run_id: The run.
-        runs: The runs cancelled now: the run and its sub-agent runs (empty: it was already).
-        calls: ``(run id, call id)`` of the calls settled ``cancelled``.
-    """
-
-    run_id: str
-    runs: list[str]
-    calls: list[tuple[str, str]]
 
 
 class Operations:
@@ -95,6 +87,9 @@ class Operations:
             ``Runtime``) is fenced out.
         owner: The lease owner a cancel writes as.
         clock: The current time (UTC).
+        engine: Another engine than the built-in one (``steadyrun.temporal.TemporalEngine``):
+            starts, cancels and successors then reach the runs there. The built-in engine's
+            path is this class's own.
 
     Example:
         ``ops = Operations(store, agents=[support], leases=PostgresLeases(store))``;
@@ -110,6 +105,7 @@ class Operations:
         tasks: TaskStore | None = None,
         owner: str = "steadyrun.operations",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        engine: Engine | None = None,
     ) -> None:
         self.runtime = runtime if isinstance(runtime, Runtime) else Runtime(runtime)
         for agent in agents:
@@ -120,6 +116,9 @@ class Operations:
         self.tasks = tasks
         self.owner = owner
         self._clock = clock
+        self.engine = engine if engine is not None and engine.name != "builtin" else None
+        if self.engine is not None:
+            self.engine.bind(self)  # an engine bound to an App already stays bound to it
 
     @property
     def agents(self) -> dict[str, Agent]:
@@ -158,6 +157,9 @@ class Operations:
         """
         self.agent(agent)
         fingerprint = start_fingerprint(agent, input, extra)
+        if self.engine is not None:
+            meta = _by_meta(by)
+            return await self.engine.start(run_id, agent, input, fingerprint=fingerprint, meta=meta)
         return await self._start(run_id, agent, input, fingerprint, _by_meta(by))
 
     async def continue_run(
@@ -229,7 +231,13 @@ class Operations:
             )
             await self.store.save_step(new_run_id, seed)
         meta = {CONTINUES_META: run_id, **_by_meta(by)}
-        return await self._start(new_run_id, pred.run.agent, input, fingerprint, meta, seeded=True)
+        started = await self._start(
+            new_run_id, pred.run.agent, input, fingerprint, meta, seeded=True
+        )
+        if self.engine is not None:
+            # The successor and its input are in the store: another engine loads it from there.
+            await self.engine.continued(new_run_id)
+        return started
 
     async def cancel(
         self,
@@ -253,6 +261,8 @@ class Operations:
             RunNotFoundError: No such run.
             NotPendingError: The run completed (there is nothing to cancel).
         """
+        if self.engine is not None:
+            return await self.engine.cancel(run_id, by=by)
         if reason is None:
             reason = "the run was cancelled" + (f" by {by}" if by is not None else "")
         await check_writable(self.store.leases, run_id)  # Temporal cancels its own runs

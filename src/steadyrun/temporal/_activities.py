@@ -34,6 +34,7 @@ from steadyrun.records import CallRecord, RunSnapshot, Step
 from steadyrun.runtime import Agent
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
+from steadyrun.stores._live_open import live_feed
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
 from steadyrun.temporal._claim import engine_claim
 from steadyrun.temporal._extio import (
@@ -239,6 +240,7 @@ class Activities:
             fence = await engine_claim(store, run_id, workflow_id or run_id)
             with fenced(fence):  # its own writes: they wake no built-in worker
                 await self._apply(store, run_id, inp)
+        await saved(store, run_id)
 
     @activity.defn(name=ACTIVITY_LOAD)
     async def load(self, run_id: str) -> Loaded:
@@ -294,6 +296,21 @@ class Activities:
                 await store.consume(run_id, op.through)
             else:
                 raise ApplicationError(f"unknown record op {op.op!r}", non_retryable=True)
+
+
+async def saved(store: Store, run_id: str) -> None:
+    """Tell the run's followers (the page, ``runs tail``) on the store's live feed: reload it.
+
+    A step was recorded: they show it now instead of at their next poll. Sent only while
+    someone may follow; a note lost costs a follower one poll interval.
+    """
+    feed = live_feed(store)
+    if feed is None or not feed.followed():
+        return
+    try:
+        await feed.publish({"run": run_id, "t": "saved"})
+    except Exception:  # a display must never fail a record
+        activity.logger.debug("live note of run %r not sent", run_id, exc_info=True)
 
 
 async def _run_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:

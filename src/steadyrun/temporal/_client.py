@@ -39,6 +39,7 @@ from steadyrun._errors import (
 )
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
+from steadyrun.runtime._host import BY_META
 from steadyrun.stores import FeedMessage
 from steadyrun.stream import DisplaySnapshot
 from steadyrun.temporal._payloads import (
@@ -252,20 +253,28 @@ class TemporalRuns:
         )
         return await self._record_update(run_id, "decide", args)
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
-        """Answer an input request (see ``Runtime.answer``)."""
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> CallRecord:
+        """Answer an input request (see ``Runtime.answer``); ``by`` names who answered."""
         return await self._record_update(
-            run_id, "answer", AnswerArgs(wait_id=wait_id, response=response)
+            run_id, "answer", AnswerArgs(wait_id=wait_id, response=response, by=by)
         )
 
     async def settle(
-        self, run_id: str, call_id: str, *, result: str | None = None, error: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        result: str | None = None,
+        error: str | None = None,
+        by: str | None = None,
     ) -> CallRecord:
-        """Record the outcome of a call the host owns (see ``Runtime.settle``)."""
+        """Record the outcome of a call the host owns (see ``Runtime.settle``); ``by``: who."""
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
         return await self._record_update(
-            run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error)
+            run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error, by=by)
         )
 
     async def send(
@@ -276,19 +285,22 @@ class TemporalRuns:
         id: str | None = None,
         revision: str = "1",
         wait: bool = True,
+        by: str | None = None,
     ) -> FeedMessage | None:
         """Input for the run, taken at its next safe point (see ``Runtime.send``).
 
         A run that completed or failed takes it as a new turn: a new workflow run for the
         same run id continues from the run's last step in the app's store (the workers'
         ``TemporalApp`` needs a store). With ``wait=False`` it is a signal (fire and forget)
-        and returns ``None``.
+        and returns ``None``. ``by`` names who sent it (kept in the message's meta, as
+        ``Runtime.send`` keeps it).
 
         Raises:
             RunNotFoundError: No workflow has this run id.
             RunCancelledError: The run was cancelled.
         """
-        args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision)
+        meta = {BY_META: by} if by is not None else None
+        args = SendArgs(id=id or uuid.uuid4().hex, content=content, revision=revision, meta=meta)
         handle = self._handle(run_id)
         try:
             if not wait:

@@ -274,10 +274,12 @@ class AnswerArgs:
     Attributes:
         wait_id: The request's wait id.
         response: The answer (validated against the request's schema).
+        by: Who answered (``InputRequest.answered_by``).
     """
 
     wait_id: str
     response: Any = None
+    by: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -288,11 +290,13 @@ class SettleArgs:
         call_id: The call.
         result: Its result (it succeeded).
         error: Its error (it failed).
+        by: Who recorded it (``CallRecord.settled_by``).
     """
 
     call_id: str
     result: str | None = None
     error: str | None = None
+    by: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -304,12 +308,14 @@ class SendArgs:
         content: The text.
         revision: The revision.
         role: ``user`` or ``system``.
+        meta: The message's meta (who sent it: ``steadyrun.by``).
     """
 
     id: str
     content: str
     revision: str = "1"
     role: Literal["user", "system"] = "user"
+    meta: dict[str, str] | None = None
 
 
 _UPDATE_TYPES: dict[str, Any] = {}

@@ -307,26 +307,32 @@ class AgentWorkflow:
     async def answer(self, args: AnswerArgs) -> dict[str, Any]:
         """Answer an input request by its wait id; returns the record."""
         assert self._host is not None
-        record = await self._apply(self._host.answer(self._run_id, args.wait_id, args.response))
+        record = await self._apply(
+            self._host.answer(self._run_id, args.wait_id, args.response, by=args.by)
+        )
         return to_plain(record, CallRecord)  # type: ignore[no-any-return]
 
     @answer.validator
     def _validate_answer(self, args: AnswerArgs) -> None:
-        self._check(lambda dry: dry.answer(self._run_id, args.wait_id, args.response))
+        self._check(lambda dry: dry.answer(self._run_id, args.wait_id, args.response, by=args.by))
 
     @workflow.update
     async def settle(self, args: SettleArgs) -> dict[str, Any]:
         """Record the outcome of a call the host owns (an awaited result); returns the record."""
         assert self._host is not None
         record = await self._apply(
-            self._host.settle(self._run_id, args.call_id, result=args.result, error=args.error)
+            self._host.settle(
+                self._run_id, args.call_id, result=args.result, error=args.error, by=args.by
+            )
         )
         return to_plain(record, CallRecord)  # type: ignore[no-any-return]
 
     @settle.validator
     def _validate_settle(self, args: SettleArgs) -> None:
         self._check(
-            lambda dry: dry.settle(self._run_id, args.call_id, result=args.result, error=args.error)
+            lambda dry: dry.settle(
+                self._run_id, args.call_id, result=args.result, error=args.error, by=args.by
+            )
         )
 
     @workflow.update
@@ -398,4 +404,6 @@ def _decision(args: DecideArgs) -> dict[str, Any]:
 
 
 def _feed_message(args: SendArgs) -> FeedMessage:
-    return FeedMessage(id=args.id, revision=args.revision, role=args.role, content=args.content)
+    return FeedMessage(
+        id=args.id, revision=args.revision, role=args.role, content=args.content, meta=args.meta
+    )

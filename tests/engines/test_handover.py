@@ -13,7 +13,6 @@ from steadyrun import (
     ConflictError,
     InvalidResponseError,
     NotPendingError,
-    RunCancelledError,
     UnknownCallError,
 )
 
@@ -62,19 +61,7 @@ async def test_the_first_decision_is_final(engine: Driver) -> None:
     assert ended.status == "completed" and "wire40" not in run.effects()
 
 
-async def test_decisions_after_the_run_ended_are_answered_as_before_it(
-    engine: Driver, request: pytest.FixtureRequest
-) -> None:
-    if engine.name == "temporal":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                raises=NotPendingError,
-                reason="TemporalRuns refuses every decision on an ended run (NotPendingError); "
-                "the built-in engine accepts the same decision again and refuses another one "
-                "with ConflictError, as while the run waited",
-            )
-        )
+async def test_decisions_after_the_run_ended_are_answered_as_before_it(engine: Driver) -> None:
     run = Scenario(engine, "wire")
     await run.start("Wire 41.")
     item = await run.waits_for("decision")
@@ -133,19 +120,7 @@ async def test_a_cancelled_waiting_run_never_runs_its_call(engine: Driver) -> No
     assert "wire70" not in run.effects()
 
 
-async def test_a_decision_on_a_cancelled_run_is_refused_as_not_pending(
-    engine: Driver, request: pytest.FixtureRequest
-) -> None:
-    if engine.name == "temporal":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                raises=RunCancelledError,
-                reason="TemporalRuns refuses any write to a cancelled run with RunCancelledError; "
-                "the built-in engine refuses a decision on its cancelled call with "
-                "NotPendingError",
-            )
-        )
+async def test_a_decision_on_a_cancelled_run_is_refused_as_not_pending(engine: Driver) -> None:
     run = Scenario(engine, "wire")
     await run.start("Wire 71.")
     item = await run.waits_for("decision")

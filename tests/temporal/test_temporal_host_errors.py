@@ -80,9 +80,9 @@ async def test_resume(states: Runs) -> None:
         await states.runs.resume(states.unknown)
     with pytest.raises(RunCancelledError):
         await states.runs.resume(states.cancelled)
-    # Nothing to resume: a completed run, or one waiting for a person, is left as it is.
-    assert (await (await states.runs.resume(states.done)).result()).status == "completed"
-    await states.runs.resume(states.waiting)
+    with pytest.raises(NotPendingError, match="nothing to resume"):  # as App.resume
+        await states.runs.resume(states.done)
+    await states.runs.resume(states.waiting)  # waiting for a person: left as it is
     assert await states.runs.status(states.waiting) == "suspended"
 
 
@@ -97,9 +97,9 @@ async def test_decide(states: Runs) -> None:
     runs = states.runs
     with pytest.raises(RunNotFoundError):
         await runs.decide(states.unknown, "c1", approve=True)
-    with pytest.raises(NotPendingError, match="completed"):
+    with pytest.raises(UnknownCallError):  # as Runtime: the run has no such call
         await runs.decide(states.done, "c1", approve=True)
-    with pytest.raises(RunCancelledError):
+    with pytest.raises(UnknownCallError):
         await runs.decide(states.cancelled, "c1", approve=True)
     with pytest.raises(UnknownCallError):
         await runs.decide(states.waiting, "nope", approve=True)
@@ -109,9 +109,9 @@ async def test_answer(states: Runs) -> None:
     runs = states.runs
     with pytest.raises(RunNotFoundError):
         await runs.answer(states.unknown, "c1.w1", "yes")
-    with pytest.raises(NotPendingError, match="completed"):
+    with pytest.raises(UnknownCallError):  # as Runtime: the run has no such call
         await runs.answer(states.done, "c1.w1", "yes")
-    with pytest.raises(RunCancelledError):
+    with pytest.raises(UnknownCallError):
         await runs.answer(states.cancelled, "c1.w1", "yes")
     with pytest.raises(UnknownCallError):
         await runs.answer(states.waiting, "nope.w1", "yes")
@@ -121,9 +121,9 @@ async def test_settle(states: Runs) -> None:
     runs = states.runs
     with pytest.raises(RunNotFoundError):
         await runs.settle(states.unknown, "c1", result="ok")
-    with pytest.raises(NotPendingError, match="completed"):
+    with pytest.raises(UnknownCallError):  # as Runtime: the run has no such call
         await runs.settle(states.done, "c1", result="ok")
-    with pytest.raises(RunCancelledError):
+    with pytest.raises(UnknownCallError):
         await runs.settle(states.cancelled, "c1", result="ok")
     with pytest.raises(NotPendingError):  # it waits for a decision, not a result
         await runs.settle(states.waiting, states.call, result="ok")

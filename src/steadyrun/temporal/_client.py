@@ -15,6 +15,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -89,10 +90,15 @@ class TemporalRuns:
     A run's workflow ends when the run completes or fails. New input for it (``send``, or
     ``start``/``run`` with its id) starts a new workflow run for the same id that continues
     from the run's last step in the app's store: a new turn, as on the built-in engine;
-    ``resume`` continues a failed run the same way. Decisions, answers, results and cancels
-    for an ended run raise ``NotPendingError``; any call on a cancelled run raises
-    ``RunCancelledError`` (cancelling it again changes nothing); a call on a run id with no
-    workflow raises ``RunNotFoundError``.
+    ``resume`` continues a failed run the same way. A decision, answer or result for a run
+    that ended (completed, failed or cancelled) is answered from its records as ``Runtime``
+    answers it: the same one again is accepted and changes nothing, a different one raises
+    ``ConflictError``, one its call does not wait for ``NotPendingError`` (the ended workflow
+    computes it in a query, so a worker must poll; a write that would change the run raises
+    ``NotPendingError``, or ``RunCancelledError`` for a cancelled run). A cancel of a run that
+    completed or failed, and ``resume`` of a completed one, raise ``NotPendingError``; input
+    for a cancelled run raises ``RunCancelledError`` (cancelling it again changes nothing); a
+    call on a run id with no workflow raises ``RunNotFoundError``.
 
     Args:
         client: A connected Temporal client.
@@ -190,12 +196,13 @@ class TemporalRuns:
         A run whose workflow failed, was terminated or timed out, or whose run failed, goes
         on in a new workflow run from its last step in the app's store: calls that started
         and never settled are settled by their traits (``interrupted``, ``needs_review``), so
-        nothing with side effects runs twice. A run that is going or completed is returned
-        as is. Wait for it with ``result``.
+        nothing with side effects runs twice. A run that is going is returned as is. Wait for
+        it with ``result``.
 
         Raises:
             RunNotFoundError: No workflow has this run id.
             RunCancelledError: The run was cancelled.
+            NotPendingError: The run completed: there is nothing to resume (give it input).
         """
         handle = self._handle(run_id)
         status = (await self._reaching(run_id, "resume", handle.describe())).status
@@ -205,7 +212,9 @@ class TemporalRuns:
             return handle  # going (or continued as new): nothing to resume
         completed = WorkflowExecutionStatus.COMPLETED
         if status == completed and (await handle.result()).status == "completed":
-            return handle
+            raise NotPendingError(
+                f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
+            )
         await self.client.start_workflow(
             WORKFLOW_NAME,
             RunInput(agent="", run_id=run_id, resume=True),
@@ -359,7 +368,36 @@ class TemporalRuns:
         return self.client.get_workflow_handle(run_id, result_type=RunOutput)
 
     async def _record_update(self, run_id: str, name: str, args: Any) -> CallRecord:
-        return from_plain(await self._update(run_id, name, args), CallRecord)
+        try:
+            plain = await self._update(run_id, name, args)
+        except (_RunEnded, RunCancelledError) as ended:
+            plain = await self._ended_write(run_id, name, args, ended)
+        return from_plain(plain, CallRecord)
+
+    async def _ended_write(
+        self, run_id: str, name: str, args: Any, ended: NotPendingError | RunCancelledError
+    ) -> Any:
+        """A decision, answer or result for a run whose workflow ended, as ``Runtime`` answers it.
+
+        The ended workflow computes the write on the run's records (the ``host_write`` query):
+        the same answer again is accepted (it changes nothing), a different one raises
+        ``ConflictError``, one the call does not wait for ``NotPendingError``, as while the run
+        waited. A write that would change the run raises ``ended``: its workflow takes no update.
+        """
+        query = self._handle(run_id).query(
+            "host_write", args=[name, dataclasses.asdict(args)], result_type=dict
+        )
+        try:
+            out = await query
+        except (WorkflowQueryFailedError, RPCError):
+            # A worker from before the query, or none polling to replay the workflow: what
+            # the run's workflow status says is all there is to go on.
+            raise ended from None
+        if "error" in out:
+            raise _named(str(out["error"]), str(out.get("message", ""))) or ended
+        if "record" not in out or out.get("changed", True):
+            raise ended
+        return out["record"]
 
     async def _update(self, run_id: str, name: str, args: Any) -> Any:
         what = {"send": "input", "decide": "decision", "settle": "result"}.get(name, name)
@@ -434,7 +472,13 @@ def _typed(exc: WorkflowUpdateFailedError) -> Exception:
 def _typed_cause(cause: BaseException | None) -> Exception | None:
     """The steadyrun error an ``ApplicationError`` names by its type, if it names one."""
     if isinstance(cause, ApplicationError) and cause.type:
-        cls = getattr(_errors, cause.type, None)
-        if isinstance(cls, type) and issubclass(cls, SteadyrunError):
-            return cls(cause.message)
+        return _named(cause.type, cause.message)
+    return None
+
+
+def _named(kind: str, message: str) -> Exception | None:
+    """The steadyrun error whose type is named ``kind``, with ``message``, if there is one."""
+    cls = getattr(_errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, SteadyrunError):
+        return cls(message)
     return None

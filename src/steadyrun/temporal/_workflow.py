@@ -375,6 +375,40 @@ class AgentWorkflow:
         return to_plain(items, list[PendingItem])  # type: ignore[no-any-return]
 
     @workflow.query
+    def host_write(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The update ``name`` (``decide``, ``answer``, ``settle``) computed now, never stored.
+
+        ``args`` are the update's arguments as plain data. Returns ``{"record": ...,
+        "changed": ...}`` (the call as the write would leave it, and whether it would change
+        it) or the refusal, ``{"error": <type name>, "message": ...}``; ``{}`` when it cannot
+        tell. A workflow that ended takes no update: ``TemporalRuns`` asks it this instead, so
+        a late write is answered as ``Runtime`` answers it (a repeat accepted, another refused).
+        """
+        dry = self._dry
+        if dry is None or self._store is None:
+            return {}
+        write: Coroutine[Any, Any, CallRecord]
+        if name == "decide":
+            decision = DecideArgs(**args)
+            write = dry.decide(self._run_id, decision.call_id, **_decision(decision))
+        elif name == "answer":
+            answer = AnswerArgs(**args)
+            write = dry.answer(self._run_id, answer.wait_id, answer.response)
+        elif name == "settle":
+            outcome = SettleArgs(**args)
+            write = dry.settle(
+                self._run_id, outcome.call_id, result=outcome.result, error=outcome.error
+            )
+        else:
+            return {}
+        try:
+            record = run_now(write)
+        except UsageError as exc:
+            return {"error": type(exc).__name__, "message": str(exc)}
+        stored = run_now(self._store.load_call(self._run_id, record.id))
+        return {"record": to_plain(record, CallRecord), "changed": record != stored}
+
+    @workflow.query
     def snapshot(self) -> dict[str, Any]:
         """The display snapshot (what the web page shows), as plain data."""
         if self._store is None or self._agent is None:

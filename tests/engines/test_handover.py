@@ -13,6 +13,7 @@ from steadyrun import (
     ConflictError,
     InvalidResponseError,
     NotPendingError,
+    RunCancelledError,
     UnknownCallError,
 )
 
@@ -142,3 +143,20 @@ async def test_a_run_cancelled_inside_a_tool_ends_cancelled(engine: Driver) -> N
     (call,) = (await run.snapshot()).calls
     assert call.status == "cancelled"
     assert "model1" not in run.effects()  # the model was not asked again
+
+
+async def test_a_failed_run_is_cancelled_and_never_resumed(engine: Driver) -> None:
+    run = Scenario(engine, "flaky")
+    await run.start("Charge C-3.")
+    await run.ended()
+    await engine.send(run.run_id, "Again?")  # the model is down for this turn
+    assert (await run.ended(turn=2)).status == "failed"
+
+    await engine.cancel(run.run_id)
+    await engine.cancel(run.run_id)  # again: nothing changes
+
+    assert (await run.snapshot()).run.status == "cancelled"
+    assert (await run.ended(turn=2)).status == "cancelled"
+    with pytest.raises(RunCancelledError):
+        await engine.resume(run.run_id)
+    assert run.effects().count("charge") == 1

@@ -4,8 +4,8 @@ One table: each row is a host write (``decide``, ``answer``, ``settle``, ``send`
 ``resume``) on a run in some state (unknown, waiting, completed, cancelled) and what the
 built-in engine answers, the documented contract (docs/handover.md, docs/service.md "Bad
 input, per route"): a typed error, or ``None`` where the write is accepted and changes nothing
-(a repeat of the first answer). The runs are prepared once per engine and module, and no row
-changes them.
+(a repeat of the first answer). The runs are prepared once per engine and module; one row changes
+its run (a cancel), which no other row uses.
 """
 
 from __future__ import annotations
@@ -38,22 +38,25 @@ class Runs:
     waits: dict[str, str]  # state -> wait id (of the run's input request)
 
 
-async def _waiting(engine: Driver) -> tuple[Scenario, str]:
+Prepared = tuple[Scenario, str, str | None]  # the run, its call, the call's wait (if any)
+
+
+async def _waiting(engine: Driver) -> Prepared:
     run = Scenario(engine, "wire")
     await run.start("Wire 80.")
-    return run, (await run.waits_for("decision")).call_id
+    return run, (await run.waits_for("decision")).call_id, None
 
 
-async def _decided(engine: Driver) -> tuple[Scenario, str]:
+async def _decided(engine: Driver) -> Prepared:
     run = Scenario(engine, "wire")
     await run.start("Wire 81.")
     item = await run.waits_for("decision")
     await engine.decide(run.run_id, item.call_id, approve=False, reason="no")
     assert (await run.ended()).status == "completed"
-    return run, item.call_id
+    return run, item.call_id, None
 
 
-async def _answered(engine: Driver) -> tuple[Scenario, str, str]:
+async def _answered(engine: Driver) -> Prepared:
     run = Scenario(engine, "pay")
     await run.start("Pay P-1.")
     item = await run.waits_for("input")
@@ -63,25 +66,43 @@ async def _answered(engine: Driver) -> tuple[Scenario, str, str]:
     return run, item.call_id, item.wait_id
 
 
-async def _settled(engine: Driver) -> tuple[Scenario, str]:
+async def _settled(engine: Driver) -> Prepared:
     run = Scenario(engine, "bank")
     await run.start("Any chargeback on B-1?")
     item = await run.waits_for("result")
     await engine.settle(run.run_id, item.call_id, result="none")
     assert (await run.ended()).status == "completed"
-    return run, item.call_id
+    return run, item.call_id, None
 
 
-async def _cancelled(engine: Driver) -> tuple[Scenario, str, str]:
+async def _cancelled(engine: Driver) -> Prepared:
     run = Scenario(engine, "pay")
     await run.start("Pay P-2.")
     item = await run.waits_for("input")
-    assert item.wait_id is not None
     await engine.cancel(run.run_id)
     assert (await run.ended()).status == "cancelled"
     return run, item.call_id, item.wait_id
 
 
+async def _failed(engine: Driver) -> Prepared:
+    run = Scenario(engine, "flaky")
+    await run.start("Charge C-1.")
+    await run.ended()
+    await engine.send(run.run_id, "Again?")  # the model is down for this turn
+    assert (await run.ended(turn=2)).status == "failed"
+    (call,) = (await run.snapshot()).calls  # the first turn's charge: succeeded
+    return run, call.id, None
+
+
+PREPARE: dict[str, Callable[[Driver], Awaitable[Prepared]]] = {
+    "waiting": _waiting,  # for a decision
+    "decided": _decided,  # rejected, then completed
+    "answered": _answered,  # an input request answered, then completed
+    "settled": _settled,  # an awaited result settled, then completed
+    "cancelled": _cancelled,  # while its call waited for an answer
+    "failed": _failed,  # its model failed in its second turn
+    "failed, to cancel": _failed,  # the same, for the one row that changes its run
+}
 _PREPARED: dict[Path, Runs] = {}
 
 
@@ -89,45 +110,17 @@ _PREPARED: dict[Path, Runs] = {}
 async def runs(engine: Driver) -> Runs:
     """The table's runs on this test's engine (prepared by the module's first row)."""
     if engine.ledger not in _PREPARED:
-        (
-            (waiting, w_call),
-            (decided, d_call),
-            answered,
-            (settled, s_call),
-            cancelled,
-        ) = await asyncio.gather(
-            _waiting(engine),
-            _decided(engine),
-            _answered(engine),
-            _settled(engine),
-            _cancelled(engine),
+        prepared = await asyncio.gather(*(prepare(engine) for prepare in PREPARE.values()))
+        runs = Runs(
+            ids={"unknown": "nope-never-started"},
+            calls={"unknown": "m1.c1"},
+            waits={"unknown": "m1.c1.w1"},
         )
-        _PREPARED[engine.ledger] = Runs(
-            ids={
-                "waiting": waiting.run_id,
-                "decided": decided.run_id,
-                "answered": answered[0].run_id,
-                "settled": settled.run_id,
-                "cancelled": cancelled[0].run_id,
-                "unknown": "nope-never-started",
-            },
-            calls={
-                "waiting": w_call,
-                "decided": d_call,
-                "answered": answered[1],
-                "settled": s_call,
-                "cancelled": cancelled[1],
-                "unknown": "m1.c1",
-            },
-            waits={
-                "waiting": f"{w_call}.w1",
-                "decided": f"{d_call}.w1",
-                "answered": answered[2],
-                "settled": f"{s_call}.w1",
-                "cancelled": cancelled[2],
-                "unknown": "m1.c1.w1",
-            },
-        )
+        for state, (run, call, wait) in zip(PREPARE, prepared, strict=True):
+            runs.ids[state] = run.run_id
+            runs.calls[state] = call
+            runs.waits[state] = wait or f"{call}.w1"  # a wait id the call never had
+        _PREPARED[engine.ledger] = runs
     return _PREPARED[engine.ledger]
 
 
@@ -191,6 +184,12 @@ ROWS: list[tuple[str, Write, str, type[SteadyrunError] | None]] = [
     ("settle-a-rejected-call", settle("done"), "decided", ConflictError),
     ("cancel-a-completed-run", cancel, "decided", NotPendingError),
     ("resume-a-completed-run", resume, "decided", NotPendingError),
+    # a failed run (its model failed in its second turn; the first turn's call succeeded)
+    ("decide-on-a-failed-run", decide(True), "failed", NotPendingError),
+    ("answer-on-a-failed-run", answer("visa"), "failed", NotPendingError),
+    ("settle-same-on-a-failed-run", settle("charged C-1"), "failed", None),
+    ("settle-otherwise-on-a-failed-run", settle("other"), "failed", ConflictError),
+    ("cancel-a-failed-run", cancel, "failed, to cancel", None),
     # a cancelled run (its call was cancelled while it waited for an answer)
     ("decide-on-a-cancelled-run", decide(True), "cancelled", NotPendingError),
     ("answer-on-a-cancelled-run", answer("visa"), "cancelled", NotPendingError),

@@ -63,7 +63,8 @@ _ENDED = {
     WorkflowExecutionStatus.TERMINATED: "terminated (its workflow was terminated)",
     WorkflowExecutionStatus.TIMED_OUT: "timed out (its workflow's execution timeout)",
 }
-_CLOSED = {*_ENDED, WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED}
+_COMPLETED = WorkflowExecutionStatus.COMPLETED
+_CLOSED = {*_ENDED, _COMPLETED, WorkflowExecutionStatus.CANCELED}
 
 
 def client_with_codec(client: Client, codec: PayloadCodec | None) -> Client:
@@ -174,7 +175,10 @@ class TemporalRuns:
             RunCancelledError: The run was cancelled.
         """
         try:
-            return await self._reaching(run_id, "result", self._handle(run_id).result())
+            out = await self._reaching(run_id, "result", self._handle(run_id).result())
+            if out.status == "cancelled":  # cancelled after its workflow ended, failed
+                raise _cancelled(run_id)
+            return out
         except WorkflowFailureError as exc:
             cause = exc.cause
             if isinstance(cause, CancelledError):
@@ -210,8 +214,10 @@ class TemporalRuns:
             raise _cancelled(run_id)
         if status not in _CLOSED:
             return handle  # going (or continued as new): nothing to resume
-        completed = WorkflowExecutionStatus.COMPLETED
-        if status == completed and (await handle.result()).status == "completed":
+        ended = (await handle.result()).status if status == _COMPLETED else "failed"
+        if ended == "cancelled":
+            raise _cancelled(run_id)
+        if ended == "completed":
             raise NotPendingError(
                 f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
             )
@@ -349,20 +355,49 @@ class TemporalRuns:
         The workflows end cancelled; the store shows the runs ``cancelled``, their open calls
         settled ``cancelled``. Cancelling a cancelled run again changes nothing.
 
+        A run that failed is cancelled too, as on the built-in engine (so nothing resumes
+        it): its workflow had ended, so a new workflow run marks it cancelled in the app's
+        store (its open calls ``cancelled``) and ends.
+
         Raises:
             RunNotFoundError: No workflow has this run id.
-            NotPendingError: The run completed or failed (there is nothing to cancel).
+            NotPendingError: The run completed (there is nothing to cancel).
         """
         handle = self._handle(run_id)
         try:
             # Temporal takes a cancel of a closed workflow and does nothing: ask first, so an
-            # ended run is refused as ``Runtime``'s cancel refuses it.
+            # ended run is cancelled, or refused, as ``Runtime``'s cancel does it.
             description = await self._reaching(run_id, "cancel", handle.describe())
             if description.status in _CLOSED:
-                raise await self._gone(run_id, "cancel", None)
+                gone = await self._gone(run_id, "cancel", None)
+                if not isinstance(gone, _RunFailed):
+                    raise gone
+                if await self._cancel_failed(run_id):
+                    return
             await self._reaching(run_id, "cancel", handle.cancel())
         except RunCancelledError:
             return
+
+    async def _cancel_failed(self, run_id: str) -> bool:
+        """Cancel a failed run whose workflow ended; ``False``: it was resumed meanwhile."""
+        try:
+            started = await self.client.start_workflow(
+                WORKFLOW_NAME,
+                RunInput(agent="", run_id=run_id, resume=True, cancel=True),
+                id=run_id,
+                task_queue=self.task_queue,
+                result_type=RunOutput,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            )
+        except WorkflowAlreadyStartedError:
+            return False  # going again: cancelled as a going run
+        try:
+            await started.result()  # it marks the run cancelled in the store and ends
+        except WorkflowFailureError as exc:
+            typed = _typed_cause(exc.cause)
+            if not isinstance(typed, RunCancelledError):  # cancelled already: fine
+                raise typed or exc from None
+        return True
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
         return self.client.get_workflow_handle(run_id, result_type=RunOutput)
@@ -428,15 +463,20 @@ class TemporalRuns:
         if status == WorkflowExecutionStatus.CANCELED:
             return _cancelled(run_id)
         if status == WorkflowExecutionStatus.COMPLETED:
-            # The workflow completes when the run completes or fails: its output says which.
+            # The workflow completes when the run completes or fails (or a failed run was
+            # cancelled after it ended): its output says which.
             ended = (await handle.result()).status
         elif status in _ENDED:
             ended = _ENDED[status]
         else:
             # Running after all (or continued as new): not a run that ended.
             return exc or UsageError(f"run {run_id!r} has not ended")
-        if what == "cancel":
+        if ended == "cancelled":
+            return _cancelled(run_id)
+        if what == "cancel" and ended == "completed":
             return NotPendingError(f"run {run_id!r} {ended}; there is nothing to cancel")
+        if what == "cancel":
+            return _RunFailed(f"run {run_id!r} {ended}")
         return _RunEnded(
             f"run {run_id!r} {ended}: it waits for no {what}. New input "
             "(TemporalRuns.send) starts a new turn; TemporalRuns.resume continues a failed run"
@@ -445,6 +485,10 @@ class TemporalRuns:
 
 class _RunEnded(NotPendingError):
     """The run's workflow ended with the run (completed or failed): new input restarts it."""
+
+
+class _RunFailed(_RunEnded):
+    """The run's workflow ended with the run failed (or was terminated, or timed out)."""
 
 
 def _cancelled(run_id: str) -> RunCancelledError:

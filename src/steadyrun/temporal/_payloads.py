@@ -89,6 +89,10 @@ class RunInput:
         resume: A run that exists: the workflow loads it from the app's store (its last
             saved step) and resumes it, taking ``input`` as new input (a new turn when the
             run had ended). ``agent`` may then be empty (the stored run names it).
+        cancel: With ``resume``, for a run whose workflow ended with the run failed: the
+            workflow marks the run cancelled in the app's store (its open calls
+            ``cancelled``) and ends with the output status ``cancelled``, as the built-in
+            engine cancels a failed run (``TemporalRuns.cancel``).
     """
 
     agent: str
@@ -98,6 +102,7 @@ class RunInput:
     carried: Carried | None = None
     subagent: bool = False
     resume: bool = False
+    cancel: bool = False
 
 
 @dataclass(kw_only=True)
@@ -106,7 +111,8 @@ class RunOutput:
 
     Attributes:
         run_id: The run.
-        status: ``completed`` or ``failed``.
+        status: ``completed`` or ``failed``; ``cancelled`` for a failed run cancelled after
+            its workflow ended (``RunInput.cancel``).
         text: The final text of a completed run.
         completion: The structured completion value, if any (plain data).
         completion_reason: Why a fallback completion was used, if one was.

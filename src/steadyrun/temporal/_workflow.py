@@ -167,6 +167,13 @@ class AgentWorkflow:
             # the run looks for it.
             await workflow.wait_condition(workflow.all_handlers_finished)
         recorder.start()
+        if inp.cancel:
+            # A failed run, cancelled as the built-in engine cancels it: marked cancelled in
+            # the app's store, so nothing resumes it. (Histories from before ``cancel``
+            # decode it False: they replay as they ran.)
+            await store.cancel(inp.run_id, workflow.now())
+            await recorder.drain()
+            return RunOutput(run_id=inp.run_id, status="cancelled", generations=generation)
         engine = Engine.of(app, agent)
         texts = app.texts or Texts()
         try:

@@ -149,6 +149,8 @@ def test_1_the_run_is_not_as_the_command_needs(
     assert main(["runs", "cancel", "r1", *shop]) == 0
     assert main(["runs", "resume", "r1", *shop]) == 1
     assert "RunCancelledError" in _err(capsys)
+    assert main(["runs", "send", "r1", "hello", "--no-wait", *shop]) == 1  # nothing takes it
+    assert "RunCancelledError" in _err(capsys)
 
 
 def test_3_a_run_waited_for_failed(shop: list[str], capsys: pytest.CaptureFixture[str]) -> None:

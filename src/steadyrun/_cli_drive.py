@@ -119,6 +119,8 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
                 sent = await host.send(run_id, text, id=message_id)
                 extra = {"message_id": sent.id, "status": "sent"}
                 return _report(t, run_id, None, json_out, extra)
+            if snap is not None and snap.run.status == "cancelled":
+                raise RunCancelledError(f"run {run_id!r} was cancelled; it takes no more input")
             if wait and snap is not None:
                 need_agent(t, snap.run.agent, "runs send --wait")  # before anything is written
             sent = await t.runtime.send(run_id, text, id=message_id)

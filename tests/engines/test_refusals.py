@@ -209,17 +209,7 @@ async def test_a_write_is_answered_as_on_the_builtin_engine(
     write: Write,
     state: str,
     expected: type[SteadyrunError] | None,
-    request: pytest.FixtureRequest,
 ) -> None:
-    if engine.name == "builtin" and write is send and state == "cancelled":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="the built-in App.send appends input for a cancelled run, which nothing "
-                "will ever take; TemporalRuns.send refuses it with RunCancelledError. Neither "
-                "engine's docs say which is right: the lead decides",
-            )
-        )
     try:
         await write(engine, state, runs)
     except SteadyrunError as exc:

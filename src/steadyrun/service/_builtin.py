@@ -131,8 +131,12 @@ class BuiltinEngine:
     ) -> FeedMessage:
         """Append the input; the append wakes the run up in the store."""
         app = self.app
-        if await app.store.load(run_id) is None:
+        snap = await app.store.load(run_id)
+        if snap is None:
             raise RunNotFoundError(run_id)
+        if snap.run.status == "cancelled":
+            # Nothing would ever take it: a cancelled run is never resumed (Temporal agrees).
+            raise RunCancelledError(f"run {run_id!r} was cancelled; it takes no more input")
         return await app.runtime.send(run_id, text, id=id, revision=revision, by=by)
 
     async def decide(

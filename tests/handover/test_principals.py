@@ -5,8 +5,10 @@ The first answer's ``by`` stays: a repeat (by anyone) changes nothing, not even 
 
 from __future__ import annotations
 
+import pytest
+
 import steadyrun as sr
-from steadyrun._errors import UsageError
+from steadyrun._errors import RunCancelledError, UsageError
 from steadyrun.control import CallView, Confirm, await_external, require_input
 from steadyrun.service import Operations
 from steadyrun.stores import Store
@@ -109,3 +111,5 @@ async def test_settle_decide_answer_send_and_cancel_keep_who(store: Store) -> No
         ("cancelled", "the run was cancelled by hal")
     ]
     assert await Operations(runtime).cancelled("x") == cancelled
+    with pytest.raises(RunCancelledError):  # nothing would ever take it
+        await runtime.send("x", "one more thing", by="hal")

@@ -167,12 +167,13 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
                         f"run {run_id!r} belongs to agent {snap.run.agent!r}, not {agent.name!r}"
                     )
                 if input is not None and not _is_retry(snap, input, input_id):
-                    await self.send(run_id, input, id=input_id)  # the feed only: snap holds
+                    _refuse_cancelled(snap)
+                    await self._append(run_id, input, id=input_id)  # the feed only: snap holds
                 return await self._resume_held(run_id, agent, snap)
             if input is None:
                 raise UsageError(f"run {run_id!r} is new and needs input: pass input='...'")
             message_id = input.id if isinstance(input, Message) else None
-            await self.send(run_id, input, id=input_id or message_id or f"{run_id}:input")
+            await self._append(run_id, input, id=input_id or message_id or f"{run_id}:input")
             state = RunState.new(run_id, agent.name, self._clock())
             return await self._execution(state, agent).start()
 
@@ -327,7 +328,24 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
         A message with the same ``id`` and ``revision`` as one already sent is not added
         again; a new ``revision`` of an id is new input. ``by`` names who sent it: it is kept
         in the message's meta under ``BY_META`` (also in the run's context).
+
+        Raises:
+            RunCancelledError: The run was cancelled; it takes no more input.
         """
+        snap = await self.store.load(run_id)
+        if snap is not None:
+            _refuse_cancelled(snap)
+        return await self._append(run_id, message, id=id, revision=revision, by=by)
+
+    async def _append(
+        self,
+        run_id: str,
+        message: str | Message,
+        *,
+        id: str | None = None,
+        revision: str | None = None,
+        by: str | None = None,
+    ) -> FeedMessage:
         if isinstance(message, Message):
             if message.role not in ("user", "system"):
                 raise UsageError(f"input messages are user or system messages, not {message.role}")
@@ -408,3 +426,9 @@ class _Driving:
 
     async def __aexit__(self, *exc: object) -> None:
         self._active.discard(self._run_id)
+
+
+def _refuse_cancelled(snap: RunSnapshot) -> None:
+    """A cancelled run is never resumed: input sent to it would never be taken."""
+    if snap.run.status == "cancelled":
+        raise RunCancelledError(f"run {snap.run.run_id!r} was cancelled; it takes no more input")

@@ -14,12 +14,13 @@ every ``poll_interval`` while followed, so no reader sees it as it was long ago.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 from steadyrun._codec import encode, to_plain
 from steadyrun._errors import RunNotFoundError
@@ -32,16 +33,16 @@ from steadyrun.stores._live_open import live_feed
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
 from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
 from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
+from steadyrun.stream._pacing import wake_interval
 
 __all__ = ["Publisher", "StreamEvent"]
 
 log = logging.getLogger("steadyrun.stream")
 
-_WAKE_PER_FOLLOWER = 0.00025
-"""Seconds between wake-ups of a run's followers, per follower (see ``max_wake_interval``)."""
+_T = TypeVar("_T")
 
-_WAKE_SHARE = 10
-"""Wake-ups of a run's followers are this many times as long apart as the last one took."""
+_WAKE_BATCH = 16
+"""Followers woken per turn of the event loop: between batches, the run's own timers fire."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,14 +61,37 @@ class StreamEvent:
     id: str = ""
     snapshot: DisplaySnapshot | None = None
     delta: Delta | None = None
+    # Followers at one position receive one event object: what is made of it is made once.
+    _data: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    _rendering: tuple[Callable[[Any], Any], Any] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def data(self) -> bytes:
         """The event's payload as versioned JSON (``{"format": 1, "data": ...}``)."""
-        if self.snapshot is not None:
-            return encode(self.snapshot)
-        if self.delta is not None:
-            return encode(self.delta, Delta)
-        return b""
+        if self._data is None:
+            if self.snapshot is not None:
+                data = encode(self.snapshot)
+            elif self.delta is not None:
+                data = encode(self.delta, Delta)
+            else:
+                data = b""
+            object.__setattr__(self, "_data", data)
+            return data
+        return self._data
+
+    def rendered(self, render: Callable[[StreamEvent], _T]) -> _T:
+        """``render(self)``, computed once for every follower that receives this event.
+
+        A server passes its one rendering function (an SSE frame, say): the followers of a run
+        at one position share their events, so a hundred clients cost one encoding.
+        """
+        cached = self._rendering
+        if cached is not None and cached[0] is render:
+            return cached[1]  # type: ignore[no-any-return]
+        out = render(self)
+        object.__setattr__(self, "_rendering", (render, out))
+        return out
 
 
 class _Channel:
@@ -78,15 +102,22 @@ class _Channel:
         self.epoch = secrets.token_hex(4)
         self.snapshot = snapshot
         self.deltas: deque[Delta] = deque(maxlen=buffer_size)
-        self.changed = asyncio.Event()
         self.lock = asyncio.Lock()
         self.followers = 0
         self.active = False
         self.touched = 0
         self.live: LiveCall | None = None
         self.feed_task: asyncio.Task[None] | None = None
-        self.woken = 0.0  # the loop's time when the followers were last woken
-        self.took = 0.0  # seconds the followers took to take the last wake-up (smoothed)
+        # What followers at one position are sent, made once for all of them (see ``events``);
+        # both are dropped at each change.
+        self.shared: dict[int, list[tuple[int, StreamEvent]]] = {}
+        self.shown: StreamEvent | None = None
+        # Followers waiting for a change, each on a future of its own (no task per wait).
+        self.waiters: list[asyncio.Future[int | None]] = []
+        self.round = 0  # wake-ups so far
+        self.woken = 0.0  # the loop's time at the latest wake-up
+        self.took_round = 0.0  # seconds from it to the latest follower it woke waiting again
+        self.took = 0.0  # the same over the earlier wake-ups (smoothed)
         self.wake: asyncio.TimerHandle | None = None
 
     def event_id(self, seq: int) -> str:
@@ -98,9 +129,7 @@ class _Channel:
             return []
         if seq > self.snapshot.seq or not self.deltas or seq < self.deltas[0].seq - 1:
             return None
-        # From the newest back: a follower keeping up is a few deltas behind, and every
-        # follower asks at every change, so a scan of the whole buffer would cost
-        # followers x buffer per change.
+        # From the newest back: a follower keeping up is a few deltas behind.
         out: list[Delta] = []
         for delta in reversed(self.deltas):
             if delta.seq <= seq:
@@ -108,6 +137,73 @@ class _Channel:
             out.append(delta)
         out.reverse()
         return out
+
+    def events(self, seq: int) -> list[tuple[int, StreamEvent]] | None:
+        """A follower's events after ``seq`` (joined), or ``None`` when it needs a snapshot.
+
+        Every follower at ``seq`` gets the same list: after a wake-up most followers are at
+        one position, so the deltas are joined, and each event encoded, once.
+        """
+        if seq == self.snapshot.seq:
+            return []
+        out = self.shared.get(seq)
+        if out is None:
+            replay = self.since(seq)
+            if replay is None:
+                return None
+            out = [
+                (d.seq, StreamEvent(kind="delta", id=self.event_id(d.seq), delta=d))
+                for d in coalesce(replay)
+            ]
+            self.shared[seq] = out
+        return out
+
+    def snapshot_event(self) -> StreamEvent:
+        """The current snapshot as an event (one object for all followers until a change)."""
+        if self.shown is None:
+            seq = self.snapshot.seq
+            self.shown = StreamEvent(kind="snapshot", id=self.event_id(seq), snapshot=self.snapshot)
+        return self.shown
+
+    def changed(self) -> None:
+        """The snapshot changed: what was made for followers is out of date."""
+        self.shared.clear()
+        self.shown = None
+
+    async def wait(self, seconds: float, woke: int) -> int | None:
+        """Wait for the next wake-up (its number) or ``seconds`` (``None``).
+
+        ``woke`` is the wake-up that brought this follower here: the first follower back from
+        the latest one tells how long the followers take (see ``wake_interval``), the last one
+        at the latest.
+        """
+        loop = asyncio.get_running_loop()
+        if woke == self.round:
+            self.took_round = loop.time() - self.woken
+        future: asyncio.Future[int | None] = loop.create_future()
+        self.waiters.append(future)
+        timer = loop.call_later(seconds, _settle, future, None)
+        try:
+            return await future
+        finally:
+            timer.cancel()
+            if future.cancelled() or not future.done() or future.result() is None:
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(future)
+
+
+def _settle(future: asyncio.Future[int | None], value: int | None) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _release(waiters: list[asyncio.Future[int | None]], start: int, woke: int) -> None:
+    """Wake ``waiters`` from ``start``, a batch per turn of the loop."""
+    end = start + _WAKE_BATCH
+    for future in waiters[start:end]:
+        _settle(future, woke)
+    if end < len(waiters):
+        asyncio.get_running_loop().call_soon(_release, waiters, end, woke)
 
 
 class Publisher(Observer):
@@ -117,12 +213,12 @@ class Publisher(Observer):
         store: Where runs are loaded from.
         buffer_size: Deltas kept per run for followers resuming after a disconnect.
         max_wake_interval: Two or more followers of a run are woken at most every 0.25 ms per
-            follower, and at most every ten times as long as they took to take the last
-            wake-up, but never less often than every this many seconds; the changes in
-            between come to them together (fragments joined), and a change after a quiet
-            moment wakes them at once. So serving many followers, or slow ones (a server's
-            writes to its clients), takes about a tenth of the event loop that also
-            executes the run, at the price of a delay of up to this.
+            follower, and far enough apart that taking the wake-ups (their reading, a server's
+            writes to its clients) is at most a twentieth of the event loop that also executes
+            the run (``steadyrun.stream._pacing``), but never less often than every this many
+            seconds; the changes in between come to them together (fragments joined), and a
+            change after a quiet moment wakes them at once. Followers at one position share
+            their events (one encoding for all), and are woken a batch per turn of the loop.
         max_idle: Runs kept in memory that are neither executing here nor followed; the least
             recently changed beyond that are dropped (and rebuilt from the store on demand).
         strict_settlement: Returns whether a run's agent (by name) settles strictly, which
@@ -196,30 +292,26 @@ class Publisher(Observer):
                 epoch, _, number = last_event_id.partition(".")
                 if epoch == channel.epoch and number.isdigit():
                     seq = int(number)
+            woke = -1
             while True:
-                changed = channel.changed
-                replay = channel.since(seq) if seq >= 0 else None
-                if replay is None:
+                events = channel.events(seq) if seq >= 0 else None
+                if events is None:
                     seq = channel.snapshot.seq
-                    yield StreamEvent(
-                        kind="snapshot", id=channel.event_id(seq), snapshot=channel.snapshot
-                    )
+                    yield channel.snapshot_event()
                     continue
-                for delta in coalesce(replay):
-                    seq = delta.seq
-                    yield StreamEvent(kind="delta", id=channel.event_id(seq), delta=delta)
-                if replay:
+                for seq, event in events:  # noqa: B007 (seq is where the follower is)
+                    yield event
+                if events:
                     continue
-                try:
-                    # wait_for (a task per wait, few now that wake-ups are paced), not
-                    # asyncio.timeout: that one cancels the task iterating this generator, a
-                    # server's task under its own cancel scopes (sse-starlette, anyio).
-                    await asyncio.wait_for(changed.wait(), poll_interval)
-                except TimeoutError:
-                    if not channel.active:
-                        await self._refresh(channel, run_id)
-                    if channel.snapshot.seq == seq:
-                        yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
+                # Nothing new: wait, with no await since the look, so no change is missed.
+                got = await channel.wait(poll_interval, woke)
+                if got is not None:
+                    woke = got
+                    continue
+                if not channel.active:
+                    await self._refresh(channel, run_id)
+                if channel.snapshot.seq == seq:
+                    yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
         finally:
             channel.followers -= 1
             if channel.followers == 0 and channel.feed_task is not None:
@@ -482,6 +574,7 @@ class Publisher(Observer):
         snapshot = target.normalized()
         channel.snapshot = replace(snapshot, seq=deltas[-1].seq)
         channel.deltas.extend(deltas)
+        channel.changed()
         self._clock += 1
         channel.touched = self._clock
         self._wake(channel)
@@ -496,8 +589,10 @@ class Publisher(Observer):
         # Each wake-up costs every follower a turn of the event loop (and a server a write
         # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
         # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).
-        paced = max(_WAKE_PER_FOLLOWER * channel.followers, _WAKE_SHARE * channel.took)
-        interval = min(self.max_wake_interval, paced)
+        took = max(channel.took, channel.took_round)
+        interval = wake_interval(
+            followers=channel.followers, took=took, longest=self.max_wake_interval
+        )
         loop = asyncio.get_running_loop()
         due = channel.woken + interval - loop.time()
         if due > 0:
@@ -508,17 +603,14 @@ class Publisher(Observer):
     @staticmethod
     def _wake_now(channel: _Channel) -> None:
         channel.wake = None
-        loop = asyncio.get_running_loop()
-        channel.woken = loop.time()
-        changed, channel.changed = channel.changed, asyncio.Event()
-        changed.set()
-        # The followers' turns were scheduled by set(): this runs right after them.
-        loop.call_soon(Publisher._woke, channel, channel.woken)
-
-    @staticmethod
-    def _woke(channel: _Channel, woken: float) -> None:
-        took = asyncio.get_running_loop().time() - woken
-        channel.took = (channel.took + took) / 2
+        if channel.took_round:
+            channel.took = (channel.took + channel.took_round) / 2
+        channel.took_round = 0.0
+        channel.round += 1
+        channel.woken = asyncio.get_running_loop().time()
+        waiters, channel.waiters = channel.waiters, []
+        if waiters:
+            _release(waiters, 0, channel.round)
 
     def _evict(self) -> None:
         idle = [

@@ -14,15 +14,12 @@ every ``poll_interval`` while followed, so no reader sees it as it was long ago.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import secrets
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import replace
+from typing import Any
 
-from steadyrun._codec import encode, to_plain
+from steadyrun._codec import to_plain
 from steadyrun._errors import RunNotFoundError
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
@@ -30,180 +27,15 @@ from steadyrun.runtime import Observer
 from steadyrun.stores import Store
 from steadyrun.stores._live import LiveFeed
 from steadyrun.stores._live_open import live_feed
+from steadyrun.stream._channel import Channel, StreamEvent, release
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
 from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
-from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
+from steadyrun.stream._model import DisplaySnapshot
 from steadyrun.stream._pacing import wake_interval
 
 __all__ = ["Publisher", "StreamEvent"]
 
 log = logging.getLogger("steadyrun.stream")
-
-_T = TypeVar("_T")
-
-_WAKE_BATCH = 16
-"""Followers woken per turn of the event loop: between batches, the run's own timers fire."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StreamEvent:
-    """One event for a follower.
-
-    Attributes:
-        kind: ``snapshot`` (start over from ``snapshot``), ``delta`` (apply ``delta``) or
-            ``keepalive`` (nothing changed; lets a server notice a gone client).
-        id: ``<epoch>.<seq>``: what a follower passes back to resume (``Last-Event-ID``).
-        snapshot: The snapshot of a ``snapshot`` event.
-        delta: The delta of a ``delta`` event.
-    """
-
-    kind: Literal["snapshot", "delta", "keepalive"]
-    id: str = ""
-    snapshot: DisplaySnapshot | None = None
-    delta: Delta | None = None
-    # Followers at one position receive one event object: what is made of it is made once.
-    _data: bytes | None = field(default=None, init=False, repr=False, compare=False)
-    _rendering: tuple[Callable[[Any], Any], Any] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
-
-    def data(self) -> bytes:
-        """The event's payload as versioned JSON (``{"format": 1, "data": ...}``)."""
-        if self._data is None:
-            if self.snapshot is not None:
-                data = encode(self.snapshot)
-            elif self.delta is not None:
-                data = encode(self.delta, Delta)
-            else:
-                data = b""
-            object.__setattr__(self, "_data", data)
-            return data
-        return self._data
-
-    def rendered(self, render: Callable[[StreamEvent], _T]) -> _T:
-        """``render(self)``, computed once for every follower that receives this event.
-
-        A server passes its one rendering function (an SSE frame, say): the followers of a run
-        at one position share their events, so a hundred clients cost one encoding.
-        """
-        cached = self._rendering
-        if cached is not None and cached[0] is render:
-            return cached[1]  # type: ignore[no-any-return]
-        out = render(self)
-        object.__setattr__(self, "_rendering", (render, out))
-        return out
-
-
-class _Channel:
-    """One run's snapshot, recent deltas and followers."""
-
-    def __init__(self, snapshot: DisplaySnapshot, buffer_size: int) -> None:
-        # A new epoch whenever a channel is created: sequence numbers restart with it.
-        self.epoch = secrets.token_hex(4)
-        self.snapshot = snapshot
-        self.deltas: deque[Delta] = deque(maxlen=buffer_size)
-        self.lock = asyncio.Lock()
-        self.followers = 0
-        self.active = False
-        self.touched = 0
-        self.live: LiveCall | None = None
-        self.feed_task: asyncio.Task[None] | None = None
-        # What followers at one position are sent, made once for all of them (see ``events``);
-        # both are dropped at each change.
-        self.shared: dict[int, list[tuple[int, StreamEvent]]] = {}
-        self.shown: StreamEvent | None = None
-        # Followers waiting for a change, each on a future of its own (no task per wait).
-        self.waiters: list[asyncio.Future[int | None]] = []
-        self.round = 0  # wake-ups so far
-        self.woken = 0.0  # the loop's time at the latest wake-up
-        self.took_round = 0.0  # seconds from it to the latest follower it woke waiting again
-        self.took = 0.0  # the same over the earlier wake-ups (smoothed)
-        self.wake: asyncio.TimerHandle | None = None
-
-    def event_id(self, seq: int) -> str:
-        return f"{self.epoch}.{seq}"
-
-    def since(self, seq: int) -> list[Delta] | None:
-        """The deltas after ``seq``, or ``None`` when the buffer no longer holds them all."""
-        if seq == self.snapshot.seq:
-            return []
-        if seq > self.snapshot.seq or not self.deltas or seq < self.deltas[0].seq - 1:
-            return None
-        # From the newest back: a follower keeping up is a few deltas behind.
-        out: list[Delta] = []
-        for delta in reversed(self.deltas):
-            if delta.seq <= seq:
-                break
-            out.append(delta)
-        out.reverse()
-        return out
-
-    def events(self, seq: int) -> list[tuple[int, StreamEvent]] | None:
-        """A follower's events after ``seq`` (joined), or ``None`` when it needs a snapshot.
-
-        Every follower at ``seq`` gets the same list: after a wake-up most followers are at
-        one position, so the deltas are joined, and each event encoded, once.
-        """
-        if seq == self.snapshot.seq:
-            return []
-        out = self.shared.get(seq)
-        if out is None:
-            replay = self.since(seq)
-            if replay is None:
-                return None
-            out = [
-                (d.seq, StreamEvent(kind="delta", id=self.event_id(d.seq), delta=d))
-                for d in coalesce(replay)
-            ]
-            self.shared[seq] = out
-        return out
-
-    def snapshot_event(self) -> StreamEvent:
-        """The current snapshot as an event (one object for all followers until a change)."""
-        if self.shown is None:
-            seq = self.snapshot.seq
-            self.shown = StreamEvent(kind="snapshot", id=self.event_id(seq), snapshot=self.snapshot)
-        return self.shown
-
-    def changed(self) -> None:
-        """The snapshot changed: what was made for followers is out of date."""
-        self.shared.clear()
-        self.shown = None
-
-    async def wait(self, seconds: float, woke: int) -> int | None:
-        """Wait for the next wake-up (its number) or ``seconds`` (``None``).
-
-        ``woke`` is the wake-up that brought this follower here: the first follower back from
-        the latest one tells how long the followers take (see ``wake_interval``), the last one
-        at the latest.
-        """
-        loop = asyncio.get_running_loop()
-        if woke == self.round:
-            self.took_round = loop.time() - self.woken
-        future: asyncio.Future[int | None] = loop.create_future()
-        self.waiters.append(future)
-        timer = loop.call_later(seconds, _settle, future, None)
-        try:
-            return await future
-        finally:
-            timer.cancel()
-            if future.cancelled() or not future.done() or future.result() is None:
-                with contextlib.suppress(ValueError):
-                    self.waiters.remove(future)
-
-
-def _settle(future: asyncio.Future[int | None], value: int | None) -> None:
-    if not future.done():
-        future.set_result(value)
-
-
-def _release(waiters: list[asyncio.Future[int | None]], start: int, woke: int) -> None:
-    """Wake ``waiters`` from ``start``, a batch per turn of the loop."""
-    end = start + _WAKE_BATCH
-    for future in waiters[start:end]:
-        _settle(future, woke)
-    if end < len(waiters):
-        asyncio.get_running_loop().call_soon(_release, waiters, end, woke)
 
 
 class Publisher(Observer):
@@ -242,7 +74,7 @@ class Publisher(Observer):
         self.max_wake_interval = max_wake_interval
         self.max_idle = max_idle
         self._strict = strict_settlement or (lambda agent: False)
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, Channel] = {}
         self._clock = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -344,7 +176,7 @@ class Publisher(Observer):
             first = DisplaySnapshot(run_id=run_id, agent=agent)
         else:
             first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-        self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         self._clock += 1
         self._channels[run_id].touched = self._clock
         self._evict()
@@ -358,7 +190,7 @@ class Publisher(Observer):
                 first = DisplaySnapshot(run_id=run_id, agent=agent)
             else:
                 first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-            channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+            channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         channel.active = True
         channel.live = None  # an earlier execution's streaming call, if any, was lost
         async with channel.lock:
@@ -456,7 +288,7 @@ class Publisher(Observer):
         except Exception:  # a display must never break a run
             log.exception("display stream of run %r could not show a live message", run_id)
 
-    async def _apply_live(self, channel: _Channel, run_id: str, message: dict[str, Any]) -> None:
+    async def _apply_live(self, channel: Channel, run_id: str, message: dict[str, Any]) -> None:
         kind = message.get("t")
         mc = message.get("mc")
         if kind in ("call", "frag") and isinstance(mc, str):
@@ -486,7 +318,7 @@ class Publisher(Observer):
         if kind in ("resp", "saved", "start", "end", "gap"):
             await self._refresh(channel, run_id)
 
-    def _listen(self, channel: _Channel, run_id: str) -> None:
+    def _listen(self, channel: Channel, run_id: str) -> None:
         """Follow the run's messages on the store's live feed while anyone follows it here."""
         feed = live_feed(self.store)
         if feed is None or channel.feed_task is not None:
@@ -494,7 +326,7 @@ class Publisher(Observer):
         task = asyncio.get_running_loop().create_task(self._read_feed(feed, channel, run_id))
         channel.feed_task = task
 
-    async def _read_feed(self, feed: LiveFeed, channel: _Channel, run_id: str) -> None:
+    async def _read_feed(self, feed: LiveFeed, channel: Channel, run_id: str) -> None:
         sub = await feed.subscribe(run_id)
         try:
             # What was saved between the snapshot and the subscription is not missed.
@@ -538,7 +370,7 @@ class Publisher(Observer):
             # A call's first sight (with its block), and what it waits for, come from the store.
             await self._refresh(channel, run_id)
 
-    async def _open(self, run_id: str) -> _Channel:
+    async def _open(self, run_id: str) -> Channel:
         channel = self._channels.get(run_id)
         if channel is not None:
             return channel
@@ -546,13 +378,13 @@ class Publisher(Observer):
         if snap is None:
             raise RunNotFoundError(run_id)
         first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-        channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         self._clock += 1
         channel.touched = self._clock
         self._evict()
         return channel
 
-    async def _refresh(self, channel: _Channel, run_id: str) -> None:
+    async def _refresh(self, channel: Channel, run_id: str) -> None:
         async with channel.lock:
             snap = await self.store.load(run_id)
             if snap is None:
@@ -567,7 +399,7 @@ class Publisher(Observer):
                 now = with_live(now, channel.snapshot)
             self._publish(channel, now)
 
-    def _publish(self, channel: _Channel, target: DisplaySnapshot) -> None:
+    def _publish(self, channel: Channel, target: DisplaySnapshot) -> None:
         deltas = diff(channel.snapshot, target)
         if not deltas:
             return
@@ -579,7 +411,7 @@ class Publisher(Observer):
         channel.touched = self._clock
         self._wake(channel)
 
-    def _wake(self, channel: _Channel) -> None:
+    def _wake(self, channel: Channel) -> None:
         """Wake the followers now, or when the wake-up interval since the last one is over."""
         if channel.wake is not None:
             return  # a wake-up is due: it brings this change too
@@ -601,7 +433,7 @@ class Publisher(Observer):
             self._wake_now(channel)
 
     @staticmethod
-    def _wake_now(channel: _Channel) -> None:
+    def _wake_now(channel: Channel) -> None:
         channel.wake = None
         if channel.took_round:
             channel.took = (channel.took + channel.took_round) / 2
@@ -610,7 +442,7 @@ class Publisher(Observer):
         channel.woken = asyncio.get_running_loop().time()
         waiters, channel.waiters = channel.waiters, []
         if waiters:
-            _release(waiters, 0, channel.round)
+            release(waiters, 0, channel.round)
 
     def _evict(self) -> None:
         idle = [

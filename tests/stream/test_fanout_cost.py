@@ -24,6 +24,7 @@ from steadyrun.stream import (
     TextFragment,
 )
 from steadyrun.stream._pacing import WAKE_BUDGET, wake_interval
+from steadyrun.testing import ScriptedModel, text
 from streamkit import words, writer_agent
 
 _secs = st.floats(min_value=0, max_value=10, allow_nan=False)
@@ -145,3 +146,24 @@ async def test_slow_followers_take_a_bounded_share_of_the_loop() -> None:
     assert during / elapsed < 0.4, f"followers held {during:.2f} s of {elapsed:.2f} s"
     for events in got:
         assert _text(events) == "".join(words(150))
+
+
+async def test_quiet_followers_get_keepalives_at_their_own_pace_and_leave_nothing() -> None:
+    store = MemoryStore()
+    agent = sr.Agent(name="a", model=ScriptedModel([text("hi")]))
+    await sr.Runtime(store, agents=[agent]).run(agent, run_id="q", input="x")
+    publisher = Publisher(store)
+    got: dict[float, list[str]] = {0.05: [], 0.3: []}
+
+    async def read(poll: float) -> None:
+        async for event in publisher.follow("q", poll_interval=poll):
+            got[poll].append(event.kind)
+
+    tasks = [asyncio.create_task(read(poll)) for poll in got]
+    await asyncio.sleep(0.7)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert got[0.05].count("keepalive") >= 4
+    assert 1 <= got[0.3].count("keepalive") <= 3
+    assert publisher._channels["q"].waiters == []

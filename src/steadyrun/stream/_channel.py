@@ -7,7 +7,6 @@ on a future each, and are woken a batch per turn of the event loop; ``Publisher`
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 from collections import deque
 from collections.abc import Callable
@@ -21,6 +20,9 @@ from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
 __all__ = ["Channel", "StreamEvent", "release"]
 
 _T = TypeVar("_T")
+
+_EXPIRY_SLACK = 0.002
+"""Seconds early a follower's wait may end (the loop runs a timer up to its resolution early)."""
 
 _WAKE_BATCH = 16
 """Followers woken per turn of the event loop: between batches, the run's own timers fire."""
@@ -93,8 +95,10 @@ class Channel:
         # both are dropped at each change.
         self.shared: dict[int, list[tuple[int, StreamEvent]]] = {}
         self.shown: StreamEvent | None = None
-        # Followers waiting for a change, each on a future of its own (no task per wait).
-        self.waiters: list[asyncio.Future[int | None]] = []
+        # Followers waiting for a change, each on a future of its own (no task per wait), and
+        # when each gives up; one timer for the earliest of them (not one per wait).
+        self.waiters: list[tuple[asyncio.Future[int | None], float]] = []
+        self.expiry: asyncio.TimerHandle | None = None
         self.round = 0  # wake-ups so far
         self.woken = 0.0  # the loop's time at the latest wake-up
         self.took_round = 0.0  # seconds from it to the latest follower it woke waiting again
@@ -159,18 +163,47 @@ class Channel:
         at the latest.
         """
         loop = asyncio.get_running_loop()
+        now = loop.time()
         if woke == self.round:
-            self.took_round = loop.time() - self.woken
+            self.took_round = now - self.woken
         future: asyncio.Future[int | None] = loop.create_future()
-        self.waiters.append(future)
-        timer = loop.call_later(seconds, _settle, future, None)
+        deadline = now + seconds
+        self.waiters.append((future, deadline))
+        if self.expiry is None or deadline < self.expiry.when():
+            if self.expiry is not None:
+                self.expiry.cancel()
+            self.expiry = loop.call_at(deadline, self._expire)
         try:
             return await future
         finally:
-            timer.cancel()
-            if future.cancelled() or not future.done() or future.result() is None:
-                with contextlib.suppress(ValueError):
-                    self.waiters.remove(future)
+            if future.cancelled():
+                for i, (waiting, _) in enumerate(self.waiters):
+                    if waiting is future:
+                        del self.waiters[i]
+                        break
+
+    def take_waiters(self) -> list[tuple[asyncio.Future[int | None], float]]:
+        """The waiting followers, to be woken (see ``release``): none waits after this."""
+        waiters, self.waiters = self.waiters, []
+        if self.expiry is not None:
+            self.expiry.cancel()
+            self.expiry = None
+        return waiters
+
+    def _expire(self) -> None:
+        """Followers whose time is up stop waiting (``None``); the others wait on."""
+        loop = asyncio.get_running_loop()
+        self.expiry = None
+        soon = loop.time() + _EXPIRY_SLACK  # the loop runs timers this much early
+        waiting = []
+        for future, deadline in self.waiters:
+            if deadline <= soon:
+                _settle(future, None)
+            elif not future.done():
+                waiting.append((future, deadline))
+        self.waiters = waiting
+        if waiting:
+            self.expiry = loop.call_at(min(d for _, d in waiting), self._expire)
 
 
 def _settle(future: asyncio.Future[int | None], value: int | None) -> None:
@@ -178,10 +211,10 @@ def _settle(future: asyncio.Future[int | None], value: int | None) -> None:
         future.set_result(value)
 
 
-def release(waiters: list[asyncio.Future[int | None]], start: int, woke: int) -> None:
-    """Wake ``waiters`` from ``start``, a batch per turn of the loop."""
+def release(waiters: list[tuple[asyncio.Future[int | None], float]], start: int, woke: int) -> None:
+    """Wake ``waiters`` from ``start`` (with ``woke``), a batch per turn of the loop."""
     end = start + _WAKE_BATCH
-    for future in waiters[start:end]:
+    for future, _ in waiters[start:end]:
         _settle(future, woke)
     if end < len(waiters):
         asyncio.get_running_loop().call_soon(release, waiters, end, woke)

@@ -65,7 +65,7 @@ class Publisher(Observer):
         store: Store,
         *,
         buffer_size: int = 1000,
-        max_wake_interval: float = 0.1,
+        max_wake_interval: float = 0.25,
         max_idle: int = 200,
         strict_settlement: Callable[[str], bool] | None = None,
     ) -> None:
@@ -440,7 +440,7 @@ class Publisher(Observer):
         channel.took_round = 0.0
         channel.round += 1
         channel.woken = asyncio.get_running_loop().time()
-        waiters, channel.waiters = channel.waiters, []
+        waiters = channel.take_waiters()
         if waiters:
             release(waiters, 0, channel.round)
 

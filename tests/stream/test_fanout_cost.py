@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import steadyrun as sr
 from steadyrun.stores import MemoryStore
+from steadyrun.stores._live_open import live_feed
 from steadyrun.stream import (
     BlockAdded,
     Publisher,
@@ -167,3 +168,28 @@ async def test_quiet_followers_get_keepalives_at_their_own_pace_and_leave_nothin
     assert got[0.05].count("keepalive") >= 4
     assert 1 <= got[0.3].count("keepalive") <= 3
     assert publisher._channels["q"].waiters == []
+
+
+async def test_followers_of_a_run_executing_here_do_not_listen_on_the_live_feed() -> None:
+    # The runtime's callbacks show the run: the feed's copies of its fragments (encoded,
+    # delivered and decoded per fragment) would be read only to be ignored.
+    store = MemoryStore()
+    publisher = Publisher(store)
+    running, _ = await _start(publisher, store, 40, 0.005)
+    feed = live_feed(store)
+    assert feed is not None
+    got: list[StreamEvent] = []
+    ready = asyncio.Event()
+    task = asyncio.create_task(_read(publisher, got, ready))
+    await ready.wait()
+    await asyncio.sleep(0.05)
+    assert not feed.followed()
+    assert (await running).status == "completed"
+    await asyncio.wait_for(task, 30)
+    assert _text(got) == "".join(words(40))
+    # Once it ended here, a follower listens again (another process may execute it next).
+    follower = publisher.follow("r", poll_interval=30)
+    await anext(aiter(follower))
+    await asyncio.sleep(0.05)
+    assert feed.followed()
+    await follower.aclose()  # type: ignore[attr-defined]

@@ -146,9 +146,8 @@ class Publisher(Observer):
                     yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
         finally:
             channel.followers -= 1
-            if channel.followers == 0 and channel.feed_task is not None:
-                channel.feed_task.cancel()
-                channel.feed_task = None
+            if channel.followers == 0:
+                self._unlisten(channel)
             self._evict()
 
     # -- publishing --------------------------------------------------------------------------
@@ -193,6 +192,7 @@ class Publisher(Observer):
             channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         channel.active = True
         channel.live = None  # an earlier execution's streaming call, if any, was lost
+        self._unlisten(channel)  # this process's callbacks show it now
         async with channel.lock:
             shown = without_live(channel.snapshot)
             self._publish(channel, replace(shown, status="running"))
@@ -204,6 +204,8 @@ class Publisher(Observer):
             return
         channel.active = False
         channel.live = None
+        if channel.followers:
+            self._listen(channel, run_id)  # another process may execute it next
         try:
             await self._refresh(channel, run_id)
         finally:
@@ -319,12 +321,22 @@ class Publisher(Observer):
             await self._refresh(channel, run_id)
 
     def _listen(self, channel: Channel, run_id: str) -> None:
-        """Follow the run's messages on the store's live feed while anyone follows it here."""
+        """Follow the run's messages on the store's live feed while anyone follows it here.
+
+        Not while it executes here: this process's callbacks show it, and a subscription would
+        have its owner send (and this process decode) every fragment only to ignore it.
+        """
         feed = live_feed(self.store)
-        if feed is None or channel.feed_task is not None:
+        if feed is None or channel.feed_task is not None or channel.active:
             return
         task = asyncio.get_running_loop().create_task(self._read_feed(feed, channel, run_id))
         channel.feed_task = task
+
+    @staticmethod
+    def _unlisten(channel: Channel) -> None:
+        if channel.feed_task is not None:
+            channel.feed_task.cancel()
+            channel.feed_task = None
 
     async def _read_feed(self, feed: LiveFeed, channel: Channel, run_id: str) -> None:
         sub = await feed.subscribe(run_id)

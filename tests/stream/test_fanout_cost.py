@@ -161,13 +161,18 @@ async def test_quiet_followers_get_keepalives_at_their_own_pace_and_leave_nothin
             got[poll].append(event.kind)
 
     tasks = [asyncio.create_task(read(poll)) for poll in got]
+    await asyncio.sleep(0.02)
+    await publisher.on_publish("q", "planning", {"steps": ["one"]})  # a change: a wake-up
     await asyncio.sleep(0.7)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     assert got[0.05].count("keepalive") >= 4
     assert 1 <= got[0.3].count("keepalive") <= 3
-    assert publisher._channels["q"].waiters == []
+    channel = publisher._channels["q"]
+    assert channel.waiters == []
+    # A quiet interval is not what waking the followers took: it must not slow the pace.
+    assert channel.took_round < 0.04 and channel.took < 0.04
 
 
 async def test_followers_of_a_run_executing_here_do_not_listen_on_the_live_feed() -> None:

@@ -140,6 +140,7 @@ class Publisher(Observer):
                 if got is not None:
                     woke = got
                     continue
+                woke = -1  # back from a quiet interval, not from taking a wake-up
                 if not channel.active:
                     await self._refresh(channel, run_id)
                 if channel.snapshot.seq == seq:

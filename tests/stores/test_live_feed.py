@@ -140,3 +140,33 @@ async def test_postgres_feed_crosses_connections(pg_dsn: str) -> None:
     finally:
         await follower_store.close()
         await owner_store.close()
+
+
+async def test_a_processs_own_messages_of_runs_nobody_here_follows_are_not_decoded(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    # The owner's messages come back to its own process's subscriptions without a transport;
+    # those of a run nobody here follows (one executing here, say) are not decoded for nothing.
+    import steadyrun.stores._live as live
+
+    decoded: list[object] = []
+    real = live.decode_frame
+
+    def counting(raw: bytes | str) -> dict[str, object] | None:
+        decoded.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(live, "decode_frame", counting)  # type: ignore[attr-defined]
+    for store in (MemoryStore(), SqliteStore(tmp_path / "runs.db")):
+        feed = live_feed(store)
+        assert feed is not None
+        sub = await feed.subscribe("watched")
+        decoded.clear()
+        for _ in range(5):
+            await feed.publish({"run": "other", "t": "frag", "text": "x"})
+        assert decoded == []
+        await feed.publish({"run": "watched", "t": "frag", "text": "y"})
+        assert (await sub.get())["text"] == "y"
+        assert len(decoded) == 1
+        sub.close()
+        await store.close()

@@ -53,7 +53,7 @@ from steadyrun.service._schemas import (
 from steadyrun.service._shapes import call_out, pending_out, run_out, snapshot_schemas
 from steadyrun.service._start import start_fingerprint
 from steadyrun.stores import RunSummary
-from steadyrun.stream import to_json
+from steadyrun.stream import StreamEvent, to_json
 
 __all__ = ["TOKENS_ENV", "create_app"]
 
@@ -487,14 +487,13 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         """
         await app.publisher.snapshot(run_id)  # 404 before the stream starts
 
-        async def events() -> AsyncIterator[ServerSentEvent]:
+        async def events() -> AsyncIterator[ServerSentEvent | bytes]:
             yield ServerSentEvent(retry=2000, sep=_SEP)
             async for event in app.publisher.follow(run_id, last_event_id, poll_interval=poll):
                 # The publisher's keep-alives only wake the until=done check below: the
                 # response's own pings keep the connection open.
                 if event.kind != "keepalive":
-                    data = event.data().decode()
-                    yield ServerSentEvent(data, id=event.id, event=event.kind, sep=_SEP)
+                    yield event.rendered(_sse_frame)
                 if until == "done" and _done(app, run_id, event.id):
                     return
 
@@ -505,6 +504,12 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
             ping_message_factory=lambda: ServerSentEvent(comment="keepalive", sep=_SEP),
             sep=_SEP,
         )
+
+
+def _sse_frame(event: StreamEvent) -> bytes:
+    """An event as an SSE frame: rendered once for all the clients it goes to."""
+    data = event.data().decode()
+    return ServerSentEvent(data, id=event.id, event=event.kind, sep=_SEP).encode()
 
 
 def _done(app: App, run_id: str, event_id: str) -> bool:

@@ -156,9 +156,13 @@ class LiveHub:
                 sub.gap()
             sub.put(message)
 
-    def deliver_own(self, frames: list[bytes]) -> None:
-        """Hand this feed's own frames to this process's subscriptions (no transport)."""
-        if not self._subs:
+    def deliver_own(self, run_id: str, frames: list[bytes]) -> None:
+        """Hand this feed's own frames of ``run_id`` to this process's subscriptions.
+
+        (No transport.) Nothing is decoded for a run nobody here follows: one executing here is
+        shown by its runtime's callbacks, so its fragments would be decoded for nothing.
+        """
+        if run_id not in self._subs:
             return
         for frame in frames:
             decoded = decode_frame(frame)
@@ -245,8 +249,10 @@ class MemoryLive:
         return len(self.hub) > 0
 
     async def publish(self, message: dict[str, Any]) -> None:
-        """Deliver to this process's subscriptions."""
-        self.hub.deliver_own(self._sender.frames(message))
+        """Deliver to this process's subscriptions of the run (none: not even encoded)."""
+        run_id = str(message["run"])
+        if self.hub.watched(run_id):
+            self.hub.deliver_own(run_id, self._sender.frames(message))
 
     async def subscribe(self, run_id: str, *, limit: int = 1000) -> LiveSubscription:
         """Start receiving ``run_id``'s messages."""

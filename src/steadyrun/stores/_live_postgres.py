@@ -115,7 +115,7 @@ class PostgresLive:
     async def publish(self, message: dict[str, Any]) -> None:
         """Queue the message for the sending task (never waits for the database)."""
         frames = self._sender.frames(message)
-        self.hub.deliver_own(frames)
+        self.hub.deliver_own(str(message["run"]), frames)
         if not self._others:
             return
         self._queue.extend(frames)

@@ -68,7 +68,7 @@ class SqliteLive:
     async def publish(self, message: dict[str, Any]) -> None:
         """Send to every listening process (this one too, directly)."""
         frames = self._sender.frames(message)
-        self.hub.deliver_own(frames)
+        self.hub.deliver_own(str(message["run"]), frames)
         if not self._others():
             return
         data = b"".join(frame + b"\n" for frame in frames)

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from steadyrun._codec import encode, to_plain
+from steadyrun._codec import to_plain
 from steadyrun._errors import RunNotFoundError
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
@@ -29,85 +27,15 @@ from steadyrun.runtime import Observer
 from steadyrun.stores import Store
 from steadyrun.stores._live import LiveFeed
 from steadyrun.stores._live_open import live_feed
+from steadyrun.stream._channel import Channel, StreamEvent, release
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
 from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
-from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
+from steadyrun.stream._model import DisplaySnapshot
+from steadyrun.stream._pacing import wake_interval
 
 __all__ = ["Publisher", "StreamEvent"]
 
 log = logging.getLogger("steadyrun.stream")
-
-_WAKE_PER_FOLLOWER = 0.00025
-"""Seconds between wake-ups of a run's followers, per follower (see ``max_wake_interval``)."""
-
-_WAKE_SHARE = 10
-"""Wake-ups of a run's followers are this many times as long apart as the last one took."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StreamEvent:
-    """One event for a follower.
-
-    Attributes:
-        kind: ``snapshot`` (start over from ``snapshot``), ``delta`` (apply ``delta``) or
-            ``keepalive`` (nothing changed; lets a server notice a gone client).
-        id: ``<epoch>.<seq>``: what a follower passes back to resume (``Last-Event-ID``).
-        snapshot: The snapshot of a ``snapshot`` event.
-        delta: The delta of a ``delta`` event.
-    """
-
-    kind: Literal["snapshot", "delta", "keepalive"]
-    id: str = ""
-    snapshot: DisplaySnapshot | None = None
-    delta: Delta | None = None
-
-    def data(self) -> bytes:
-        """The event's payload as versioned JSON (``{"format": 1, "data": ...}``)."""
-        if self.snapshot is not None:
-            return encode(self.snapshot)
-        if self.delta is not None:
-            return encode(self.delta, Delta)
-        return b""
-
-
-class _Channel:
-    """One run's snapshot, recent deltas and followers."""
-
-    def __init__(self, snapshot: DisplaySnapshot, buffer_size: int) -> None:
-        # A new epoch whenever a channel is created: sequence numbers restart with it.
-        self.epoch = secrets.token_hex(4)
-        self.snapshot = snapshot
-        self.deltas: deque[Delta] = deque(maxlen=buffer_size)
-        self.changed = asyncio.Event()
-        self.lock = asyncio.Lock()
-        self.followers = 0
-        self.active = False
-        self.touched = 0
-        self.live: LiveCall | None = None
-        self.feed_task: asyncio.Task[None] | None = None
-        self.woken = 0.0  # the loop's time when the followers were last woken
-        self.took = 0.0  # seconds the followers took to take the last wake-up (smoothed)
-        self.wake: asyncio.TimerHandle | None = None
-
-    def event_id(self, seq: int) -> str:
-        return f"{self.epoch}.{seq}"
-
-    def since(self, seq: int) -> list[Delta] | None:
-        """The deltas after ``seq``, or ``None`` when the buffer no longer holds them all."""
-        if seq == self.snapshot.seq:
-            return []
-        if seq > self.snapshot.seq or not self.deltas or seq < self.deltas[0].seq - 1:
-            return None
-        # From the newest back: a follower keeping up is a few deltas behind, and every
-        # follower asks at every change, so a scan of the whole buffer would cost
-        # followers x buffer per change.
-        out: list[Delta] = []
-        for delta in reversed(self.deltas):
-            if delta.seq <= seq:
-                break
-            out.append(delta)
-        out.reverse()
-        return out
 
 
 class Publisher(Observer):
@@ -117,12 +45,12 @@ class Publisher(Observer):
         store: Where runs are loaded from.
         buffer_size: Deltas kept per run for followers resuming after a disconnect.
         max_wake_interval: Two or more followers of a run are woken at most every 0.25 ms per
-            follower, and at most every ten times as long as they took to take the last
-            wake-up, but never less often than every this many seconds; the changes in
-            between come to them together (fragments joined), and a change after a quiet
-            moment wakes them at once. So serving many followers, or slow ones (a server's
-            writes to its clients), takes about a tenth of the event loop that also
-            executes the run, at the price of a delay of up to this.
+            follower, and far enough apart that taking the wake-ups (their reading, a server's
+            writes to its clients) is at most a twentieth of the event loop that also executes
+            the run (``steadyrun.stream._pacing``), but never less often than every this many
+            seconds; the changes in between come to them together (fragments joined), and a
+            change after a quiet moment wakes them at once. Followers at one position share
+            their events (one encoding for all), and are woken a batch per turn of the loop.
         max_idle: Runs kept in memory that are neither executing here nor followed; the least
             recently changed beyond that are dropped (and rebuilt from the store on demand).
         strict_settlement: Returns whether a run's agent (by name) settles strictly, which
@@ -137,7 +65,7 @@ class Publisher(Observer):
         store: Store,
         *,
         buffer_size: int = 1000,
-        max_wake_interval: float = 0.1,
+        max_wake_interval: float = 0.25,
         max_idle: int = 200,
         strict_settlement: Callable[[str], bool] | None = None,
     ) -> None:
@@ -146,7 +74,7 @@ class Publisher(Observer):
         self.max_wake_interval = max_wake_interval
         self.max_idle = max_idle
         self._strict = strict_settlement or (lambda agent: False)
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, Channel] = {}
         self._clock = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -196,35 +124,31 @@ class Publisher(Observer):
                 epoch, _, number = last_event_id.partition(".")
                 if epoch == channel.epoch and number.isdigit():
                     seq = int(number)
+            woke = -1
             while True:
-                changed = channel.changed
-                replay = channel.since(seq) if seq >= 0 else None
-                if replay is None:
+                events = channel.events(seq) if seq >= 0 else None
+                if events is None:
                     seq = channel.snapshot.seq
-                    yield StreamEvent(
-                        kind="snapshot", id=channel.event_id(seq), snapshot=channel.snapshot
-                    )
+                    yield channel.snapshot_event()
                     continue
-                for delta in coalesce(replay):
-                    seq = delta.seq
-                    yield StreamEvent(kind="delta", id=channel.event_id(seq), delta=delta)
-                if replay:
+                for seq, event in events:  # noqa: B007 (seq is where the follower is)
+                    yield event
+                if events:
                     continue
-                try:
-                    # wait_for (a task per wait, few now that wake-ups are paced), not
-                    # asyncio.timeout: that one cancels the task iterating this generator, a
-                    # server's task under its own cancel scopes (sse-starlette, anyio).
-                    await asyncio.wait_for(changed.wait(), poll_interval)
-                except TimeoutError:
-                    if not channel.active:
-                        await self._refresh(channel, run_id)
-                    if channel.snapshot.seq == seq:
-                        yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
+                # Nothing new: wait, with no await since the look, so no change is missed.
+                got = await channel.wait(poll_interval, woke)
+                if got is not None:
+                    woke = got
+                    continue
+                woke = -1  # back from a quiet interval, not from taking a wake-up
+                if not channel.active:
+                    await self._refresh(channel, run_id)
+                if channel.snapshot.seq == seq:
+                    yield StreamEvent(kind="keepalive", id=channel.event_id(seq))
         finally:
             channel.followers -= 1
-            if channel.followers == 0 and channel.feed_task is not None:
-                channel.feed_task.cancel()
-                channel.feed_task = None
+            if channel.followers == 0:
+                self._unlisten(channel)
             self._evict()
 
     # -- publishing --------------------------------------------------------------------------
@@ -252,7 +176,7 @@ class Publisher(Observer):
             first = DisplaySnapshot(run_id=run_id, agent=agent)
         else:
             first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-        self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         self._clock += 1
         self._channels[run_id].touched = self._clock
         self._evict()
@@ -266,9 +190,10 @@ class Publisher(Observer):
                 first = DisplaySnapshot(run_id=run_id, agent=agent)
             else:
                 first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-            channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+            channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         channel.active = True
         channel.live = None  # an earlier execution's streaming call, if any, was lost
+        self._unlisten(channel)  # this process's callbacks show it now
         async with channel.lock:
             shown = without_live(channel.snapshot)
             self._publish(channel, replace(shown, status="running"))
@@ -280,6 +205,8 @@ class Publisher(Observer):
             return
         channel.active = False
         channel.live = None
+        if channel.followers:
+            self._listen(channel, run_id)  # another process may execute it next
         try:
             await self._refresh(channel, run_id)
         finally:
@@ -364,7 +291,7 @@ class Publisher(Observer):
         except Exception:  # a display must never break a run
             log.exception("display stream of run %r could not show a live message", run_id)
 
-    async def _apply_live(self, channel: _Channel, run_id: str, message: dict[str, Any]) -> None:
+    async def _apply_live(self, channel: Channel, run_id: str, message: dict[str, Any]) -> None:
         kind = message.get("t")
         mc = message.get("mc")
         if kind in ("call", "frag") and isinstance(mc, str):
@@ -394,15 +321,25 @@ class Publisher(Observer):
         if kind in ("resp", "saved", "start", "end", "gap"):
             await self._refresh(channel, run_id)
 
-    def _listen(self, channel: _Channel, run_id: str) -> None:
-        """Follow the run's messages on the store's live feed while anyone follows it here."""
+    def _listen(self, channel: Channel, run_id: str) -> None:
+        """Follow the run's messages on the store's live feed while anyone follows it here.
+
+        Not while it executes here: this process's callbacks show it, and a subscription would
+        have its owner send (and this process decode) every fragment only to ignore it.
+        """
         feed = live_feed(self.store)
-        if feed is None or channel.feed_task is not None:
+        if feed is None or channel.feed_task is not None or channel.active:
             return
         task = asyncio.get_running_loop().create_task(self._read_feed(feed, channel, run_id))
         channel.feed_task = task
 
-    async def _read_feed(self, feed: LiveFeed, channel: _Channel, run_id: str) -> None:
+    @staticmethod
+    def _unlisten(channel: Channel) -> None:
+        if channel.feed_task is not None:
+            channel.feed_task.cancel()
+            channel.feed_task = None
+
+    async def _read_feed(self, feed: LiveFeed, channel: Channel, run_id: str) -> None:
         sub = await feed.subscribe(run_id)
         try:
             # What was saved between the snapshot and the subscription is not missed.
@@ -446,7 +383,7 @@ class Publisher(Observer):
             # A call's first sight (with its block), and what it waits for, come from the store.
             await self._refresh(channel, run_id)
 
-    async def _open(self, run_id: str) -> _Channel:
+    async def _open(self, run_id: str) -> Channel:
         channel = self._channels.get(run_id)
         if channel is not None:
             return channel
@@ -454,13 +391,13 @@ class Publisher(Observer):
         if snap is None:
             raise RunNotFoundError(run_id)
         first = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
-        channel = self._channels.setdefault(run_id, _Channel(first, self.buffer_size))
+        channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         self._clock += 1
         channel.touched = self._clock
         self._evict()
         return channel
 
-    async def _refresh(self, channel: _Channel, run_id: str) -> None:
+    async def _refresh(self, channel: Channel, run_id: str) -> None:
         async with channel.lock:
             snap = await self.store.load(run_id)
             if snap is None:
@@ -475,18 +412,19 @@ class Publisher(Observer):
                 now = with_live(now, channel.snapshot)
             self._publish(channel, now)
 
-    def _publish(self, channel: _Channel, target: DisplaySnapshot) -> None:
+    def _publish(self, channel: Channel, target: DisplaySnapshot) -> None:
         deltas = diff(channel.snapshot, target)
         if not deltas:
             return
         snapshot = target.normalized()
         channel.snapshot = replace(snapshot, seq=deltas[-1].seq)
         channel.deltas.extend(deltas)
+        channel.changed()
         self._clock += 1
         channel.touched = self._clock
         self._wake(channel)
 
-    def _wake(self, channel: _Channel) -> None:
+    def _wake(self, channel: Channel) -> None:
         """Wake the followers now, or when the wake-up interval since the last one is over."""
         if channel.wake is not None:
             return  # a wake-up is due: it brings this change too
@@ -496,8 +434,10 @@ class Publisher(Observer):
         # Each wake-up costs every follower a turn of the event loop (and a server a write
         # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
         # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).
-        paced = max(_WAKE_PER_FOLLOWER * channel.followers, _WAKE_SHARE * channel.took)
-        interval = min(self.max_wake_interval, paced)
+        took = max(channel.took, channel.took_round)
+        interval = wake_interval(
+            followers=channel.followers, took=took, longest=self.max_wake_interval
+        )
         loop = asyncio.get_running_loop()
         due = channel.woken + interval - loop.time()
         if due > 0:
@@ -506,19 +446,16 @@ class Publisher(Observer):
             self._wake_now(channel)
 
     @staticmethod
-    def _wake_now(channel: _Channel) -> None:
+    def _wake_now(channel: Channel) -> None:
         channel.wake = None
-        loop = asyncio.get_running_loop()
-        channel.woken = loop.time()
-        changed, channel.changed = channel.changed, asyncio.Event()
-        changed.set()
-        # The followers' turns were scheduled by set(): this runs right after them.
-        loop.call_soon(Publisher._woke, channel, channel.woken)
-
-    @staticmethod
-    def _woke(channel: _Channel, woken: float) -> None:
-        took = asyncio.get_running_loop().time() - woken
-        channel.took = (channel.took + took) / 2
+        if channel.took_round:
+            channel.took = (channel.took + channel.took_round) / 2
+        channel.took_round = 0.0
+        channel.round += 1
+        channel.woken = asyncio.get_running_loop().time()
+        waiters = channel.take_waiters()
+        if waiters:
+            release(waiters, 0, channel.round)
 
     def _evict(self) -> None:
         idle = [

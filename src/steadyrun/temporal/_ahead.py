@@ -1,0 +1,167 @@
+"""Updates refused while a query has run a workflow ahead of its history.
+
+Temporal answers a query that comes while a workflow task waits for a worker (the worker that
+ran the workflow last was lost) as a *legacy query*: any worker gets the whole history,
+including events that no workflow task has handled yet. The SDK runs the workflow over those
+events in an activation of their own, answers the query, and keeps the commands the workflow
+emitted until the next workflow task completes. An update delivered in that next task is
+therefore handled *after* those events (its validator sees them) and accepted *after* their
+commands. Replay knows nothing of the query: it hands the workflow the update first, before
+every event of its task. The history does not replay ("[TMPRL1100] Nondeterminism error:
+Update machine does not handle this event") and the run never completes. benchmarks/scale.py
+found it: its client finds the call to approve by a query, so under worker kills the query
+often was such a legacy query, and the approval followed it.
+
+A worker therefore refuses updates while a workflow is ahead of its history: from a legacy
+query that followed an activation at the same history length (events applied outside any
+workflow task) until the next activation at a greater length (the workflow task that sends
+the held commands). A refused update leaves nothing in the history; ``TemporalRuns`` asks
+again. Validators run only when an update is first delivered, never on replay, so the refusal
+changes no command and histories written before it replay as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+
+__all__ = [
+    "AHEAD_NOTE",
+    "LEGACY_QUERY_ID",
+    "Ahead",
+    "AheadAwareRunner",
+    "Kind",
+    "activation_kind",
+    "on_activation",
+    "refusing_updates",
+]
+
+LEGACY_QUERY_ID = "legacy_query"
+"""The query id the SDK's core gives a legacy query's job."""
+
+Kind = Literal["jobs", "legacy_query", "query", "evict"]
+
+AHEAD_NOTE = "a legacy query ran the workflow ahead of its history"
+"""Begins the log line a worker writes when it starts refusing updates for a run."""
+
+_log = logging.getLogger("steadyrun.temporal")
+_REFUSING: set[str] = set()  # run ids whose current activation refuses updates
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What a worker knows of one workflow run's activations.
+
+    Attributes:
+        applied_at: History length of the last activation that applied events (or ``None``).
+        held_at: History length up to which a legacy query ran the workflow ahead of its
+            history (``None``: not ahead).
+    """
+
+    applied_at: int | None = None
+    held_at: int | None = None
+
+
+def on_activation(state: Ahead, kind: Kind, length: int) -> tuple[bool, Ahead]:
+    """Whether updates are refused during this activation, and the state after it.
+
+    Args:
+        state: The state before the activation.
+        kind: ``jobs`` (events, signals, updates), ``legacy_query``, ``query`` (a query
+            delivered with a workflow task) or ``evict`` (the worker drops the run).
+        length: The activation's history length (the last event the SDK applied).
+    """
+    if kind == "evict":
+        return False, Ahead()
+    if kind == "legacy_query":
+        if state.applied_at == length:
+            return False, Ahead(applied_at=length, held_at=length)
+        return False, state
+    if kind == "query":
+        return False, state
+    refuse = state.held_at is not None
+    held = state.held_at if state.held_at is not None and length <= state.held_at else None
+    return refuse, Ahead(applied_at=length, held_at=held)
+
+
+def activation_kind(act: WorkflowActivation) -> Kind:
+    """The kind of ``act`` for ``on_activation``."""
+    jobs = act.jobs
+    if any(job.HasField("remove_from_cache") for job in jobs):
+        return "evict"
+    queries = [job.query_workflow for job in jobs if job.HasField("query_workflow")]
+    if queries and len(queries) == len(jobs):
+        if any(q.query_id == LEGACY_QUERY_ID for q in queries):
+            return "legacy_query"
+        return "query"
+    return "jobs"
+
+
+def refusing_updates(run_id: str) -> bool:
+    """Whether the activation now running for ``run_id`` must refuse updates (validators)."""
+    return run_id in _REFUSING
+
+
+class _Instance(WorkflowInstance):
+    """A workflow instance that tracks ``Ahead`` around the SDK's instance."""
+
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+        self._state = Ahead()
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        refuse, after = on_activation(self._state, activation_kind(act), act.history_length)
+        if after.held_at is not None and self._state.held_at is None:
+            _log.warning(
+                "%s (run %s, events to %d): its updates are refused until its next workflow task",
+                AHEAD_NOTE,
+                act.run_id,
+                after.held_at,
+            )
+        if refuse:
+            _REFUSING.add(act.run_id)
+        try:
+            return self._inner.activate(act)
+        finally:
+            _REFUSING.discard(act.run_id)
+            self._state = after
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self._inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self._inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self._inner.get_info()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the worker asks of an instance (the SDK's own, unlisted) passes on.
+        return getattr(self._inner, name)
+
+
+class AheadAwareRunner(WorkflowRunner):
+    """``inner`` (Temporal's sandbox), its instances tracking whether a query ran them ahead."""
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: Any) -> None:
+        """Prepared by ``inner``."""
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        """``inner``'s instance, wrapped."""
+        return _Instance(self.inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(
+        self, types: Sequence[type[BaseException]]
+    ) -> None:
+        """Passed to ``inner``."""
+        self.inner.set_worker_level_failure_exception_types(types)

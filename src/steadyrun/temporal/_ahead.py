@@ -27,9 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+
+from steadyrun.temporal._handover_order import (
+    Search,
+    after_failure,
+    other_jobs,
+    split_for,
+    split_jobs,
+)
 
 __all__ = [
     "AHEAD_NOTE",
@@ -52,6 +60,7 @@ AHEAD_NOTE = "a legacy query ran the workflow ahead of its history"
 
 _log = logging.getLogger("steadyrun.temporal")
 _REFUSING: set[str] = set()  # run ids whose current activation refuses updates
+_SEARCHES: dict[str, Search] = {}  # runs that failed to replay here: see _handover_order
 
 
 @dataclass(frozen=True)
@@ -109,14 +118,22 @@ def refusing_updates(run_id: str) -> bool:
 
 
 class _Instance(WorkflowInstance):
-    """A workflow instance that tracks ``Ahead`` around the SDK's instance."""
+    """A workflow instance that tracks ``Ahead`` around the SDK's instance.
+
+    It also replays histories written before the refusal (``_handover_order``).
+    """
 
     def __init__(self, inner: WorkflowInstance) -> None:
         self._inner = inner
         self._state = Ahead()
+        self._others: dict[int, int] = {}  # candidate -> its other jobs, in this replay
+        self._last_candidate: int | None = None  # the last activation's, if it was one
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        refuse, after = on_activation(self._state, activation_kind(act), act.history_length)
+        kind = activation_kind(act)
+        if kind == "evict":
+            self._after_eviction(act)
+        refuse, after = on_activation(self._state, kind, act.history_length)
         if after.held_at is not None and self._state.held_at is None:
             _log.warning(
                 "%s (run %s, events to %d): its updates are refused until its next workflow task",
@@ -127,10 +144,58 @@ class _Instance(WorkflowInstance):
         if refuse:
             _REFUSING.add(act.run_id)
         try:
-            return self._inner.activate(act)
+            return self._handed_over(act, kind)
         finally:
             _REFUSING.discard(act.run_id)
             self._state = after
+
+    def _handed_over(self, act: WorkflowActivation, kind: Kind) -> WorkflowActivationCompletion:
+        kinds: list[str] = [job.WhichOneof("variant") or "" for job in act.jobs]
+        others = other_jobs(kinds) if kind == "jobs" and act.is_replaying else 0
+        self._last_candidate = None
+        if not others:
+            return self._inner.activate(act)
+        candidate = len(self._others)
+        self._others[candidate] = others
+        self._last_candidate = candidate
+        search = _SEARCHES.get(act.run_id)
+        split = split_for(search, candidate) if search is not None else 0
+        if not split:
+            return self._inner.activate(act)
+        completion = WorkflowActivationCompletion()
+        for part in split_jobs(kinds, split):
+            sub = WorkflowActivation()
+            sub.CopyFrom(act)
+            del sub.jobs[:]
+            sub.jobs.extend(act.jobs[i] for i in part)
+            done = self._inner.activate(sub)
+            if not done.HasField("successful"):
+                return done
+            if not completion.HasField("successful"):
+                completion.CopyFrom(done)
+                continue
+            completion.successful.commands.extend(done.successful.commands)
+            for flag in done.successful.used_internal_flags:
+                if flag not in completion.successful.used_internal_flags:
+                    completion.successful.used_internal_flags.append(flag)
+        return completion
+
+    def _after_eviction(self, act: WorkflowActivation) -> None:
+        reason = next(
+            j.remove_from_cache.reason for j in act.jobs if j.HasField("remove_from_cache")
+        )
+        if reason != RemoveFromCache.EvictionReason.NONDETERMINISM:
+            return
+        before = _SEARCHES.get(act.run_id, Search())
+        found = after_failure(before, self._last_candidate, self._others)
+        if found != before:
+            _SEARCHES[act.run_id] = found
+            _log.warning(
+                "run %s did not replay; next, updates replayed after more of their task's "
+                "events (a history recorded while a query had run it ahead): %s",
+                act.run_id,
+                found,
+            )
 
     def get_serialization_context(self, command_info: Any) -> Any:
         return self._inner.get_serialization_context(command_info)

@@ -195,6 +195,9 @@ class Recording:
     def get_info(self) -> str:
         return "info"
 
+    def get_thread_id(self) -> int:
+        return 7
+
 
 class Runner:
     def __init__(self, inner: Recording) -> None:
@@ -222,6 +225,7 @@ def test_the_runner_refuses_updates_for_that_run_only_during_that_activation() -
     assert inner.seen == [False, False, True, False]
     assert not refusing_updates("r1") and not refusing_updates("r2")
     assert instance.get_info() == "info"
+    assert instance.get_thread_id() == 7  # the worker interrupts a deadlock by it
 
 
 # -- on a server ----------------------------------------------------------------------------

@@ -206,6 +206,10 @@ class _Instance(WorkflowInstance):
     def get_info(self) -> Any:
         return self._inner.get_info()
 
+    def get_thread_id(self) -> int | None:
+        # The worker interrupts a deadlocked workflow's thread by this id.
+        return self._inner.get_thread_id()
+
     def __getattr__(self, name: str) -> Any:
         # Anything else the worker asks of an instance (the SDK's own, unlisted) passes on.
         return getattr(self._inner, name)

@@ -14,7 +14,8 @@ ledger and the store shows the run ``running`` forever.
 The same happened on main ``feda7eb`` with a SIGKILL every 10 s (1 worker): ``order-00179``
 (the same error at event 32) and ``order-00199`` (``Activity id of scheduled event
 'tool:m2.c1:4' does not match activity id of activity command '7'``); their histories are the
-two other cases.
+two other cases. ``order-00077`` is a fourth, from main ``6ce1be3`` (1 worker, a SIGKILL every
+5 s, every second run approved; 1 of 100 runs stuck, the same error at event 40).
 
 Cause (``steadyrun.temporal._ahead``): before each of these updates, the client's query for the
 call to approve was answered as a *legacy query* while the run's workflow task waited for a
@@ -53,6 +54,7 @@ CASES = [
     ("order-00039", "scale_update_after_timeout.json", "scale-temporal_2", 3),
     ("order-00179", "scale_update_feda7eb_00179.json", "scale-temporal_1", 3),
     ("order-00199", "scale_update_feda7eb_00199.json", "scale-temporal_1", 2),
+    ("order-00077", "scale_update_6ce1be3_00077.json", "scale-temporal_1", 3),
 ]
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 

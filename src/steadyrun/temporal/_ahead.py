@@ -212,6 +212,8 @@ class _Instance(WorkflowInstance):
 
     def __getattr__(self, name: str) -> Any:
         # Anything else the worker asks of an instance (the SDK's own, unlisted) passes on.
+        if name == "_inner":  # not set yet: no recursion
+            raise AttributeError(name)
         return getattr(self._inner, name)
 
 

@@ -94,9 +94,24 @@ def test_a_second_legacy_query_with_more_events_keeps_the_workflow_ahead() -> No
     assert refusals(steps)[-1] is True
 
 
-KINDS: list[Kind] = ["jobs", "legacy_query", "query", "evict"]
+def test_a_dropped_task_of_a_refused_update_leaves_no_refusal_behind() -> None:
+    # The server drops the task of an update refused on an idle workflow: a legacy query
+    # after it has the history before it, the worker's last activation that task's length.
+    steps: list[tuple[Kind, int]] = [
+        ("jobs", 29),
+        ("legacy_query", 29),
+        ("jobs", 32),  # the task with the held commands and the update: refused
+        ("legacy_query", 35),  # the client asks again which calls wait
+        ("updates", 38),  # its update, in a task the server drops if refused
+        ("legacy_query", 38),
+        ("updates", 38),
+    ]
+    assert refusals(steps) == [False, False, True, False, False, False, False]
+
+
+KINDS: list[Kind] = ["jobs", "updates", "legacy_query", "query", "evict"]
 activations = st.lists(
-    st.tuples(st.sampled_from(KINDS), st.integers(min_value=1, max_value=6)), max_size=30
+    st.tuples(st.sampled_from(KINDS), st.integers(min_value=0, max_value=6)), max_size=30
 ).map(
     # History lengths never decrease from one activation to the next.
     lambda raw: [(kind, sum(d for _, d in raw[: i + 1])) for i, (kind, _) in enumerate(raw)]
@@ -110,32 +125,32 @@ def test_without_a_legacy_query_nothing_is_refused(steps: list[tuple[Kind, int]]
 
 
 @given(activations)
-def test_a_refusal_follows_a_legacy_query_at_the_length_of_the_last_applied_events(
+def test_a_refusal_follows_a_legacy_query_at_the_last_events_length(
     steps: list[tuple[Kind, int]],
 ) -> None:
     out = refusals(steps)
     for i, refused in enumerate(out):
         if not refused:
             continue
-        assert steps[i][0] == "jobs"
-        # Looking back: a legacy query at the length of the jobs activation just before it,
-        # with no eviction and no jobs activation at a greater length in between.
-        j = i - 1
-        while steps[j][0] != "legacy_query":
-            assert steps[j][0] != "evict"
-            j -= 1
-        k = j - 1
-        while steps[k][0] == "query" or steps[k][0] == "legacy_query":
+        assert steps[i][0] in ("jobs", "updates")
+        # Looking back: only queries since the last activation that worked (or evicted) ...
+        k = i - 1
+        while steps[k][0] in ("query", "legacy_query"):
             k -= 1
-        assert steps[k] == ("jobs", steps[j][1])
-        assert all(kind != "jobs" or n <= steps[j][1] for kind, n in steps[j + 1 : i])
+        assert k >= 0 and steps[k][0] != "evict"
+        # ... one of them a legacy query at the length of the last activation of events.
+        a = k
+        while steps[a][0] != "jobs":
+            assert steps[a][0] != "evict"
+            a -= 1
+        assert ("legacy_query", steps[a][1]) in steps[k + 1 : i]
 
 
 @given(activations)
-def test_a_jobs_activation_at_a_greater_length_ends_the_refusals(
+def test_the_next_activation_ends_the_refusals(
     steps: list[tuple[Kind, int]],
 ) -> None:
-    out = refusals([*steps, ("jobs", 10_000), ("jobs", 10_001)])
+    out = refusals([*steps, ("updates", 10_000), ("updates", 10_000)])
     assert out[-1] is False
 
 
@@ -177,6 +192,7 @@ def evict() -> WorkflowActivationJob:
 def test_activation_kinds() -> None:
     assert activation_kind(activation("r", 3, resolve())) == "jobs"
     assert activation_kind(activation("r", 3, update(), resolve())) == "jobs"
+    assert activation_kind(activation("r", 3, update())) == "updates"
     assert activation_kind(activation("r", 3, query("legacy_query"))) == "legacy_query"
     assert activation_kind(activation("r", 3, query("q-1"), query("q-2"))) == "query"
     assert activation_kind(activation("r", 3, evict())) == "evict"
@@ -246,7 +262,7 @@ async def test_a_worker_refuses_updates_while_ahead_and_the_client_asks_again(
 
     def forced(state: Ahead, kind: Kind, length: int) -> tuple[bool, Ahead]:
         refuse, after = real(state, kind, length)
-        return refuse or (kind == "jobs" and bool(ahead)), after
+        return refuse or (kind in ("jobs", "updates") and bool(ahead)), after
 
     monkeypatch.setattr(_ahead, "on_activation", forced)
     async with app.worker(client):

@@ -13,9 +13,9 @@ found it: its client finds the call to approve by a query, so under worker kills
 often was such a legacy query, and the approval followed it.
 
 A worker therefore refuses updates while a workflow is ahead of its history: from a legacy
-query that followed an activation at the same history length (events applied outside any
-workflow task) until the next activation at a greater length (the workflow task that sends
-the held commands). A refused update leaves nothing in the history; ``TemporalRuns`` asks
+query that followed an activation of events at the same history length (events applied
+outside any workflow task) through the next activation (the workflow task that sends the held
+commands). A refused update leaves nothing in the history; ``TemporalRuns`` asks
 again. Validators run only when an update is first delivered, never on replay, so the refusal
 changes no command and histories written before it replay as before.
 """
@@ -53,7 +53,7 @@ __all__ = [
 LEGACY_QUERY_ID = "legacy_query"
 """The query id the SDK's core gives a legacy query's job."""
 
-Kind = Literal["jobs", "legacy_query", "query", "evict"]
+Kind = Literal["jobs", "updates", "legacy_query", "query", "evict"]
 
 AHEAD_NOTE = "a legacy query ran the workflow ahead of its history"
 """Begins the log line a worker writes when it starts refusing updates for a run."""
@@ -82,8 +82,9 @@ def on_activation(state: Ahead, kind: Kind, length: int) -> tuple[bool, Ahead]:
 
     Args:
         state: The state before the activation.
-        kind: ``jobs`` (events, signals, updates), ``legacy_query``, ``query`` (a query
-            delivered with a workflow task) or ``evict`` (the worker drops the run).
+        kind: ``jobs`` (events or signals, maybe updates too), ``updates`` (updates only),
+            ``legacy_query``, ``query`` (a query delivered with a workflow task) or
+            ``evict`` (the worker drops the run).
         length: The activation's history length (the last event the SDK applied).
     """
     if kind == "evict":
@@ -94,9 +95,13 @@ def on_activation(state: Ahead, kind: Kind, length: int) -> tuple[bool, Ahead]:
         return False, state
     if kind == "query":
         return False, state
+    # The task after the legacy query carries the held commands: its first activation is
+    # the one to refuse in. An activation of updates alone applies no events: a refused
+    # update's task can be dropped by the server, and a legacy query after it, at that
+    # task's length, must not find the workflow ahead (it would refuse every update again).
     refuse = state.held_at is not None
-    held = state.held_at if state.held_at is not None and length <= state.held_at else None
-    return refuse, Ahead(applied_at=length, held_at=held)
+    applied = length if kind == "jobs" else state.applied_at
+    return refuse, Ahead(applied_at=applied, held_at=None)
 
 
 def activation_kind(act: WorkflowActivation) -> Kind:
@@ -109,6 +114,8 @@ def activation_kind(act: WorkflowActivation) -> Kind:
         if any(q.query_id == LEGACY_QUERY_ID for q in queries):
             return "legacy_query"
         return "query"
+    if jobs and all(job.HasField("do_update") for job in jobs):
+        return "updates"
     return "jobs"
 
 

@@ -90,3 +90,43 @@ async def test_an_update_accepted_after_a_legacy_query_replays_on_a_later_try(
     assert result.replay_failure is None, failures
     assert len(failures) == replays - 1
     assert "[TMPRL1100] Nondeterminism error" in failures[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 24): an update accepted in the task after an empty one (SDK core folds "
+    "the empty task into the next on one replay and not on another; sdk-rust issue 1146)",
+)
+async def test_an_update_accepted_after_an_empty_workflow_task_replays(tmp_path: Path) -> None:
+    """``order-00081``: a second way, found with the fix above (same benchmark, 1 worker, a
+    SIGKILL every 5 s, every second run approved: 1 of 100 runs stuck).
+
+    The task started at 49 handled the record activity's completion and sent no command; the
+    next one (54) accepted the update and scheduled the tool (58), then the record (59). The
+    worker that wrote 54 had folded the empty task into it (one activation: the update, then
+    the completion: the flusher still waited for its record activity). Replay, seeing the
+    update's sequencing event, ends a task at 49 instead: the completion comes first, the
+    flusher is idle when the update arrives, and the record is scheduled before the tool
+    ("Activity id of scheduled event 'tool:m2.c1:4' does not match activity id of activity
+    command '8'"). The update is alone in its activation, so ``_handover_order`` does not
+    apply, and a legacy query was not involved.
+    """
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from scale_kit import build_agent
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    options = TemporalOptions(task_queue="scale-temporal_1")
+    app = TemporalApp(
+        agents=[build_agent(tmp_path / "ledger")], store=sr.MemoryStore(), options=options
+    )
+    text = (DATA / "scale_update_empty_task_00081.json").read_text()
+    history = WorkflowHistory.from_json("order-00081", text)
+    try:
+        for _ in range(4):
+            result = await app.replayer().replay_workflow(history, raise_on_replay_failure=False)
+            if result.replay_failure is None:
+                break
+    finally:
+        _ahead._SEARCHES.pop(history.run_id, None)
+    assert result.replay_failure is None, str(result.replay_failure)

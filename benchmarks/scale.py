@@ -103,6 +103,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     client_errors: list[str] = field(default_factory=list)
     worker_errors: list[str] = field(default_factory=list)
+    ahead: int = 0  # Temporal: times a legacy query ran a workflow ahead (updates refused)
 
     def row(self) -> dict[str, Any]:
         """The figures as one flat dict (a table row, a JSON line)."""
@@ -127,6 +128,7 @@ class Outcome:
             "not_completed": sum(" not completed: " in p for p in self.problems),
             "client_errors": len(self.client_errors),
             "worker_errors": len(self.worker_errors),
+            "ahead_refusing_updates": self.ahead,
             "wall_s": round(self.wall, 1),
         }
 
@@ -250,6 +252,13 @@ def worker_errors(logs: Path) -> list[str]:
     return found
 
 
+def ahead_notes(logs: Path) -> int:
+    """How many times a Temporal worker found a workflow run ahead of its history by a legacy
+    query (and refused its updates until its next workflow task: steadyrun.temporal._ahead)."""
+    note = "a legacy query ran the workflow ahead of its history"
+    return sum(log.read_text(errors="replace").count(note) for log in logs.glob("*.log"))
+
+
 def files_bytes(folder: Path, pattern: str) -> int:
     """Total size of the files of ``folder`` matching ``pattern`` (a SQLite file and its WAL)."""
     return sum(p.stat().st_size for p in folder.glob(pattern) if p.is_file())
@@ -362,6 +371,7 @@ async def measure(cfg: Config, dsn: str, tmp: Path, say: Any) -> Outcome:
             await workers.stop()
         out.worker_cpu = workers.cpu
         out.worker_errors = await asyncio.to_thread(worker_errors, logs)
+        out.ahead = await asyncio.to_thread(ahead_notes, logs)
         out.kills = workers.kills
         await _verify(cfg, store, ledger, out)
         out.db_bytes = await schema_bytes(dsn, schema)

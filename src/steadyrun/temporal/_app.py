@@ -9,7 +9,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter
-from temporalio.worker import Replayer, Worker
+from temporalio.worker import Replayer, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steadyrun._errors import UsageError
@@ -19,6 +19,7 @@ from steadyrun.runtime import Agent, Texts
 from steadyrun.runtime._calls import HandoverHook
 from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
+from steadyrun.temporal._ahead import AheadAwareRunner
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
@@ -144,11 +145,13 @@ class TemporalApp:
         return Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner(), **kwargs)
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    """Temporal's sandbox, with steadyrun passed through.
+def workflow_runner() -> WorkflowRunner:
+    """Temporal's sandbox, with steadyrun passed through, refusing updates while ahead.
 
-    steadyrun's loop is deterministic given its clock (the workflow's) and its store (in the
-    workflow's memory); agents, tools and policies come from the worker's own imports.
+    Its instances refuse updates while a query has run a workflow ahead of its history (see
+    ``steadyrun.temporal._ahead``). steadyrun's loop is deterministic given its clock (the
+    workflow's) and its store (in the workflow's memory); agents, tools and policies come from
+    the worker's own imports.
     """
     restrictions = SandboxRestrictions.default.with_passthrough_modules("steadyrun")
-    return SandboxedWorkflowRunner(restrictions=restrictions)
+    return AheadAwareRunner(SandboxedWorkflowRunner(restrictions=restrictions))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import uuid
@@ -33,6 +34,7 @@ from steadyrun import _errors
 from steadyrun._codec import from_plain
 from steadyrun._errors import (
     NotPendingError,
+    RunBusyError,
     RunCancelledError,
     RunNotFoundError,
     SteadyrunError,
@@ -56,6 +58,10 @@ from steadyrun.temporal._payloads import (
 __all__ = ["TemporalRuns", "client_with_codec"]
 
 T = TypeVar("T")
+
+# Pauses before asking again when the workflow refused an update as busy (its worker was
+# bringing it up to date, or it was loading a run to continue): about 3 s in all.
+_BUSY_PAUSES = (0.1, 0.2, 0.4, 0.8, 1.6)
 
 # How Temporal names a closed workflow's status, in the words of a run's.
 _ENDED = {
@@ -436,11 +442,20 @@ class TemporalRuns:
 
     async def _update(self, run_id: str, name: str, args: Any) -> Any:
         what = {"send": "input", "decide": "decision", "settle": "result"}.get(name, name)
-        update = self._handle(run_id).execute_update(name, args, result_type=dict)
-        try:
-            return await self._reaching(run_id, what, update)
-        except WorkflowUpdateFailedError as exc:
-            raise _typed(exc) from None
+        for pause in (*_BUSY_PAUSES, None):
+            update = self._handle(run_id).execute_update(name, args, result_type=dict)
+            try:
+                return await self._reaching(run_id, what, update)
+            except WorkflowUpdateFailedError as exc:
+                cause = exc.cause
+                busy = isinstance(cause, ApplicationError) and cause.type == "RunBusyError"
+                if not busy:
+                    raise _typed(exc) from None
+                if pause is None:
+                    raise RunBusyError(run_id, "its Temporal workflow", None) from None
+            # A refused update left nothing in the history: asking again is safe.
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
 
     async def _reaching(self, run_id: str, what: str, call: Awaitable[T]) -> T:
         """``call`` on the run's workflow; Temporal's "not found" as steadyrun's typed error."""

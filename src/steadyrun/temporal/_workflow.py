@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._state import RunState
     from steadyrun.stores import FeedMessage
     from steadyrun.stream import DisplaySnapshot, display_from_run
+    from steadyrun.temporal._ahead import refusing_updates
     from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
         ACTIVITY_LOAD,
@@ -95,6 +96,20 @@ def app_for(task_queue: str) -> AppView:
 
 def _usage_error(exc: Exception) -> ApplicationError:
     return ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True)
+
+
+def _refuse_if_ahead(run_id: str) -> None:
+    """Refuse an update while a query has run this workflow ahead of its history.
+
+    Accepted now, it would not replay (see ``steadyrun.temporal._ahead``); asked again once
+    the workflow task that carries the held commands completes, it is accepted. Validators
+    never run on replay, so this read of the worker's state cannot change a replay.
+    """
+    if refusing_updates(workflow.info().run_id):
+        raise ApplicationError(
+            f"run {run_id!r} is being brought up to date by its worker; try again in a moment",
+            type="RunBusyError",
+        )
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -281,6 +296,7 @@ class AgentWorkflow:
     # -- updates ----------------------------------------------------------------------------
 
     def _check(self, write: Callable[[WorkflowHost], Coroutine[Any, Any, Any]]) -> None:
+        _refuse_if_ahead(self._run_id)
         if not self._ready or self._dry is None:
             raise ApplicationError(
                 f"run {self._run_id!r} is being loaded to continue; try again in a moment",
@@ -355,6 +371,7 @@ class AgentWorkflow:
 
     @send.validator
     def _validate_send(self, args: SendArgs) -> None:
+        _refuse_if_ahead(self._run_id)
         if not args.id or args.role not in ("user", "system"):
             raise ApplicationError(
                 "input needs an id and the role user or system", type="UsageError"

@@ -1,0 +1,245 @@
+"""Updates refused while a query has run a workflow ahead of its history.
+
+Temporal answers a query that comes while a workflow task waits for a worker (the worker that
+ran the workflow last was lost) as a *legacy query*: any worker gets the whole history,
+including events that no workflow task has handled yet. The SDK runs the workflow over those
+events in an activation of their own, answers the query, and keeps the commands the workflow
+emitted until the next workflow task completes. An update delivered in that next task is
+therefore handled *after* those events (its validator sees them) and accepted *after* their
+commands. Replay knows nothing of the query: it hands the workflow the update first, before
+every event of its task. The history does not replay ("[TMPRL1100] Nondeterminism error:
+Update machine does not handle this event") and the run never completes. benchmarks/scale.py
+found it: its client finds the call to approve by a query, so under worker kills the query
+often was such a legacy query, and the approval followed it.
+
+A worker therefore refuses updates while a workflow is ahead of its history: from a legacy
+query that followed an activation of events at the same history length (events applied
+outside any workflow task) through the next activation (the workflow task that sends the held
+commands). A refused update leaves nothing in the history; ``TemporalRuns`` asks
+again. Validators run only when an update is first delivered, never on replay, so the refusal
+changes no command and histories written before it replay as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+
+from steadyrun.temporal._handover_order import (
+    Search,
+    after_failure,
+    other_jobs,
+    split_for,
+    split_jobs,
+)
+
+__all__ = [
+    "AHEAD_NOTE",
+    "LEGACY_QUERY_ID",
+    "Ahead",
+    "AheadAwareRunner",
+    "Kind",
+    "activation_kind",
+    "on_activation",
+    "refusing_updates",
+]
+
+LEGACY_QUERY_ID = "legacy_query"
+"""The query id the SDK's core gives a legacy query's job."""
+
+Kind = Literal["jobs", "updates", "legacy_query", "query", "evict"]
+
+AHEAD_NOTE = "a legacy query ran the workflow ahead of its history"
+"""Begins the log line a worker writes when it starts refusing updates for a run."""
+
+_log = logging.getLogger("steadyrun.temporal")
+_REFUSING: set[str] = set()  # run ids whose current activation refuses updates
+_SEARCHES: dict[str, Search] = {}  # runs that failed to replay here: see _handover_order
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What a worker knows of one workflow run's activations.
+
+    Attributes:
+        applied_at: History length of the last activation that applied events (or ``None``).
+        held_at: History length up to which a legacy query ran the workflow ahead of its
+            history (``None``: not ahead).
+    """
+
+    applied_at: int | None = None
+    held_at: int | None = None
+
+
+def on_activation(state: Ahead, kind: Kind, length: int) -> tuple[bool, Ahead]:
+    """Whether updates are refused during this activation, and the state after it.
+
+    Args:
+        state: The state before the activation.
+        kind: ``jobs`` (events or signals, maybe updates too), ``updates`` (updates only),
+            ``legacy_query``, ``query`` (a query delivered with a workflow task) or
+            ``evict`` (the worker drops the run).
+        length: The activation's history length (the last event the SDK applied).
+    """
+    if kind == "evict":
+        return False, Ahead()
+    if kind == "legacy_query":
+        if state.applied_at == length:
+            return False, Ahead(applied_at=length, held_at=length)
+        return False, state
+    if kind == "query":
+        return False, state
+    # The task after the legacy query carries the held commands: its first activation is
+    # the one to refuse in. An activation of updates alone applies no events: a refused
+    # update's task can be dropped by the server, and a legacy query after it, at that
+    # task's length, must not find the workflow ahead (it would refuse every update again).
+    refuse = state.held_at is not None
+    applied = length if kind == "jobs" else state.applied_at
+    return refuse, Ahead(applied_at=applied, held_at=None)
+
+
+def activation_kind(act: WorkflowActivation) -> Kind:
+    """The kind of ``act`` for ``on_activation``."""
+    jobs = act.jobs
+    if any(job.HasField("remove_from_cache") for job in jobs):
+        return "evict"
+    queries = [job.query_workflow for job in jobs if job.HasField("query_workflow")]
+    if queries and len(queries) == len(jobs):
+        if any(q.query_id == LEGACY_QUERY_ID for q in queries):
+            return "legacy_query"
+        return "query"
+    if jobs and all(job.HasField("do_update") for job in jobs):
+        return "updates"
+    return "jobs"
+
+
+def refusing_updates(run_id: str) -> bool:
+    """Whether the activation now running for ``run_id`` must refuse updates (validators)."""
+    return run_id in _REFUSING
+
+
+class _Instance(WorkflowInstance):
+    """A workflow instance that tracks ``Ahead`` around the SDK's instance.
+
+    It also replays histories written before the refusal (``_handover_order``).
+    """
+
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+        self._state = Ahead()
+        self._others: dict[int, int] = {}  # candidate -> its other jobs, in this replay
+        self._last_candidate: int | None = None  # the last activation's, if it was one
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        kind = activation_kind(act)
+        if kind == "evict":
+            self._after_eviction(act)
+        refuse, after = on_activation(self._state, kind, act.history_length)
+        if after.held_at is not None and self._state.held_at is None:
+            _log.warning(
+                "%s (run %s, events to %d): its updates are refused until its next workflow task",
+                AHEAD_NOTE,
+                act.run_id,
+                after.held_at,
+            )
+        if refuse:
+            _REFUSING.add(act.run_id)
+        try:
+            return self._handed_over(act, kind)
+        finally:
+            _REFUSING.discard(act.run_id)
+            self._state = after
+
+    def _handed_over(self, act: WorkflowActivation, kind: Kind) -> WorkflowActivationCompletion:
+        kinds: list[str] = [job.WhichOneof("variant") or "" for job in act.jobs]
+        others = other_jobs(kinds) if kind == "jobs" and act.is_replaying else 0
+        self._last_candidate = None
+        if not others:
+            return self._inner.activate(act)
+        candidate = len(self._others)
+        self._others[candidate] = others
+        self._last_candidate = candidate
+        search = _SEARCHES.get(act.run_id)
+        split = split_for(search, candidate) if search is not None else 0
+        if not split:
+            return self._inner.activate(act)
+        completion = WorkflowActivationCompletion()
+        for part in split_jobs(kinds, split):
+            sub = WorkflowActivation()
+            sub.CopyFrom(act)
+            del sub.jobs[:]
+            sub.jobs.extend(act.jobs[i] for i in part)
+            done = self._inner.activate(sub)
+            if not done.HasField("successful"):
+                return done
+            if not completion.HasField("successful"):
+                completion.CopyFrom(done)
+                continue
+            completion.successful.commands.extend(done.successful.commands)
+            for flag in done.successful.used_internal_flags:
+                if flag not in completion.successful.used_internal_flags:
+                    completion.successful.used_internal_flags.append(flag)
+        return completion
+
+    def _after_eviction(self, act: WorkflowActivation) -> None:
+        reason = next(
+            j.remove_from_cache.reason for j in act.jobs if j.HasField("remove_from_cache")
+        )
+        if reason != RemoveFromCache.EvictionReason.NONDETERMINISM:
+            return
+        before = _SEARCHES.get(act.run_id, Search())
+        found = after_failure(before, self._last_candidate, self._others)
+        if found != before:
+            _SEARCHES[act.run_id] = found
+            _log.warning(
+                "run %s did not replay; next, updates replayed after more of their task's "
+                "events (a history recorded while a query had run it ahead): %s",
+                act.run_id,
+                found,
+            )
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return self._inner.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self._inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self._inner.get_info()
+
+    def get_thread_id(self) -> int | None:
+        # The worker interrupts a deadlocked workflow's thread by this id.
+        return self._inner.get_thread_id()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the worker asks of an instance (the SDK's own, unlisted) passes on.
+        if name == "_inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+class AheadAwareRunner(WorkflowRunner):
+    """``inner`` (Temporal's sandbox), its instances tracking whether a query ran them ahead."""
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: Any) -> None:
+        """Prepared by ``inner``."""
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        """``inner``'s instance, wrapped."""
+        return _Instance(self.inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(
+        self, types: Sequence[type[BaseException]]
+    ) -> None:
+        """Passed to ``inner``."""
+        self.inner.set_worker_level_failure_exception_types(types)

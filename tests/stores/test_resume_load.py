@@ -461,8 +461,9 @@ class Decoded:
 async def test_a_resume_decodes_the_context_and_its_open_batch_before_the_model_call(
     kind: str, tmp_path: Path, monkeypatch: Any, request: pytest.FixtureRequest
 ) -> None:
-    # Past calls and blocks are read when asked for, not to resume: their count stays at the
-    # open batch's however long the run. The context is decoded once, to hand it to the model.
+    # Past blocks (and, in memory, past calls) are read when asked for, not to resume: what is
+    # decoded stays at the open batch's however long the run. The context is decoded once, to
+    # hand it to the model.
     if kind == "memory":
         store: Any = sr.MemoryStore()
     elif kind == "sqlite":
@@ -484,9 +485,10 @@ async def test_a_resume_decodes_the_context_and_its_open_batch_before_the_model_
         assert done.status == "completed", done.error
         assert decoded.at_model is not None
         assert decoded.at_model.get("Message", 0) == context
-        # Each call of the open batch: read by the run, and once more by a store merging its
-        # outcome; none of the calls before it.
-        assert decoded.at_model.get("CallRecord", 0) <= 2 * batch
+        if kind == "memory":  # the SQL stores resolve their call rows against the log at load
+            # Each call of the open batch: read by the run, and once more by the store merging
+            # its outcome; none of the calls before it.
+            assert decoded.at_model.get("CallRecord", 0) <= 2 * batch
         assert decoded.at_model.get("Block", 0) == 0
         assert done.calls == [*snap.calls[:-batch], *done.calls[-batch:]]
     finally:

@@ -68,6 +68,7 @@ class ModelLog:
     """What the fake model saw: the start of each call, and the time spent inside it."""
 
     stamps: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # the process's CPU time at each start
     inside_s: float = 0.0
 
 
@@ -77,6 +78,7 @@ def make_model(n: int, log: ModelLog) -> FunctionModel:
     def respond(request: ModelRequest) -> ModelResponse:
         t0 = time.perf_counter()
         log.stamps.append(t0)
+        log.cpu.append(time.process_time())
         k = tool_results_in(request)
         if k < n:
             out = tool_calls(call("echo", {"text": echo_text(k)}, id=f"call_{k}"))

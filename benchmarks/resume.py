@@ -9,12 +9,20 @@ store object opens the same file (as a restarted worker would, ``synchronous=FUL
 host settles the waiting call, and the script times:
 
 * ``load ms``: ``store.load`` of the run (median of 5, after one untimed load);
-* ``decode ms``: of that, decoding the stored documents into a ``RunSnapshot`` (the rows read
-  once, then the decoding alone (``decode_snapshot``, call rows resolved), median of 5);
+* ``decode ms``: of that, decoding the stored documents as ``load`` does (the rows read once,
+  then the decoding alone: ``decode_snapshot``, call rows resolved, median of 5); the blocks
+  are left as stored bytes, decoded when first read (``StoredSnapshot``);
+* ``all ms``: that and the blocks decoded too: every stored document into records;
 * ``to model ms``: from ``Runtime.resume`` to the first model call (the claim, the load, the
   run state restored, the recovery step's commit, the request built), median of 3 resumes of
   the same suspended run (``dump_run`` once, ``restore_run`` before each, a new store object);
+  ``cpu ms`` is the process's CPU time over the same span (every thread: SQLite's too), a
+  steadier figure on a loaded machine;
 * ``loads``: how many times the resume called ``store.load`` (one is the floor).
+
+With ``--suspended COUNT ...``: COUNT runs (N=10) suspended at iteration 5 in one SQLite file
+(``stores.py``'s ``many_suspended``: 200 of them run by the runtime, the rest copied), then from a
+new store object the median ``load``, ``settle`` and ``resume`` to the end of 20 sampled runs.
 
 ``MemoryStore`` is measured the same way (it keeps the same encoded documents in memory), and
 ``PostgresStore`` with ``--stores postgres`` (a schema of its own, dropped at the end).
@@ -139,9 +147,14 @@ def sqlite_rows(path: Path) -> tuple[Any, ...]:
     return run, cp, context, calls, blocks
 
 
+def read_all(snap: RunSnapshot) -> None:
+    """Read every document of a loaded snapshot (a ``StoredSnapshot`` decodes them now)."""
+    snap.context, snap.calls, snap.blocks  # noqa: B018
+
+
 def decode_stored(run: bytes, cp: bytes, context: Any, calls: Any, blocks: Any) -> RunSnapshot:
     """What ``SqliteStore.load`` decodes: the documents, the call rows' texts from the log."""
-    snap = decode_snapshot(run, cp, context, (), blocks)
+    snap = decode_snapshot(run, cp, context, (), blocks, call_ids=())
     log = snap.context  # this run never rewrites its context: every reference is in segment 0
     snap.calls = resolve(decode_rows(calls), 0, lambda seg, idx: log[idx] if seg == 0 else None)
     return snap
@@ -195,17 +208,20 @@ async def _measure(
         t0 = time.perf_counter()
         await store.load(RUN)
         loads.append(time.perf_counter() - t0)
-    decodes = []
+    decodes, everything = [], []
     if kind == "sqlite":
         rows = sqlite_rows(path)
         for _ in range(REPS):
             gc.collect()
             t0 = time.perf_counter()
-            decode_stored(*rows)
-            decodes.append(time.perf_counter() - t0)
+            decoded = decode_stored(*rows)
+            t1 = time.perf_counter()
+            read_all(decoded)
+            decodes.append(t1 - t0)
+            everything.append(time.perf_counter() - t0)
     await store.close()
 
-    to_model, counts = [], []
+    to_model, cpu, counts = [], [], []
     for _ in range(RESUMES):
         store = open_store()
         if kind == "memory" or to_model:  # the file still holds the run as built the first time
@@ -220,11 +236,12 @@ async def _measure(
         runtime = Runtime(counted, agents=[make_agent(n, log)])  # type: ignore[arg-type]
         await runtime.settle(RUN, call_id, result=echo_text(n - 1))
         gc.collect()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         done = await runtime.resume(RUN)
         if done.status != "completed" or done.text != final_text(n):
             raise SystemExit(f"FAILED: resumed run ended {done.status!r} with {done.text!r}")
         to_model.append(log.stamps[0] - t0)
+        cpu.append(log.cpu[0] - c0)
         counts.append(counted.loads)
         await store.close()
     return {
@@ -233,9 +250,19 @@ async def _measure(
         "documents": 2 + len(snap.context) + len(snap.calls) + len(snap.blocks),
         "load_ms": ms(loads),
         "decode_ms": ms(decodes) if decodes else None,
+        "all_ms": ms(everything) if everything else None,
         "to_model_ms": ms(to_model),
+        "to_model_cpu_ms": ms(cpu),
         "loads": max(counts),
     }
+
+
+async def suspended(count: int, tmp: Path) -> dict[str, Any]:
+    """``stores.py``'s many suspended runs, in one SQLite file (synchronous FULL)."""
+    import stores  # the benchmark beside this one
+
+    sizes = stores.Sizes(suspended=count, through_runtime=min(count, 200))
+    return await stores.many_suspended(stores.sqlite_backend(tmp, "FULL"), f"many{count}", sizes)
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -245,20 +272,31 @@ async def main_async(args: argparse.Namespace) -> None:
         rows = [
             await measure(kind, n, Path(tmp), args.pg_dsn) for kind in args.stores for n in args.ns
         ]
+        many = [await suspended(count, Path(tmp)) for count in args.suspended]
     if args.json:
-        for row in rows:
+        for row in [*rows, *many]:
             print(json.dumps(row))
         return
     print(
-        f"{'store':<7} {'N':>5} {'docs':>6} {'load ms':>8} {'decode ms':>9} "
-        f"{'to model ms':>11} {'loads':>5}"
+        f"{'store':<7} {'N':>5} {'docs':>6} {'load ms':>8} {'decode ms':>9} {'all ms':>7} "
+        f"{'to model ms':>11} {'cpu ms':>7} {'loads':>5}"
     )
     for r in rows:
-        decode = f"{r['decode_ms']:.2f}" if r["decode_ms"] is not None else "-"
+        decode, every = (
+            f"{r[k]:.2f}" if r[k] is not None else "-" for k in ("decode_ms", "all_ms")
+        )
         print(
             f"{r['store']:<7} {r['n']:>5} {r['documents']:>6} {r['load_ms']:>8.2f} "
-            f"{decode:>9} {r['to_model_ms']:>11.2f} {r['loads']:>5}"
+            f"{decode:>9} {every:>7} {r['to_model_ms']:>11.2f} {r['to_model_cpu_ms']:>7.2f} "
+            f"{r['loads']:>5}"
         )
+    if many:
+        print(f"\n{'suspended':>9} {'MB':>6} {'load ms':>8} {'settle ms':>9} {'resume ms':>9}")
+        for r in many:
+            print(
+                f"{r['runs']:>9} {r['db_bytes'] / 1e6:>6.1f} {r['load_ms']:>8.2f} "
+                f"{r['settle_ms']:>9.2f} {r['resume_to_end_ms']:>9.2f}"
+            )
 
 
 def main() -> None:
@@ -273,6 +311,14 @@ def main() -> None:
     )
     p.add_argument("--pg-dsn", default=PG_DSN)
     p.add_argument("--json", action="store_true", help="one JSON line per row, no table")
+    p.add_argument(
+        "--suspended",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="COUNT",
+        help="also: COUNT suspended runs in one SQLite file, resume one (e.g. 1000 10000)",
+    )
     args = p.parse_args()
     if min(args.ns) < 2:
         p.error("N must be at least 2")

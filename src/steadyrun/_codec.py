@@ -27,7 +27,7 @@ from pydantic_core import core_schema as cs
 
 from steadyrun._errors import FormatVersionError, StoreError
 
-__all__ = ["FORMAT", "decode", "decode_all", "encode", "from_plain", "to_plain"]
+__all__ = ["FORMAT", "decode", "decode_all", "encode", "framed", "from_plain", "to_plain"]
 
 FORMAT = 1
 """The codec's current format version."""
@@ -125,6 +125,16 @@ def decode_all(raws: Iterable[bytes | str], tp: type[T]) -> list[T]:
     except ValidationError:
         return [decode(raw, tp) for raw in raws]  # the first refused one says why
     return [_data(doc, tp) for doc in docs]
+
+
+def framed(raws: Iterable[bytes | str]) -> bool:
+    """Whether each document is bytes in the envelope ``encode`` writes, of the current format.
+
+    A check of the first bytes only, so that a reader may keep the documents and decode them
+    later: what is not framed so (another format, another writer's spacing) is decoded at once,
+    to be refused or read as ``decode`` does.
+    """
+    return all(type(raw) is bytes and raw.startswith(_HEAD) for raw in raws)
 
 
 def _data(doc: dict[str, Any], tp: type[T]) -> T:

@@ -424,3 +424,93 @@ def test_the_reference_is_the_reader_of_format_1() -> None:
     # The reference must itself read what today's writer writes (else the tests prove nothing).
     run = RunRecord(run_id="x", agent="a", created_at=datetime(2026, 1, 1, tzinfo=UTC))
     assert reference(encode(run), RunRecord) == run
+
+
+# -- what a resume decodes before its first model call ------------------------------------------
+
+
+class Decoded:
+    """Stored documents decoded, by type name, counted where the codec reads them."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.by_type: dict[str, int] = {}
+        self.at_model: dict[str, int] | None = None
+        reader = _codec._reader
+
+        def counted_reader(tp: Any) -> Any:
+            inner = reader(tp)
+            counts = self.by_type
+            name = getattr(tp, "__name__", str(tp))
+
+            class Counted:
+                def validate_python(self, raws: list[Any]) -> Any:
+                    counts[name] = counts.get(name, 0) + len(raws)
+                    return inner.validate_python(raws)
+
+            return Counted()
+
+        monkeypatch.setattr(_codec, "_reader", counted_reader)
+
+    def model(self, request: sr.chat.ModelRequest) -> sr.chat.ModelResponse:
+        if self.at_model is None:
+            self.at_model = dict(self.by_type)
+        return text("done")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+async def test_a_resume_decodes_the_context_and_its_open_batch_before_the_model_call(
+    kind: str, tmp_path: Path, monkeypatch: Any, request: pytest.FixtureRequest
+) -> None:
+    # Past blocks (and, in memory, past calls) are read when asked for, not to resume: what is
+    # decoded stays at the open batch's however long the run. The context is decoded once, to
+    # hand it to the model.
+    if kind == "memory":
+        store: Any = sr.MemoryStore()
+    elif kind == "sqlite":
+        store = sr.SqliteStore(tmp_path / "runs.db")
+    else:
+        store = PostgresStore(request.getfixturevalue("pg_dsn"))
+    try:
+        result = await _suspend(store, n=8)
+        waiting = [c for c in result.calls if c.status == "awaiting_decision"]
+        await sr.Runtime(store).decide(RUN, waiting[0].id, approve=True)
+        snap = await store.load(RUN)
+        assert snap is not None and len(snap.calls) > 10 and len(snap.blocks) > 10
+        batch, context = len(snap.checkpoint.batch), len(snap.context)
+        decoded = Decoded(monkeypatch)
+        agent = sr.Agent(
+            name="a", model=sr.testing.FunctionModel(decoded.model), tools=[], instructions="go"
+        )
+        done = await sr.Runtime(store, agents=[agent]).resume(RUN)
+        assert done.status == "completed", done.error
+        assert decoded.at_model is not None
+        assert decoded.at_model.get("Message", 0) == context
+        if kind == "memory":  # the SQL stores resolve their call rows against the log at load
+            # Each call of the open batch: read by the run, and once more by the store merging
+            # its outcome; none of the calls before it.
+            assert decoded.at_model.get("CallRecord", 0) <= 2 * batch
+        assert decoded.at_model.get("Block", 0) == 0
+        assert done.calls == [*snap.calls[:-batch], *done.calls[-batch:]]
+    finally:
+        await store.close()
+
+
+async def test_a_run_nobody_follows_copies_no_request_for_the_live_feed(
+    monkeypatch: Any,
+) -> None:
+    # Each observer gets a copy of what it is told; the live feed's observer is told nothing
+    # while nobody follows, so nothing is copied (a copy of the request is the whole context).
+    from steadyrun.runtime import _observers
+
+    copies = []
+    deepcopy = _observers.copy.deepcopy
+
+    def counted(value: Any, *args: Any) -> Any:
+        copies.append(value)
+        return deepcopy(value, *args)
+
+    monkeypatch.setattr(_observers.copy, "deepcopy", counted)
+    store = sr.MemoryStore()
+    result = await sr.Runtime(store).run(_agent(3), run_id=RUN, input="start")
+    assert result.status == "suspended"
+    assert copies == []

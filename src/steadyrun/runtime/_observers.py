@@ -91,11 +91,17 @@ class ObserverSet:
         return False
 
     async def emit(self, method: str, *args: Any) -> None:
-        """Call ``method`` on every observer that has it; failures are logged and counted."""
+        """Call ``method`` on every observer that has it; failures are logged and counted.
+
+        An observer with ``wants_now`` is skipped while that says no for the run (``args[0]``).
+        """
         for observer in self.observers:
             fn = getattr(observer, method, None)
             if fn is None or not _implements(observer, method):
                 continue  # not implemented: skip the copies
+            now = getattr(observer, "wants_now", None)
+            if now is not None and args and not now(args[0]):
+                continue  # told nothing now (the live feed, unfollowed): a copy is the context
             try:
                 # Each observer gets its own copy, so one cannot change what another sees.
                 out = fn(*copy.deepcopy(args))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -15,6 +16,7 @@ from steadyrun.records import (
     RunSnapshot,
     Step,
 )
+from steadyrun.records._stored import StoredSnapshot
 
 __all__ = ["RunState"]
 
@@ -38,8 +40,10 @@ class RunState:
         self.run = run
         self.cp = checkpoint
         self.context = context
-        self.calls: dict[str, CallRecord] = {c.id: c for c in calls}
-        self.blocks = blocks
+        self.calls: MutableMapping[str, CallRecord] = {c.id: c for c in calls}
+        self._blocks: list[Block] | None = blocks
+        self._stored_blocks: StoredSnapshot | None = None  # read when the blocks are
+        self._later_blocks: list[Block] = []  # added before they were read
         self.seen = set(checkpoint.seen_inputs)
         self._appended: list[Message] = []
         self._base: list[Message] | None = None
@@ -60,8 +64,31 @@ class RunState:
 
     @classmethod
     def restore(cls, snap: RunSnapshot) -> RunState:
-        """The state a loaded snapshot describes."""
-        return cls(snap.run, snap.checkpoint, snap.context, snap.calls, snap.blocks)
+        """The state a loaded snapshot describes.
+
+        Of a ``StoredSnapshot``, the calls are decoded one by one as the run reads them and
+        the blocks when first read: a resume reads few of either.
+        """
+        if not isinstance(snap, StoredSnapshot):
+            return cls(snap.run, snap.checkpoint, snap.context, snap.calls, snap.blocks)
+        state = cls(snap.run, snap.checkpoint, snap.context, [], [])
+        state.calls = snap.call_table()
+        state._blocks, state._stored_blocks = None, snap
+        return state
+
+    @property
+    def blocks(self) -> list[Block]:
+        """Every block of the run, by position."""
+        if self._blocks is None:
+            assert self._stored_blocks is not None
+            self._blocks = self._stored_blocks.blocks
+            self._blocks.extend(self._later_blocks)
+            self._stored_blocks, self._later_blocks = None, []
+        return self._blocks
+
+    @blocks.setter
+    def blocks(self, blocks: list[Block]) -> None:
+        self._blocks, self._stored_blocks, self._later_blocks = blocks, None, []
 
     @property
     def run_id(self) -> str:
@@ -84,7 +111,7 @@ class RunState:
 
     def add_block(self, block: Block) -> None:
         """Add a block at the next position."""
-        self.blocks.append(block)
+        (self._later_blocks if self._blocks is None else self._blocks).append(block)
         self._new_blocks.append(block)
         self.cp.next_position = block.position + 1
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from steadyrun._codec import decode, decode_all, encode
+from steadyrun._codec import decode, decode_all, encode, framed
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
@@ -23,6 +23,7 @@ from steadyrun.records import (
     RunSnapshot,
     Step,
 )
+from steadyrun.records._stored import StoredSnapshot
 from steadyrun.stores._lifecycle import RunDump
 from steadyrun.stores._sql_values import to_us
 
@@ -70,10 +71,17 @@ def decode_snapshot(
     context: Iterable[bytes],
     calls: Iterable[bytes],
     blocks: Iterable[bytes],
+    *,
+    call_ids: Iterable[str] | None = None,
+    sort_blocks: bool = False,
 ) -> RunSnapshot:
     """The run these stored documents hold, in the order given.
 
-    Each document is parsed once, from its bytes; the documents of one kind in one call.
+    With ``call_ids`` (the calls' ids, in the same order) it is a ``StoredSnapshot``: the
+    context, calls and blocks are decoded when first read, once their envelopes are checked
+    here (``framed``); without, or when a document is not framed as this version writes it,
+    each is decoded now. Each document is parsed once, from its bytes; the documents of one
+    kind in one call. ``sort_blocks``: the blocks come in no order; they are sorted by position.
 
     Raises:
         FormatVersionError: The checkpoint was written in a format this version does not read.
@@ -81,13 +89,31 @@ def decode_snapshot(
     cp = decode(checkpoint, Checkpoint)
     if cp.format != CHECKPOINT_FORMAT:
         raise FormatVersionError("checkpoint", cp.format, CHECKPOINT_FORMAT)
-    return RunSnapshot(
-        run=decode(run, RunRecord),
+    record = decode(run, RunRecord)
+    context, calls, blocks = list(context), list(calls), list(blocks)
+    if call_ids is not None and framed(context) and framed(calls) and framed(blocks):
+        return StoredSnapshot.of(
+            record,
+            cp,
+            context,
+            list(zip(call_ids, calls, strict=True)),
+            blocks,
+            sort_blocks=sort_blocks,
+        )
+    snap = RunSnapshot(
+        run=record,
         checkpoint=cp,
         context=decode_all(context, Message),
         calls=decode_all(calls, CallRecord),
         blocks=decode_all(blocks, Block),
     )
+    if sort_blocks:
+        snap.blocks.sort(key=_position)
+    return snap
+
+
+def _position(block: Block) -> int:
+    return block.position
 
 
 @dataclass(slots=True)

@@ -139,7 +139,10 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     blocks = conn.execute(
         "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
     ).fetchall()
-    snap = decode_snapshot(row[0], row[1], (m[0] for m in context), (), (b[0] for b in blocks))
+    # Blocks stay stored bytes until read; call rows are resolved against the log now.
+    snap = decode_snapshot(
+        row[0], row[1], (m[0] for m in context), (), (b[0] for b in blocks), call_ids=()
+    )
     snap.calls = sqlite_resolved(
         conn, run_id, decode_rows(c[0] for c in calls), snap.context, row[2]
     )

@@ -13,7 +13,6 @@ from steadyrun._codec import decode, decode_all, encode
 from steadyrun._errors import CallNotFoundError, StoreError
 from steadyrun.chat import Message
 from steadyrun.records import (
-    Block,
     CallRecord,
     CallUpdate,
     RunRecord,
@@ -138,15 +137,15 @@ class MemoryStore(MemoryLifecycle):
         stored = self._runs.get(run_id)
         if stored is None:
             return None
-        snap = decode_snapshot(
+        return decode_snapshot(
             stored.run,
             stored.checkpoint,
             stored.context,
             stored.calls.values(),
             stored.blocks.values(),
+            call_ids=stored.calls.keys(),
+            sort_blocks=True,  # kept by id: in model order as the SQL stores give them
         )
-        snap.blocks.sort(key=_position)  # kept by id: in model order as the SQL stores give them
-        return snap
 
     async def history(self, run_id: str) -> list[StepEntry]:
         """The run's step entries, by step number (``StepHistory``)."""
@@ -257,7 +256,3 @@ def _new_log(
     if at > len(log):
         raise StoreError(f"context append at position {at} leaves a gap after {len(log)} messages")
     return log[:at] + appended
-
-
-def _position(block: Block) -> int:
-    return block.position

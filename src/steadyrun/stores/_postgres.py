@@ -319,7 +319,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             if not row:
                 return None
             snap = decode_snapshot(
-                row[0][0], row[0][1], (m[0] for m in context), (), (b[0] for b in blocks)
+                row[0][0],
+                row[0][1],
+                (m[0] for m in context),
+                (),
+                (b[0] for b in blocks),
+                call_ids=(),  # blocks stay stored bytes until read; call rows resolved now
             )
             # Texts of replaced segments cost a statement each, in this snapshot.
             snap.calls = await pg_resolved(

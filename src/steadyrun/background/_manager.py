@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,7 +19,15 @@ import jsonschema
 import pydantic
 
 from steadyrun._errors import InvalidResponseError, UsageError
-from steadyrun.background._model import Outcome, Task, Update, receipt_of, task_id_of
+from steadyrun.background._model import (
+    Outcome,
+    Task,
+    Update,
+    ending_of,
+    receipt_of,
+    render_output,
+    task_id_of,
+)
 from steadyrun.background._progress import Materializer, render_progress
 from steadyrun.background._recovery import TaskRecovery
 from steadyrun.background._store import TaskStore
@@ -174,7 +181,7 @@ class TaskManager:
                 pump.cancel()
             outcome = outcome_of(waiter.result())
             if outcome.status == "completed":
-                return _render(outcome.output)
+                return render_output(outcome.output)
             if outcome.status != "waiting_input":
                 raise RuntimeError(outcome.error or outcome.status)
         else:
@@ -397,7 +404,7 @@ class TaskManager:
             FeedMessage(
                 id=f"task:{task.id}:ended",
                 role="system",
-                content=_ending(task),
+                content=ending_of(task),
                 meta={"steadyrun.task": task.id},
             ),
         )
@@ -503,18 +510,6 @@ def _pump(op: Operation, buffered: list[Update]) -> asyncio.Task[None] | None:
             buffered.append(update)
 
     return asyncio.ensure_future(drain())
-
-
-def _render(output: Any) -> str:
-    return output if isinstance(output, str) else json.dumps(output, default=str)
-
-
-def _ending(task: Task) -> str:
-    if task.status == "completed":
-        return f"Background task {task.id} ({task.description}) completed:\n{_render(task.output)}"
-    if task.status == "cancelled":
-        return f"Background task {task.id} ({task.description}) was cancelled: {task.error}"
-    return f"Background task {task.id} ({task.description}) failed: {task.error}"
 
 
 def _describe(exc: BaseException) -> str:

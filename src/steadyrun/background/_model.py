@@ -21,7 +21,9 @@ __all__ = [
     "TaskStatus",
     "Update",
     "check_update",
+    "ending_of",
     "receipt_of",
+    "render_output",
     "task_id_of",
 ]
 
@@ -195,3 +197,20 @@ def receipt_of(task: Task) -> str:
             "Use task_status, task_output or cancel_task with this task_id.",
         }
     )
+
+
+def render_output(output: Any) -> str:
+    """A task's output as the model reads it (text as is, other data as JSON)."""
+    return output if isinstance(output, str) else json.dumps(output, default=str)
+
+
+def ending_of(task: Task) -> str:
+    """The notification the run gets when its task ended (every engine sends the same)."""
+    if task.status == "completed":
+        return (
+            f"Background task {task.id} ({task.description}) completed:\n"
+            f"{render_output(task.output)}"
+        )
+    if task.status == "cancelled":
+        return f"Background task {task.id} ({task.description}) was cancelled: {task.error}"
+    return f"Background task {task.id} ({task.description}) failed: {task.error}"

@@ -35,7 +35,12 @@ from steadyrun.runtime import Agent
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import fenced
 from steadyrun.stores._live_open import live_feed
-from steadyrun.temporal._background import ACTIVITY_BACKGROUND, BackgroundInput, run_operation
+from steadyrun.temporal._background import (
+    ACTIVITY_BACKGROUND,
+    BackgroundInput,
+    BackgroundOutcome,
+    run_operation,
+)
 from steadyrun.temporal._claim import engine_claim
 from steadyrun.temporal._extio import (
     ACTIVITY_EXTENSION,
@@ -212,8 +217,8 @@ class Activities:
     # -- background tools -------------------------------------------------------------------
 
     @activity.defn(name=ACTIVITY_BACKGROUND)
-    async def background(self, inp: BackgroundInput) -> ToolOutcome:
-        """A ``BackgroundTool`` operation: started, or recovered from the last heartbeat."""
+    async def background(self, inp: BackgroundInput) -> BackgroundOutcome:
+        """A ``BackgroundTool`` operation: started, resumed, or recovered from a heartbeat."""
         tool = self.app.background.get(inp.name)
         if tool is None:
             raise ApplicationError(

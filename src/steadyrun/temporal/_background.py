@@ -1,13 +1,13 @@
-"""Background tools on Temporal: a ``BackgroundTool`` call as a heartbeating activity.
+"""Background tools on Temporal, the activity side: one operation per ``steadyrun.background``.
 
 On the built-in engine a ``TaskManager`` adopts a long call into a durable task of its own
-store. On Temporal the durable task is the activity: the ``steadyrun.background`` activity
-starts the tool's operation, heartbeats its ``checkpoint`` while it waits, and returns how it
-ended. A worker lost mid-operation is noticed by the heartbeat timeout; the next attempt (on
-any worker) re-attaches through the tool's ``recover`` from the last heartbeat's checkpoint,
-so the operation never starts twice. A tool without ``recover`` gets one attempt when it has
-side effects (a lost attempt settles the call by its traits, as for other tools). The run
-learns the end as the call's result. Register the tools with ``TemporalApp(background=...)``.
+store. On Temporal the durable task is the activity, owned by the run's workflow
+(``WorkflowTasks``): the activity starts the tool's operation (or resumes it with an answer),
+heartbeats its ``checkpoint`` while it waits, signals the workflow its progress updates, and
+returns how the operation ended. A worker lost mid-operation is noticed by the heartbeat
+timeout; the next attempt (on any worker) re-attaches through the tool's ``recover`` from the
+last heartbeat's checkpoint, so the operation never starts twice. A tool without ``recover``
+gets one attempt when it has side effects.
 """
 
 from __future__ import annotations
@@ -15,144 +15,168 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+import logging
+from dataclasses import dataclass, field
+from typing import Any
 
-from temporalio import activity, workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio import activity
 
-with workflow.unsafe.imports_passed_through():
-    import pydantic
+from steadyrun._codec import to_plain
+from steadyrun.background import BackgroundTool, Outcome, TaskRef, Update, task_id_of
 
-    from steadyrun.background import BackgroundTool, Outcome, TaskRef, task_id_of
-    from steadyrun.control import HostFailure
-    from steadyrun.runtime._extension import ToolCall
-    from steadyrun.temporal._outcomes import outcome_value
-    from steadyrun.temporal._payloads import ToolOutcome
-
-if TYPE_CHECKING:
-    from steadyrun.temporal._options import AppView
-
-__all__ = ["ACTIVITY_BACKGROUND", "BackgroundInput", "run_background", "run_operation"]
+__all__ = [
+    "ACTIVITY_BACKGROUND",
+    "SIGNAL_TASK_UPDATES",
+    "BackgroundInput",
+    "BackgroundOutcome",
+    "TaskUpdates",
+    "run_operation",
+]
 
 ACTIVITY_BACKGROUND = "steadyrun.background"
+SIGNAL_TASK_UPDATES = "task_updates"
+
+log = logging.getLogger("steadyrun.temporal")
 
 
 @dataclass(kw_only=True)
 class BackgroundInput:
-    """One ``BackgroundTool`` call, run by the ``steadyrun.background`` activity.
+    """One attempt series of a background operation, run by the ``steadyrun.background`` activity.
 
     Attributes:
         run_id: The run.
         call_id: The record id (the task id is ``<run_id>/<call_id>``).
         name: The background tool.
-        arguments: The raw argument JSON.
+        arguments: The validated, prepared arguments (JSON text).
+        workflow_id: The workflow to signal progress updates to.
+        checkpoint: The task's checkpoint when the operation resumes with an answer.
+        wait_id: The question answered (``None``: start the operation).
+        answer: The answer.
     """
 
     run_id: str
     call_id: str
     name: str
     arguments: str
+    workflow_id: str = ""
+    checkpoint: Any = None
+    wait_id: str | None = None
+    answer: Any = None
 
 
-async def run_background(app: AppView, tool: BackgroundTool, call: ToolCall) -> Any:
-    """In the workflow: run the call's operation as an activity and wait for its outcome.
+@dataclass(kw_only=True)
+class BackgroundOutcome:
+    """How an operation ended (or paused), as plain data for the workflow.
 
-    Returns what the workflow's ``CallRunner`` expects of a body (a rendered result) or raises
-    (a failure, ``HostFailure`` when the activity itself was lost for good).
+    Attributes:
+        status: ``completed``, ``failed``, ``cancelled``, ``waiting_input`` or ``lost`` (its
+            worker was lost and the tool cannot re-attach: settled by its traits).
+        output: The output of a completed operation (JSON data).
+        error: Why it failed.
+        input: The question of a waiting operation (``TaskInput`` plain data).
+        checkpoint: The checkpoint to resume a waiting operation from.
     """
-    options = app.options
-    limited = tool.side_effects and not tool.replayable and not tool.recoverable
-    timeout = options.tool_timeout
-    if tool.invocation_timeout is not None:
-        timeout = timedelta(seconds=tool.invocation_timeout) + options.heartbeat_timeout
-    record = call.record
-    try:
-        out = await workflow.execute_activity(
-            ACTIVITY_BACKGROUND,
-            BackgroundInput(
-                run_id=call.context.run_id,
-                call_id=record.id,
-                name=tool.name,
-                arguments=record.arguments,
-            ),
-            result_type=ToolOutcome,
-            activity_id=f"background:{record.id}:{record.rev}",
-            start_to_close_timeout=timeout,
-            heartbeat_timeout=options.heartbeat_timeout,
-            retry_policy=RetryPolicy(
-                maximum_attempts=1 if limited else options.tool_attempts,
-                initial_interval=options.retry_interval,
-            ),
-            summary=f"{tool.name} {record.id} (background)",
-        )
-    except ActivityError as exc:
-        cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, CancelledError):
-            raise asyncio.CancelledError() from None
-        raise HostFailure(
-            f"its worker was lost or failed ({type(cause).__name__}: {cause}); "
-            f"{'it could not be recovered' if limited else 'retries ran out'}"
-        ) from None
-    return outcome_value(out)
+
+    status: str
+    output: Any = None
+    error: str | None = None
+    input: dict[str, Any] | None = None
+    checkpoint: Any = None
+
+
+@dataclass(kw_only=True)
+class TaskUpdates:
+    """Progress updates of a task, signalled to its run's workflow (``Update`` plain data)."""
+
+    task_id: str
+    updates: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def run_operation(
     tool: BackgroundTool, inp: BackgroundInput, heartbeat_every: float
-) -> ToolOutcome:
-    """In the activity: start (or, on a later attempt, recover) the operation and wait for it."""
-    arguments = json.loads(inp.arguments or "{}")
-    if tool.background_argument:
-        arguments.pop(tool.background_argument, None)
-    try:
-        args = await tool.prepare_input(tool.Args.model_validate(arguments))
-    except pydantic.ValidationError as exc:
-        return ToolOutcome(kind="error", error_type="ValueError", text=f"invalid arguments: {exc}")
+) -> BackgroundOutcome:
+    """In the activity: start, resume or (on a later attempt) recover the operation; wait."""
+    args = tool.Args.model_validate_json(inp.arguments or "{}")
     info = activity.info()
-    task = TaskRef(
-        task_id=task_id_of(inp.run_id, inp.call_id), attempt=info.attempt, run_id=inp.run_id
-    )
+    task_id = task_id_of(inp.run_id, inp.call_id)
+    task = TaskRef(task_id=task_id, attempt=info.attempt, run_id=inp.run_id)
     details = list(info.heartbeat_details)
     if details and tool.recoverable:
         op = await tool.recover(task, args, details[0])
     elif info.attempt > 1 and tool.side_effects and not tool.recoverable:
-        return ToolOutcome(
-            kind="host_failure",
-            text="its worker was lost and the tool cannot re-attach to its operation",
+        return BackgroundOutcome(
+            status="lost", error="its worker was lost and the tool cannot re-attach to it"
         )
+    elif inp.wait_id is not None:
+        op = await tool.resume(task, args, inp.checkpoint, inp.wait_id, inp.answer)
     else:
         op = await tool.start(task, args)
+    buffered: list[Update] = []
+    source = op.updates()
+    pump = None if source is None else asyncio.ensure_future(_drain(source, buffered))
 
     async def beat() -> None:
         while True:
             activity.heartbeat(op.checkpoint)
+            try:
+                await _send_updates(inp, task_id, buffered)
+            except Exception as exc:  # kept for the next beat: progress is not the outcome
+                log.warning("task %s: progress not signalled: %s", task_id, exc)
             await asyncio.sleep(heartbeat_every)
 
     beating = asyncio.create_task(beat())
     try:
         value = await op.wait()
     except asyncio.CancelledError:
-        await op.stop()  # the run (or its workflow) was cancelled: stop the operation too
+        await op.stop()  # the task (or its run) was cancelled: stop the operation too
         raise
     except Exception as exc:
-        return ToolOutcome(kind="error", error_type=type(exc).__name__, text=str(exc))
+        return BackgroundOutcome(status="failed", error=_describe(exc))
     finally:
         beating.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await beating
+        if pump is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(pump), heartbeat_every)
+            pump.cancel()
+    with contextlib.suppress(Exception):  # the workflow may have moved on; the outcome counts
+        await _send_updates(inp, task_id, buffered)
+    return _outcome(value)
+
+
+def _outcome(value: Any) -> BackgroundOutcome:
     outcome = value if isinstance(value, Outcome) else Outcome(status="completed", output=value)
     if outcome.status == "completed":
-        out = outcome.output
-        text = out if isinstance(out, str) else json.dumps(out, default=str)
-        return ToolOutcome(kind="returned", text=text)
+        # As JSON data (what the built-in task store keeps).
+        plain = json.loads(json.dumps(outcome.output, default=str))
+        return BackgroundOutcome(status="completed", output=plain)
     if outcome.status == "waiting_input":
-        raise ApplicationError(
-            "a background operation waiting for input is not supported on Temporal",
-            type="UsageError",
-            non_retryable=True,
+        assert outcome.input is not None
+        return BackgroundOutcome(
+            status="waiting_input",
+            input=to_plain(outcome.input),
+            checkpoint=outcome.checkpoint,
         )
-    return ToolOutcome(
-        kind="error", error_type="BackgroundTaskFailed", text=outcome.error or outcome.status
-    )
+    return BackgroundOutcome(status=outcome.status, error=outcome.error or outcome.status)
+
+
+async def _drain(source: Any, buffered: list[Update]) -> None:
+    async for update in source:
+        buffered.append(update)
+
+
+async def _send_updates(inp: BackgroundInput, task_id: str, buffered: list[Update]) -> None:
+    """Signal the buffered updates to the workflow (which drops repeats by event id)."""
+    if not buffered or not inp.workflow_id:
+        return
+    batch = list(buffered)
+    plain = [to_plain(u) for u in batch]
+    handle = activity.client().get_workflow_handle(inp.workflow_id)
+    await handle.signal(SIGNAL_TASK_UPDATES, TaskUpdates(task_id=task_id, updates=plain))
+    del buffered[: len(batch)]
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

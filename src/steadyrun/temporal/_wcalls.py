@@ -29,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._calls import CallRunner
     from steadyrun.runtime._extension import ModelCall, ToolCall
     from steadyrun.runtime._loop import Execution
-    from steadyrun.temporal._background import run_background
     from steadyrun.temporal._extio import io_tool_owners, route_hooks
     from steadyrun.temporal._outcomes import Returned, Unrenderable, outcome_value
     from steadyrun.temporal._payloads import (
@@ -40,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
     )
     from steadyrun.temporal._subagents import Delegation, delegations, run_delegation
+    from steadyrun.temporal._wtasks import TASK_TOOLS, WorkflowTasks
     from steadyrun.tools import Tool
 
 if TYPE_CHECKING:
@@ -84,6 +84,7 @@ class Engine:
     delegations: dict[str, Delegation]
     background: dict[str, BackgroundTool]
     io_tools: dict[str, str]
+    tasks: WorkflowTasks | None = None  # the workflow's background tasks (with ``background``)
 
     @classmethod
     def of(cls, app: AppView, agent: Agent) -> Engine:
@@ -166,9 +167,14 @@ class _ActivityCalls(CallRunner):
 
         background = self.engine.background
 
+        tasks = self.engine.tasks if background else None
+
         async def invoke(c: ToolCall) -> Any:
-            if c.tool.name in background:
-                return await run_background(self.engine.app, background[c.tool.name], c)
+            if tasks is not None and c.tool.name in background:
+                return await tasks.call(background[c.tool.name], c)
+            if tasks is not None and c.tool.name in TASK_TOOLS:
+                # The agent's task tools answer from the tasks this workflow holds.
+                return await tasks.tools[c.tool.name].invoke(c.args, c.context)
             if c.tool.name in own:
                 return await invoker(c)
             if c.tool.name in delegated:

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.stores import FeedMessage
     from steadyrun.stream import DisplaySnapshot, display_from_run
     from steadyrun.temporal._ahead import refusing_updates
+    from steadyrun.temporal._background import SIGNAL_TASK_UPDATES, TaskUpdates
     from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
         ACTIVITY_LOAD,
@@ -57,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         WorkflowStore,
         run_now,
     )
+    from steadyrun.temporal._wtasks import WorkflowTasks
 
 if TYPE_CHECKING:
     from steadyrun.temporal._options import AppView, TemporalOptions
@@ -134,6 +136,7 @@ class AgentWorkflow:
         self._changed = False
         self._ready = False  # the run's state is in the store: host writes may apply
         self._refused: str | None = None  # why a restarted run could not be loaded
+        self._tasks: WorkflowTasks | None = None
 
     # -- run --------------------------------------------------------------------------------
 
@@ -149,6 +152,10 @@ class AgentWorkflow:
         )
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
+        tasks = WorkflowTasks(app, store, self._wake)
+        self._tasks = tasks
+        # A task's activity cannot follow the run into a continued workflow run.
+        store.hold = lambda: tasks.outstanding
         carried = inp.carried
         if inp.resume:
             # With an agent (a start for an ended workflow id) a run the store does not
@@ -190,6 +197,7 @@ class AgentWorkflow:
             await recorder.drain()
             return RunOutput(run_id=inp.run_id, status="cancelled", generations=generation)
         engine = Engine.of(app, agent)
+        engine.tasks = tasks
         texts = app.texts or Texts()
         try:
             result = await self._drive(engine, texts, new=carried is None)
@@ -205,6 +213,7 @@ class AgentWorkflow:
         except asyncio.CancelledError:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
+            tasks.cancel_all()
             await store.cancel(self._run_id, workflow.now())
             await recorder.drain()
             raise
@@ -249,8 +258,8 @@ class AgentWorkflow:
         return loaded.carried
 
     async def _drive(self, engine: Engine, texts: Texts, *, new: bool) -> RunResult:
-        store, agent = self._store, self._agent
-        assert store is not None and agent is not None
+        store, agent, tasks = self._store, self._agent, self._tasks
+        assert store is not None and agent is not None and tasks is not None
         while True:
             self._changed = False
             if new:
@@ -275,10 +284,27 @@ class AgentWorkflow:
             )
             result = await (execution.start() if new else execution.resume())
             new = False
-            if result.status != "suspended" or self._subagent:
+            if self._subagent:
+                return result
+            if result.status == "completed" and tasks.held:
+                if await store.pending(self._run_id, 0):
+                    continue  # a task's ending arrived as the turn ended: a new turn takes it
+                if tasks.outstanding:
+                    # Completed with background tasks going: the workflow owns their
+                    # activities, so it stays, and each ending wakes the run for a new turn
+                    # (as the built-in engine's worker resumes a run its feed woke).
+                    await workflow.wait_condition(lambda: self._changed)
+                    continue
+            if result.status != "suspended":
+                # A failed run's tasks run to their end (their activities are the workflow's).
+                await workflow.wait_condition(lambda: not tasks.outstanding)
                 return result
             # Suspended: wait here, holding no worker, until a person or system answers.
             await workflow.wait_condition(lambda: self._changed)
+
+    def _wake(self) -> None:
+        """Something new for the run (a background task's ending or question)."""
+        self._changed = True
 
     async def _carry(self, generation: int) -> Carried:
         store = self._store
@@ -328,8 +354,16 @@ class AgentWorkflow:
 
     @workflow.update
     async def answer(self, args: AnswerArgs) -> dict[str, Any]:
-        """Answer an input request by its wait id; returns the record."""
-        assert self._host is not None
+        """Answer an input request (or a background task's question) by its wait id.
+
+        Returns the record of the call (of the task's call).
+        """
+        assert self._host is not None and self._tasks is not None and self._store is not None
+        held = self._tasks.asked(args.wait_id, args.response)
+        if held is not None:
+            self._tasks.answer(held, args.response)
+            call = await self._store.load_call(self._run_id, held.task.call_id)
+            return to_plain(call, CallRecord)  # type: ignore[no-any-return]
         record = await self._apply(
             self._host.answer(self._run_id, args.wait_id, args.response, by=args.by)
         )
@@ -337,6 +371,12 @@ class AgentWorkflow:
 
     @answer.validator
     def _validate_answer(self, args: AnswerArgs) -> None:
+        if self._tasks is not None:
+            try:
+                if self._tasks.asked(args.wait_id, args.response) is not None:
+                    return
+            except UsageError as exc:
+                raise _usage_error(exc) from None
         self._check(lambda dry: dry.answer(self._run_id, args.wait_id, args.response, by=args.by))
 
     @workflow.update
@@ -388,6 +428,12 @@ class AgentWorkflow:
             return
         await self._apply(self._store.append(self._run_id, _feed_message(args)))
 
+    @workflow.signal(name=SIGNAL_TASK_UPDATES)
+    def task_updates(self, args: TaskUpdates) -> None:
+        """Progress updates of a background task, from its activity."""
+        if self._tasks is not None:
+            self._tasks.add_updates(args)
+
     # -- queries ----------------------------------------------------------------------------
 
     @workflow.query
@@ -396,6 +442,8 @@ class AgentWorkflow:
         if self._host is None:
             return []
         items = run_now(self._host.pending(self._run_id))
+        if self._tasks is not None:
+            items = [*items, *self._tasks.questions()]
         return to_plain(items, list[PendingItem])  # type: ignore[no-any-return]
 
     @workflow.query

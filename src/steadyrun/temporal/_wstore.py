@@ -8,7 +8,7 @@ read through a ``DryStore`` that computes host writes without storing them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -121,6 +121,7 @@ class WorkflowStore(MemoryStore):
         self.feed: list[FeedMessage] = []
         self.feed_offset = 0  # messages numbered before ``feed`` (a run restarted from the store)
         self.consumed_through = 0
+        self.hold: Callable[[], bool] = lambda: False  # True: do not continue as new now
 
     async def save_step(self, run_id: str, step: Step) -> None:
         await super().save_step(run_id, step)
@@ -130,7 +131,12 @@ class WorkflowStore(MemoryStore):
         # to continue as new: the next run would find them started and settle them as cut
         # off. The step after them (their outcomes, the next step) is.
         starting = any(c.status == "running" for c in step.calls)
-        if self.continue_after is not None and step.run.status not in ended and not starting:
+        if (
+            self.continue_after is not None
+            and step.run.status not in ended
+            and not starting
+            and not self.hold()
+        ):
             info = workflow.info()
             length = info.get_current_history_length()
             if length >= self.continue_after or info.is_continue_as_new_suggested():

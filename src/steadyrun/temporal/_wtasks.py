@@ -1,0 +1,387 @@
+"""Background tasks inside ``AgentWorkflow``: adoption, notification, task tools, questions.
+
+The built-in engine's ``TaskManager`` keeps tasks in a task store and tells the run through
+its feed. Here the workflow owns them: a background call starts its ``steadyrun.background``
+activity without awaiting it; past the tool's ``foreground_timeout`` (or at once, when the
+model asks for the background) the call's result is the launch receipt and the run goes on,
+while a workflow task watches the activity. When the activity ends, the workflow appends the
+same notification to the run's feed (``task:<task id>:ended``) and wakes the run, which takes
+it at its next safe point, or in a new turn when it had completed. ``task_status``,
+``task_output`` and ``cancel_task`` answer from the tasks held here (``TaskControls``), and
+cancelling a task cancels its activity. Everything here is workflow state: deterministic,
+rebuilt by replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    import jsonschema
+    import pydantic
+
+    from steadyrun._codec import from_plain
+    from steadyrun._errors import InvalidResponseError, UsageError
+    from steadyrun.background import (
+        AdoptionView,
+        BackgroundTool,
+        Task,
+        TaskInput,
+        Update,
+        render_progress,
+        task_id_of,
+    )
+    from steadyrun.background._model import check_update, ending_of, receipt_of, render_output
+    from steadyrun.background._task_tools import task_tools
+    from steadyrun.control import HostFailure
+    from steadyrun.runtime._extension import ToolCall
+    from steadyrun.runtime._host import PendingItem
+    from steadyrun.stores import FeedMessage, MemoryStore
+    from steadyrun.temporal._background import (
+        ACTIVITY_BACKGROUND,
+        BackgroundInput,
+        BackgroundOutcome,
+        TaskUpdates,
+    )
+    from steadyrun.tools import Tool
+
+if TYPE_CHECKING:
+    from steadyrun.temporal._options import AppView
+
+__all__ = ["TASK_TOOLS", "WorkflowTasks"]
+
+TASK_TOOLS = frozenset({"task_status", "task_output", "cancel_task"})
+"""The task tools' names: they answer from the workflow's tasks."""
+
+_KEPT_UPDATES = 200  # per task: task_status shows the last ten
+
+
+@dataclass(kw_only=True)
+class _Held:
+    task: Task
+    tool: BackgroundTool
+    handle: Any = None  # the running activity's handle
+    starts: int = 0  # activities started for it (a resume starts another)
+    watcher: asyncio.Task[None] | None = None
+    late: bool = False
+    updates: list[Update] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+
+class WorkflowTasks:
+    """The background tasks of one workflow run (``TaskControls`` for the task tools).
+
+    Args:
+        app: The app (options, background tools).
+        store: The workflow's store (the notification goes to its feed).
+        wake: Called when the run has something new (a notification, a question).
+    """
+
+    def __init__(self, app: AppView, store: MemoryStore, wake: Callable[[], None]) -> None:
+        self.app = app
+        self.store = store
+        self.wake = wake
+        self.held: dict[str, _Held] = {}
+        self.tools: dict[str, Tool] = {t.name: t for t in task_tools(self)}
+
+    # -- the run's view -----------------------------------------------------------------------
+
+    @property
+    def outstanding(self) -> bool:
+        """Whether a task runs (its activity not ended, or its ending not yet announced)."""
+        return any(not h.task.final or not h.task.notified for h in self.held.values())
+
+    @property
+    def running(self) -> bool:
+        """Whether an activity of a task is going."""
+        return any(h.handle is not None and not h.handle.done() for h in self.held.values())
+
+    # -- a background call --------------------------------------------------------------------
+
+    async def call(self, bt: BackgroundTool, call: ToolCall) -> str:
+        """Run ``call``: its output when it ends in the foreground, else its launch receipt."""
+        record, ctx = call.record, call.context
+        arguments = json.loads(record.arguments or "{}")
+        background = False
+        if bt.background_argument:
+            background = bool(arguments.pop(bt.background_argument, False))
+        try:
+            args = bt.Args.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"invalid arguments: {exc}") from None
+        # In the workflow, like the built-in engine's tool body before anything starts; they
+        # must not do I/O here.
+        args = await bt.prepare_input(args)
+        task_id = task_id_of(ctx.run_id, record.id)
+        known = self.held.get(task_id)
+        if known is not None:  # the call runs again: never start it twice
+            return receipt_of(known.task)
+        now = workflow.now()
+        task = Task(
+            id=task_id,
+            run_id=ctx.run_id,
+            call_id=record.id,
+            tool=bt.name,
+            arguments=args.model_dump_json(),
+            description=bt.describe(args),
+            created_at=now,
+            updated_at=now,
+            started=True,
+        )
+        held = _Held(task=task, tool=bt)
+        self._start(
+            held,
+            BackgroundInput(
+                run_id=task.run_id, call_id=task.call_id, name=bt.name, arguments=task.arguments
+            ),
+        )
+        timeout = bt.foreground_timeout
+        if not background:
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(held.handle.done, timeout=timeout)
+            if held.handle.done():
+                return await self._foreground(held)
+            view = AdoptionView(
+                task_id=task_id,
+                tool=bt.name,
+                arguments=task.arguments,
+                elapsed=(workflow.now() - now).total_seconds(),
+            )
+            if not bt.should_adopt(view):
+                held.handle.cancel()
+                await asyncio.gather(held.handle, return_exceptions=True)
+                raise HostFailure(f"it did not finish within {timeout} s and was stopped")
+        # Adopted: the same activity goes on, watched by the workflow; the run goes on too.
+        self.held[task_id] = held
+        held.watcher = asyncio.create_task(self._watch(held))
+        return receipt_of(task)
+
+    async def _foreground(self, held: _Held) -> str:
+        """The outcome of an operation that ended within the foreground timeout."""
+        out = await self._outcome(held)
+        if out.status == "completed":
+            return render_output(out.output)
+        if out.status == "lost":
+            raise HostFailure(out.error or "its worker was lost")
+        if out.status == "waiting_input":  # a question in the foreground: a waiting task
+            self.held[held.task.id] = held
+            await self._ended(held, out)
+            return receipt_of(held.task)
+        raise RuntimeError(out.error or out.status)
+
+    def _start(self, held: _Held, inp: BackgroundInput) -> None:
+        options = self.app.options
+        bt = held.tool
+        held.starts += 1
+        inp.workflow_id = workflow.info().workflow_id
+        limited = bt.side_effects and not bt.replayable and not bt.recoverable
+        timeout = options.tool_timeout
+        if bt.invocation_timeout is not None:
+            timeout = timedelta(seconds=bt.invocation_timeout) + options.heartbeat_timeout
+        held.handle = workflow.start_activity(
+            ACTIVITY_BACKGROUND,
+            inp,
+            result_type=BackgroundOutcome,
+            activity_id=f"background:{inp.call_id}:{held.starts}",
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=options.heartbeat_timeout,
+            retry_policy=RetryPolicy(
+                maximum_attempts=1 if limited else options.tool_attempts,
+                initial_interval=options.retry_interval,
+            ),
+            # A cancelled task ends when its operation was stopped, not before.
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            summary=f"{bt.name} {inp.call_id} (background)",
+        )
+
+    async def _outcome(self, held: _Held) -> BackgroundOutcome:
+        """How the held activity ended, in the words of a task's outcome."""
+        bt = held.tool
+        try:
+            out: BackgroundOutcome = await held.handle
+        except ActivityError as exc:
+            cause = exc.cause if exc.cause is not None else exc
+            if isinstance(cause, CancelledError):
+                why = "cancelled"
+                if held.late:
+                    why = f"did not finish within {bt.invocation_timeout} s"
+                return BackgroundOutcome(status="cancelled", error=why)
+            return BackgroundOutcome(
+                status="lost",
+                error=f"its worker was lost or failed ({type(cause).__name__}: {cause})",
+            )
+        return out
+
+    async def _watch(self, held: _Held) -> None:
+        bt = held.tool
+        if bt.invocation_timeout is not None and held.task.created_at is not None:
+            deadline = held.task.created_at + timedelta(seconds=bt.invocation_timeout)
+            left = (deadline - workflow.now()).total_seconds()
+            try:
+                await workflow.wait_condition(held.handle.done, timeout=max(left, 0.001))
+            except TimeoutError:
+                held.late = True
+                held.handle.cancel()
+        await self._ended(held, await self._outcome(held))
+
+    async def _ended(self, held: _Held, out: BackgroundOutcome) -> None:
+        task = held.task
+        task.updated_at = workflow.now()
+        if out.status == "waiting_input":
+            task.status = "waiting_input"
+            task.input = from_plain(out.input, TaskInput)
+            if out.checkpoint is not None:
+                task.checkpoint = out.checkpoint
+            self.wake()
+            return
+        bt = held.tool
+        if out.status == "lost":  # settled by the tool's traits, as the built-in engine does
+            review = bt.side_effects and not bt.replayable
+            task.status, task.needs_review = "failed", review
+            task.error = (
+                "the worker running it stopped; it may or may not have taken effect: check "
+                "before starting it again"
+                if review
+                else "the worker running it stopped before it finished; it is safe to start again"
+            )
+        elif out.status == "completed":
+            task.status, task.output = "completed", out.output
+        else:
+            task.status = "cancelled" if out.status == "cancelled" else "failed"
+            task.error = out.error or out.status
+        await self.store.append(
+            task.run_id,
+            FeedMessage(
+                id=f"task:{task.id}:ended",
+                role="system",
+                content=ending_of(task),
+                meta={"steadyrun.task": task.id},
+            ),
+        )
+        task.notified = True
+        self.wake()
+
+    # -- progress -----------------------------------------------------------------------------
+
+    def add_updates(self, signal: TaskUpdates) -> None:
+        """Keep a task's signalled updates, each event id once, in order."""
+        held = self.held.get(signal.task_id)
+        if held is None:
+            return  # a task this workflow run does not hold (continued as new since)
+        for plain in signal.updates:
+            update = from_plain(plain, Update)
+            try:
+                check_update(update)
+            except UsageError as exc:
+                workflow.logger.warning("task %s: update dropped: %s", signal.task_id, exc)
+                continue
+            if update.event_id in held.seen:
+                continue
+            held.seen.add(update.event_id)
+            held.updates.append(update)
+        del held.updates[:-_KEPT_UPDATES]
+
+    # -- TaskControls: what the task tools do -------------------------------------------------
+
+    async def status(self, task_id: str) -> Task:
+        """A task; ``UsageError`` for an unknown id."""
+        held = self.held.get(task_id)
+        if held is None:
+            raise UsageError(f"there is no task {task_id!r}")
+        return replace(held.task)
+
+    async def progress(self, task_id: str, last: int = 20) -> str:
+        """The task's recent updates, formatted for the model."""
+        task = await self.status(task_id)
+        return render_progress(task, self.held[task_id].updates[-last:])
+
+    async def cancel(self, task_id: str) -> Task:
+        """Cancel a task: its activity is cancelled, which stops the operation."""
+        task = await self.status(task_id)
+        held = self.held[task_id]
+        held.task.cancel_requested = True
+        if task.final:
+            return task
+        if held.handle is not None and not held.handle.done():
+            held.handle.cancel()
+        elif task.status == "waiting_input":  # no operation runs: it ends here
+            await self._ended(held, BackgroundOutcome(status="cancelled", error="cancelled"))
+        return task
+
+    def cancel_all(self) -> None:
+        """Cancel every running task's activity (the run is being cancelled)."""
+        for held in self.held.values():
+            if held.handle is not None and not held.handle.done():
+                held.handle.cancel()
+
+    # -- questions ------------------------------------------------------------------------------
+
+    def questions(self) -> list[PendingItem]:
+        """The tasks' unanswered questions, as ``Runtime.pending`` lists them."""
+        items = []
+        for held in self.held.values():
+            task, question = held.task, held.task.input
+            if task.status != "waiting_input" or question is None or question.answered:
+                continue
+            items.append(
+                PendingItem(
+                    kind="task_input",
+                    blocking=False,
+                    call_id=task.call_id,
+                    name=task.tool,
+                    arguments=task.arguments,
+                    prompt=question.prompt,
+                    wait_id=question.wait_id,
+                    response_schema=question.response_schema,
+                )
+            )
+        return items
+
+    def asked(self, wait_id: str, response: Any) -> _Held | None:
+        """The task that asked on ``wait_id`` (``None``: none); raises for an answer unfit."""
+        for held in self.held.values():
+            question = held.task.input
+            if question is None or question.wait_id != wait_id:
+                continue
+            if not question.answered and question.response_schema is not None:
+                try:
+                    jsonschema.validate(response, question.response_schema)
+                except jsonschema.ValidationError as exc:
+                    raise InvalidResponseError(
+                        f"the answer does not fit the schema: {exc.message}"
+                    ) from None
+            return held
+        return None
+
+    def answer(self, held: _Held, response: Any) -> None:
+        """Hand the answer to the task once: its operation resumes in a new activity."""
+        task, question = held.task, held.task.input
+        assert question is not None
+        if question.answered:
+            return  # a repeat: the first answer stands
+        question.answer, question.answered = response, True
+        task.status, task.updated_at = "running", workflow.now()
+        self._start(
+            held,
+            BackgroundInput(
+                run_id=task.run_id,
+                call_id=task.call_id,
+                name=task.tool,
+                arguments=task.arguments,
+                checkpoint=task.checkpoint,
+                wait_id=question.wait_id,
+                answer=response,
+            ),
+        )
+        held.watcher = asyncio.create_task(self._watch(held))

@@ -1,0 +1,344 @@
+"""Background-tool scenarios that run on either engine, and the two engines they run on.
+
+A scenario is a function of an ``Opener``: it builds its agent from a model and background
+tools, starts a run, moves the operations along (the ``bgkit`` registry's gates, in this
+process) and checks what the store shows. ``Builtin`` runs it on ``Runtime`` with a
+``TaskManager`` (a resume after each notification stands in for the service's worker);
+``OnTemporal`` on a ``TemporalApp`` with an in-process worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+import steadyrun as sr
+from bgkit import Build, Deploy, Registry
+from steadyrun.background import BackgroundTool, MemoryTaskStore, TaskManager
+from steadyrun.chat import ModelRequest
+from steadyrun.records import RunSnapshot
+from steadyrun.testing import ScriptedModel, text, tool_calls
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, seconds: float = 60) -> None:
+    """Wait until ``check`` holds; the cap only keeps a broken run from hanging."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while not await check():
+        if loop.time() > end:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.02)
+
+
+class Session(Protocol):
+    """One agent on one engine, while it is open."""
+
+    store: sr.Store
+
+    async def start(self, run_id: str, input: str) -> None:
+        """Start a run (returns before it ends)."""
+        ...
+
+    async def first_turn(self, run_id: str) -> RunSnapshot:
+        """Wait until the run's first turn completed; the store's snapshot."""
+        ...
+
+    async def settled(self, run_id: str) -> RunSnapshot:
+        """Wait until the run's tasks ended and the run took their notifications."""
+        ...
+
+    async def pending(self, run_id: str) -> list[sr.PendingItem]:
+        """What the run waits for, its tasks' questions included."""
+        ...
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
+        """Answer a question by its wait id."""
+        ...
+
+
+Opener = Callable[[ScriptedModel, Sequence[BackgroundTool]], Any]
+"""``opener(model, tools)``: an async context manager giving a ``Session``."""
+
+
+# -- the engines --------------------------------------------------------------------------
+
+
+class _BuiltinSession:
+    def __init__(self, model: ScriptedModel, tools: Sequence[BackgroundTool]) -> None:
+        self.store: sr.Store = sr.MemoryStore()
+        self.tasks = MemoryTaskStore()
+        self.manager = TaskManager(self.tasks, self.store, list(tools), lease=1.0, poll=0.02)
+        self.agent = sr.Agent(name="a", model=model, tools=self.manager.tools())
+        self.runtime = sr.Runtime(self.store, agents=[self.agent])
+        self.runtime.use_tasks(self.manager)
+        self.first: dict[str, asyncio.Task[sr.RunResult]] = {}
+
+    async def start(self, run_id: str, input: str) -> None:
+        self.first[run_id] = asyncio.create_task(
+            self.runtime.run(self.agent, run_id=run_id, input=input)
+        )
+
+    async def first_turn(self, run_id: str) -> RunSnapshot:
+        await self.first[run_id]
+        return await _load(self.store, run_id)
+
+    async def settled(self, run_id: str) -> RunSnapshot:
+        await self.first[run_id]
+
+        async def told() -> bool:
+            tasks = await self.tasks.list_tasks(run_id)
+            return all(t.final and t.notified for t in tasks)
+
+        await eventually(told, "every task ended and the run was told")
+        await self.runtime.resume(run_id)  # what the service's worker does for the feed
+        return await _load(self.store, run_id)
+
+    async def pending(self, run_id: str) -> list[sr.PendingItem]:
+        return await self.runtime.pending(run_id)
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
+        return await self.runtime.answer(run_id, wait_id, response)
+
+
+@asynccontextmanager
+async def builtin(
+    model: ScriptedModel, tools: Sequence[BackgroundTool]
+) -> AsyncIterator[_BuiltinSession]:
+    """The built-in engine: ``Runtime`` and a ``TaskManager`` worker in this process."""
+    session = _BuiltinSession(model, tools)
+    async with session.manager:
+        yield session
+
+
+class _TemporalSession:
+    def __init__(self, runs: Any, store: sr.Store) -> None:
+        self.runs = runs
+        self.store = store
+
+    async def start(self, run_id: str, input: str) -> None:
+        await self.runs.start("a", run_id=run_id, input=input)
+
+    async def first_turn(self, run_id: str) -> RunSnapshot:
+        async def completed() -> bool:
+            snap = await self.store.load(run_id)
+            return snap is not None and snap.run.status == "completed"
+
+        await eventually(completed, "the first turn completed in the store")
+        return await _load(self.store, run_id)
+
+    async def settled(self, run_id: str) -> RunSnapshot:
+        out = await asyncio.wait_for(self.runs.result(run_id), 120)  # a cap, not a limit
+        assert out.status == "completed", out
+        return await _load(self.store, run_id)
+
+    async def pending(self, run_id: str) -> list[sr.PendingItem]:
+        return await self.runs.pending(run_id)  # type: ignore[no-any-return]
+
+    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
+        return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
+
+
+def on_temporal(server: Any, folder: Path) -> Opener:
+    """An opener of sessions on the Temporal dev server ``server`` (records in ``folder``)."""
+
+    @asynccontextmanager
+    async def open_(
+        model: ScriptedModel, tools: Sequence[BackgroundTool]
+    ) -> AsyncIterator[_TemporalSession]:
+        from temporalio.client import Client
+
+        from steadyrun.temporal import TemporalApp, TemporalOptions
+
+        client = await Client.connect(server.target)
+        queue = f"q-{uuid.uuid4().hex}"
+        manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), list(tools))
+        agent = sr.Agent(name="a", model=model, tools=manager.tools())
+        store = sr.SqliteStore(folder / f"{queue}.db")
+        options = TemporalOptions(
+            task_queue=queue,
+            heartbeat_timeout=timedelta(seconds=2),
+            retry_interval=timedelta(milliseconds=200),
+        )
+        app = TemporalApp(agents=[agent], store=store, options=options, background=tools)
+        async with app.worker(client):
+            yield _TemporalSession(app.runs(client), store)
+        await store.close()
+
+    return open_
+
+
+async def _load(store: sr.Store, run_id: str) -> RunSnapshot:
+    snap = await store.load(run_id)
+    assert snap is not None
+    return snap
+
+
+def _system_texts(request: ModelRequest) -> list[str]:
+    return [m.text for m in request.messages if m.role == "system"]
+
+
+def _receipt(snap: RunSnapshot, call_id: str) -> dict[str, Any]:
+    (call,) = [c for c in snap.calls if c.id == call_id]
+    assert call.status == "succeeded", call
+    return json.loads(call.result or "{}")  # type: ignore[no-any-return]
+
+
+# -- the scenarios ------------------------------------------------------------------------
+
+
+async def adoption(opener: Opener) -> None:
+    """A call past its foreground timeout: a receipt, the run goes on, then is told."""
+    reg = Registry()
+    model = ScriptedModel(
+        [tool_calls(("build", {"repo": "shop"})), text("started it"), text("it is built")]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "build the shop")
+        first = await session.first_turn("r")
+        assert first.run.status == "completed"
+        got = _receipt(first, "m1.c1")
+        assert got["task_id"] == "r/m1.c1" and got["status"] == "running"
+        assert got["description"] == "build shop"
+        reg.gate("r/m1.c1").set()
+        snap = await session.settled("r")
+    assert reg.starts == {"r/m1.c1": 1}  # adopted, never started again
+    assert snap.run.status == "completed"
+    assert [m.text for m in snap.context if m.role == "assistant"][-1] == "it is built"
+    (note,) = _system_texts(model.requests[2])
+    assert note == 'Background task r/m1.c1 (build shop) completed:\n{"built": "r/m1.c1"}'
+
+
+async def in_background_at_once(opener: Opener) -> None:
+    """The model asks for the background: a receipt at once, the operation started once."""
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "a", "run_in_background": True})),
+            text("queued"),
+            text("done"),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "go")
+        first = await session.first_turn("r")
+        assert _receipt(first, "m1.c1")["status"] == "running"
+        await eventually(_started(reg, "r/m1.c1"), "the operation starts")
+        reg.gate("r/m1.c1").set()
+        snap = await session.settled("r")
+    assert reg.starts == {"r/m1.c1": 1}
+    assert "completed" in _system_texts(model.requests[2])[0]
+    assert snap.run.status == "completed"
+
+
+async def task_tools_and_cancel(opener: Opener) -> None:
+    """``task_status`` shows progress, ``task_output`` says not ready, ``cancel_task`` stops it."""
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            tool_calls(("task_status", {"task_id": "r/m1.c1"})),
+            tool_calls(("task_output", {"task_id": "r/m1.c1"})),
+            tool_calls(("task_status", {"task_id": "other/m1.c1"})),
+            tool_calls(("cancel_task", {"task_id": "r/m1.c1"})),
+            text("cancelled it"),
+            text("noted"),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "go")
+        snap = await session.settled("r")
+    calls = {c.id: c for c in snap.calls}
+    status = calls["m2.c1"].result or ""
+    assert status.startswith("task r/m1.c1 (build shop): running"), status
+    assert calls["m3.c1"].result == "the task is still running; its output is not ready"
+    assert calls["m4.c1"].status == "failed"  # a run sees only its own tasks
+    assert "cancellation requested" in (calls["m5.c1"].result or "")
+    assert reg.stops == ["r/m1.c1"]
+    note = _system_texts(model.requests[6])[0]
+    assert note.startswith("Background task r/m1.c1 (build shop) was cancelled"), note
+    assert snap.run.status == "completed"
+
+
+async def progress(opener: Opener) -> None:
+    """Progress updates reach ``task_status`` once each, in order (the operation repeats one)."""
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            text("started"),
+            tool_calls(("task_status", {"task_id": "r/m1.c1"})),
+            text("it is building"),
+            text("built"),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "go")
+        await session.first_turn("r")
+        await asyncio.sleep(1.0)  # the updates reach the engine's task record
+        await _send(session, "r", "how is it going?")
+        await eventually(_text_is(session, "r", "it is building"), "the second turn")
+        reg.gate("r/m1.c1").set()
+        snap = await session.settled("r")
+    status = next(c for c in snap.calls if c.name == "task_status").result or ""
+    assert status.splitlines()[1:] == ["[log] cloning", "[log] compiling"], status
+
+
+async def waiting_input(opener: Opener) -> None:
+    """A resumable operation asks a question; the answer resumes it exactly once."""
+    reg = Registry()
+    deploy = Deploy(reg)
+    model = ScriptedModel([tool_calls(("deploy", {"repo": "api"})), text("deploying"), text("ok")])
+    async with opener(model, [deploy]) as session:
+        await session.start("r", "deploy")
+        await session.first_turn("r")
+
+        async def asks() -> bool:
+            return any(i.kind == "task_input" for i in await session.pending("r"))
+
+        await eventually(asks, "the task's question shows as pending")
+        (item,) = [i for i in await session.pending("r") if i.kind == "task_input"]
+        assert item.call_id == "m1.c1" and item.prompt == "Deploy which version?"
+        assert item.wait_id == "r/m1.c1.approve" and not item.blocking
+        with pytest.raises(sr.InvalidResponseError):
+            await session.answer("r", item.wait_id, {"version": 7})
+        record = await session.answer("r", item.wait_id, {"version": "1.2"})
+        assert record.id == "m1.c1"
+        snap = await session.settled("r")
+    assert deploy.resumes == [("r/m1.c1.approve", {"version": "1.2"})]
+    note = _system_texts(model.requests[2])[0]
+    assert note == 'Background task r/m1.c1 (deploy) completed:\n{"deployed": "1.2"}', note
+    assert snap.run.status == "completed"
+
+
+def _started(reg: Registry, task_id: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return reg.starts.get(task_id) == 1
+
+    return check
+
+
+def _text_is(session: Any, run_id: str, want: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        snap = await session.store.load(run_id)
+        if snap is None or snap.run.status != "completed":
+            return False
+        said = [m.text for m in snap.context if m.role == "assistant"]
+        return bool(said) and said[-1] == want
+
+    return check
+
+
+async def _send(session: Any, run_id: str, content: str) -> None:
+    if isinstance(session, _BuiltinSession):
+        await session.runtime.send(run_id, content)
+        await session.runtime.resume(run_id)
+    else:
+        await session.runs.send(run_id, content)

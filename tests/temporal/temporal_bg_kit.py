@@ -64,14 +64,26 @@ class Build(BackgroundTool):
         return _Job(self.folder, checkpoint["job"])
 
 
+class QuickBuild(Build):
+    """The same build, adopted into the background after a tenth of a second."""
+
+    foreground_timeout = 0.1
+
+
 def build_model(request: ModelRequest) -> ModelResponse:
+    last = request.messages[-1]
+    if last.role == "system" and last.text.startswith("Background task"):
+        return text("told: " + last.text)
     if rounds(request) == 0:
         return tool_calls(("build", {"target": "app"}))
     return text("built: " + last_results(request))
 
 
-def build_app(store: Path, folder: Path, effects: Path, *, task_queue: str) -> TemporalApp:
-    build = Build(folder, effects)
+def build_app(
+    store: Path, folder: Path, effects: Path, *, task_queue: str, adopt: bool = False
+) -> TemporalApp:
+    """The builder agent's app; with ``adopt`` its build goes to the background at once."""
+    build = (QuickBuild if adopt else Build)(folder, effects)
     manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), [build])
     agent = sr.Agent(name="builder", model=FunctionModel(build_model), tools=[manager.tool(build)])
     options = TemporalOptions(

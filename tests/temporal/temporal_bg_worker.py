@@ -1,7 +1,7 @@
 """A Temporal worker process for the background-tool crash test.
 
-Run as ``python temporal_bg_worker.py TARGET QUEUE STORE JOBS EFFECTS``; prints ``ready`` once
-it polls.
+Run as ``python temporal_bg_worker.py TARGET QUEUE STORE JOBS EFFECTS [adopt]``; prints
+``ready`` once it polls.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from temporal_bg_kit import build_app
 from temporalio.client import Client
 
 
-async def main(target: str, queue: str, store: str, jobs: str, effects: str) -> None:
+async def main(target: str, queue: str, store: str, jobs: str, effects: str, *rest: str) -> None:
     client = await Client.connect(target)
-    app = build_app(Path(store), Path(jobs), Path(effects), task_queue=queue)
+    adopt = rest == ("adopt",)
+    app = build_app(Path(store), Path(jobs), Path(effects), task_queue=queue, adopt=adopt)
     async with app.worker(client):
         print("ready", flush=True)
         await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(*sys.argv[1:6]))
+    asyncio.run(main(*sys.argv[1:]))

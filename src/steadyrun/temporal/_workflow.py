@@ -296,8 +296,10 @@ class AgentWorkflow:
                     await workflow.wait_condition(lambda: self._changed)
                     continue
             if result.status != "suspended":
-                # A failed run's tasks run to their end (their activities are the workflow's).
-                await workflow.wait_condition(lambda: not tasks.outstanding)
+                if tasks.outstanding:
+                    # A failed run's tasks run to their end (their activities are the
+                    # workflow's); the run is told, and takes it when resumed.
+                    await workflow.wait_condition(lambda: not tasks.outstanding)
                 return result
             # Suspended: wait here, holding no worker, until a person or system answers.
             await workflow.wait_condition(lambda: self._changed)

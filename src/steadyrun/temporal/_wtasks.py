@@ -92,7 +92,8 @@ class WorkflowTasks:
         self.app = app
         self.store = store
         self.wake = wake
-        self.held: dict[str, _Held] = {}
+        self.held: dict[str, _Held] = {}  # adopted: tasks
+        self.foreground: dict[str, _Held] = {}  # not (yet) adopted; progress comes already
         self.tools: dict[str, Tool] = {t.name: t for t in task_tools(self)}
 
     # -- the run's view -----------------------------------------------------------------------
@@ -140,6 +141,7 @@ class WorkflowTasks:
             started=True,
         )
         held = _Held(task=task, tool=bt)
+        self.foreground[task_id] = held
         self._start(
             held,
             BackgroundInput(
@@ -151,6 +153,7 @@ class WorkflowTasks:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(held.handle.done, timeout=timeout)
             if held.handle.done():
+                del self.foreground[task_id]
                 return await self._foreground(held)
             view = AdoptionView(
                 task_id=task_id,
@@ -159,11 +162,12 @@ class WorkflowTasks:
                 elapsed=(workflow.now() - now).total_seconds(),
             )
             if not bt.should_adopt(view):
+                del self.foreground[task_id]
                 held.handle.cancel()
                 await asyncio.gather(held.handle, return_exceptions=True)
                 raise HostFailure(f"it did not finish within {timeout} s and was stopped")
         # Adopted: the same activity goes on, watched by the workflow; the run goes on too.
-        self.held[task_id] = held
+        self.held[task_id] = self.foreground.pop(task_id)
         held.watcher = asyncio.create_task(self._watch(held))
         return receipt_of(task)
 
@@ -276,7 +280,7 @@ class WorkflowTasks:
 
     def add_updates(self, signal: TaskUpdates) -> None:
         """Keep a task's signalled updates, each event id once, in order."""
-        held = self.held.get(signal.task_id)
+        held = self.held.get(signal.task_id) or self.foreground.get(signal.task_id)
         if held is None:
             return  # a task this workflow run does not hold (continued as new since)
         for plain in signal.updates:

@@ -152,7 +152,7 @@ class AgentWorkflow:
         )
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
-        tasks = WorkflowTasks(app, store, self._wake)
+        tasks = WorkflowTasks(app, store, self._wake, adopt=not inp.subagent)
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding

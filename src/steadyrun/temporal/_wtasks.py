@@ -86,12 +86,17 @@ class WorkflowTasks:
         app: The app (options, background tools).
         store: The workflow's store (the notification goes to its feed).
         wake: Called when the run has something new (a notification, a question).
+        adopt: Whether calls may go to the background (a sub-agent's child workflow ends
+            with its turn, so its background calls wait in the foreground).
     """
 
-    def __init__(self, app: AppView, store: MemoryStore, wake: Callable[[], None]) -> None:
+    def __init__(
+        self, app: AppView, store: MemoryStore, wake: Callable[[], None], *, adopt: bool = True
+    ) -> None:
         self.app = app
         self.store = store
         self.wake = wake
+        self.adopt = adopt
         self.held: dict[str, _Held] = {}  # adopted: tasks
         self.foreground: dict[str, _Held] = {}  # not (yet) adopted; progress comes already
         self.tools: dict[str, Tool] = {t.name: t for t in task_tools(self)}
@@ -148,8 +153,8 @@ class WorkflowTasks:
                 run_id=task.run_id, call_id=task.call_id, name=bt.name, arguments=task.arguments
             ),
         )
-        timeout = bt.foreground_timeout
-        if not background:
+        timeout = bt.foreground_timeout if self.adopt else None
+        if not background or not self.adopt:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(held.handle.done, timeout=timeout)
             if held.handle.done():

@@ -119,9 +119,11 @@ async def builtin(
 
 
 class _TemporalSession:
-    def __init__(self, runs: Any, store: sr.Store) -> None:
+    def __init__(self, app: Any, runs: Any, store: sr.Store) -> None:
+        self.app = app
         self.runs = runs
         self.store = store
+        self.outputs: dict[str, Any] = {}
 
     async def start(self, run_id: str, input: str) -> None:
         await self.runs.start("a", run_id=run_id, input=input)
@@ -137,6 +139,10 @@ class _TemporalSession:
     async def settled(self, run_id: str) -> RunSnapshot:
         out = await asyncio.wait_for(self.runs.result(run_id), 120)  # a cap, not a limit
         assert out.status == "completed", out
+        self.outputs[run_id] = out
+        # The workflow is deterministic: its history replays against the same app.
+        history = await self.runs.client.get_workflow_handle(run_id).fetch_history()
+        await self.app.replayer().replay_workflow(history)
         return await _load(self.store, run_id)
 
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
@@ -146,8 +152,11 @@ class _TemporalSession:
         return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
 
 
-def on_temporal(server: Any, folder: Path) -> Opener:
-    """An opener of sessions on the Temporal dev server ``server`` (records in ``folder``)."""
+def on_temporal(server: Any, folder: Path, **options: Any) -> Opener:
+    """An opener of sessions on the Temporal dev server ``server`` (records in ``folder``).
+
+    ``options`` go to ``TemporalOptions``.
+    """
 
     @asynccontextmanager
     async def open_(
@@ -162,14 +171,19 @@ def on_temporal(server: Any, folder: Path) -> Opener:
         manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), list(tools))
         agent = sr.Agent(name="a", model=model, tools=manager.tools())
         store = sr.SqliteStore(folder / f"{queue}.db")
-        options = TemporalOptions(
-            task_queue=queue,
-            heartbeat_timeout=timedelta(seconds=2),
-            retry_interval=timedelta(milliseconds=200),
+        settings: dict[str, Any] = {
+            "heartbeat_timeout": timedelta(seconds=2),
+            "retry_interval": timedelta(milliseconds=200),
+            **options,
+        }
+        app = TemporalApp(
+            agents=[agent],
+            store=store,
+            options=TemporalOptions(task_queue=queue, **settings),
+            background=tools,
         )
-        app = TemporalApp(agents=[agent], store=store, options=options, background=tools)
         async with app.worker(client):
-            yield _TemporalSession(app.runs(client), store)
+            yield _TemporalSession(app, app.runs(client), store)
         await store.close()
 
     return open_
@@ -284,7 +298,7 @@ async def progress(opener: Opener) -> None:
         await session.first_turn("r")
         await asyncio.sleep(1.0)  # the updates reach the engine's task record
         await _send(session, "r", "how is it going?")
-        await eventually(_text_is(session, "r", "it is building"), "the second turn")
+        await eventually(text_is(session, "r", "it is building"), "the second turn")
         reg.gate("r/m1.c1").set()
         snap = await session.settled("r")
     status = next(c for c in snap.calls if c.name == "task_status").result or ""
@@ -325,7 +339,7 @@ def _started(reg: Registry, task_id: str) -> Callable[[], Awaitable[bool]]:
     return check
 
 
-def _text_is(session: Any, run_id: str, want: str) -> Callable[[], Awaitable[bool]]:
+def text_is(session: Any, run_id: str, want: str) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
         snap = await session.store.load(run_id)
         if snap is None or snap.run.status != "completed":

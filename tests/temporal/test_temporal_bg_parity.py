@@ -14,6 +14,9 @@ from typing import Any
 import bg_engines
 import pytest
 
+from bgkit import Build, Registry
+from steadyrun.testing import ScriptedModel, text, tool_calls
+
 Scenario = Callable[[bg_engines.Opener], Awaitable[None]]
 
 SCENARIOS: list[Scenario] = [
@@ -37,3 +40,33 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.__name__)
 async def test_background_scenario(opener: Any, scenario: Scenario) -> None:
     await scenario(opener)
+
+
+async def test_a_run_continues_as_new_only_once_its_tasks_ended(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    # Past the history length at every step: only a task going keeps the workflow run (a
+    # continued run would lose the activity: the operation stopped, the run never told).
+    opener = bg_engines.on_temporal(temporal_server, tmp_path, continue_as_new_after=1)
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            text("started"),
+            tool_calls(("task_status", {"task_id": "r/m1.c1"})),
+            text("it is building"),
+            text("built"),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "go")
+        await session.first_turn("r")
+        await session.runs.send("r", "how is it going?")
+        await bg_engines.eventually(
+            bg_engines.text_is(session, "r", "it is building"), "the second turn"
+        )
+        reg.gate("r/m1.c1").set()
+        await session.settled("r")
+        out = session.outputs["r"]
+    assert out.text == "built" and out.generations >= 1
+    assert reg.starts == {"r/m1.c1": 1} and reg.stops == []

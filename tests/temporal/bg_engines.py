@@ -212,7 +212,12 @@ async def adoption(opener: Opener) -> None:
     """A call past its foreground timeout: a receipt, the run goes on, then is told."""
     reg = Registry()
     model = ScriptedModel(
-        [tool_calls(("build", {"repo": "shop"})), text("started it"), text("it is built")]
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            text("started it"),
+            tool_calls(("task_output", {"task_id": "r/m1.c1"})),
+            text("it is built"),
+        ]
     )
     async with opener(model, [Build(reg)]) as session:
         await session.start("r", "build the shop")
@@ -228,6 +233,8 @@ async def adoption(opener: Opener) -> None:
     assert [m.text for m in snap.context if m.role == "assistant"][-1] == "it is built"
     (note,) = _system_texts(model.requests[2])
     assert note == 'Background task r/m1.c1 (build shop) completed:\n{"built": "r/m1.c1"}'
+    output = next(c for c in snap.calls if c.name == "task_output")
+    assert output.result == '{"built": "r/m1.c1"}'
 
 
 async def in_background_at_once(opener: Opener) -> None:
@@ -356,3 +363,51 @@ async def _send(session: Any, run_id: str, content: str) -> None:
         await session.runtime.resume(run_id)
     else:
         await session.runs.send(run_id, content)
+
+
+class _Broken(Build):
+    """A build whose operation fails after it was adopted."""
+
+    name = "broken_build"
+
+    async def start(self, task: Any, args: Any) -> Any:
+        op = await super().start(task, args)
+
+        async def wait() -> Any:
+            await self.reg.gate(task.task_id).wait()
+            raise RuntimeError("disk full")
+
+        op.wait = wait  # type: ignore[method-assign]
+        return op
+
+
+class _Slow(Build):
+    """A build past its overall time limit."""
+
+    name = "slow_build"
+    invocation_timeout = 0.5
+
+
+async def failure_and_time_limit(opener: Opener) -> None:
+    """An operation that fails, and one past its ``invocation_timeout``: both are told."""
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("broken_build", {"repo": "a"}), ("slow_build", {"repo": "b"})),
+            text("both started"),
+            text("one failed"),
+            text("both ended"),
+        ]
+    )
+    async with opener(model, [_Broken(reg), _Slow(reg)]) as session:
+        await session.start("r", "go")
+        await session.first_turn("r")
+        reg.gate("r/m1.c1").set()
+        snap = await session.settled("r")
+    notes = sorted(_system_texts(model.requests[-1]))  # the context holds both
+    assert notes == [
+        "Background task r/m1.c1 (build a) failed: RuntimeError: disk full",
+        "Background task r/m1.c2 (build b) was cancelled: did not finish within 0.5 s",
+    ], notes
+    assert reg.stops == ["r/m1.c2"]
+    assert snap.run.status == "completed"

@@ -25,6 +25,7 @@ SCENARIOS: list[Scenario] = [
     bg_engines.task_tools_and_cancel,
     bg_engines.progress,
     bg_engines.waiting_input,
+    bg_engines.failure_and_time_limit,
 ]
 
 

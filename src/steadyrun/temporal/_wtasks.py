@@ -197,7 +197,8 @@ class WorkflowTasks:
         limited = bt.side_effects and not bt.replayable and not bt.recoverable
         timeout = options.tool_timeout
         if bt.invocation_timeout is not None:
-            timeout = timedelta(seconds=bt.invocation_timeout) + options.heartbeat_timeout
+            # Room for the workflow's own cancel at the limit to reach the operation.
+            timeout = timedelta(seconds=bt.invocation_timeout) + 3 * options.heartbeat_timeout
         held.handle = workflow.start_activity(
             ACTIVITY_BACKGROUND,
             inp,
@@ -221,7 +222,9 @@ class WorkflowTasks:
             out: BackgroundOutcome = await held.handle
         except ActivityError as exc:
             cause = exc.cause if exc.cause is not None else exc
-            if isinstance(cause, CancelledError):
+            # Cancelled by the workflow: how it ended (a cancel, or its own timeout first,
+            # since heartbeats carry the cancel at most every 0.8 heartbeat timeouts) is moot.
+            if isinstance(cause, CancelledError) or held.late or held.task.cancel_requested:
                 why = "cancelled"
                 if held.late:
                     why = f"did not finish within {bt.invocation_timeout} s"

@@ -152,10 +152,12 @@ class _TemporalSession:
         return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
 
 
-def on_temporal(server: Any, folder: Path, **options: Any) -> Opener:
+def on_temporal(
+    server: Any, folder: Path, *, extra_tools: Sequence[sr.Tool] = (), **options: Any
+) -> Opener:
     """An opener of sessions on the Temporal dev server ``server`` (records in ``folder``).
 
-    ``options`` go to ``TemporalOptions``.
+    The agent also has ``extra_tools``; ``options`` go to ``TemporalOptions``.
     """
 
     @asynccontextmanager
@@ -169,7 +171,7 @@ def on_temporal(server: Any, folder: Path, **options: Any) -> Opener:
         client = await Client.connect(server.target)
         queue = f"q-{uuid.uuid4().hex}"
         manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), list(tools))
-        agent = sr.Agent(name="a", model=model, tools=manager.tools())
+        agent = sr.Agent(name="a", model=model, tools=[*manager.tools(), *extra_tools])
         store = sr.SqliteStore(folder / f"{queue}.db")
         settings: dict[str, Any] = {
             "heartbeat_timeout": timedelta(seconds=2),

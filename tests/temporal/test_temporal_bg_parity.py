@@ -14,7 +14,9 @@ from typing import Any
 import bg_engines
 import pytest
 
+import steadyrun as sr
 from bgkit import Build, Registry
+from steadyrun.control import Confirm
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
 Scenario = Callable[[bg_engines.Opener], Awaitable[None]]
@@ -71,3 +73,50 @@ async def test_a_run_continues_as_new_only_once_its_tasks_ended(
         out = session.outputs["r"]
     assert out.text == "built" and out.generations >= 1
     assert reg.starts == {"r/m1.c1": 1} and reg.stops == []
+
+
+@sr.tool(side_effects=True, policy=lambda call: Confirm(prompt="Ship it?"), concurrency_key="")
+def ship(what: str) -> str:
+    """Ship something (after a person approves).
+
+    Args:
+        what: What to ship.
+    """
+    return f"shipped {what}"
+
+
+async def test_cancelling_a_run_stops_its_tasks_but_a_completed_run_is_not_cancelled(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    opener = bg_engines.on_temporal(temporal_server, tmp_path, extra_tools=[ship])
+    reg = Registry()
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            text("started"),
+            tool_calls(("build", {"repo": "app"}), ("ship", {"what": "app"})),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start("r", "go")
+        await session.first_turn("r")
+        # Completed while its task runs: nothing to cancel, as on the built-in engine.
+        with pytest.raises(sr.NotPendingError):
+            await session.runs.cancel("r")
+        await session.runs.send("r", "now the app, and ship it")
+
+        async def asks() -> bool:
+            return any(i.kind == "decision" for i in await session.pending("r"))
+
+        await bg_engines.eventually(asks, "the run waits for a decision, two tasks going")
+        await session.runs.cancel("r")
+
+        async def stopped() -> bool:
+            return sorted(reg.stops) == ["r/m1.c1", "r/m3.c1"]
+
+        await bg_engines.eventually(stopped, "both operations are stopped")
+        with pytest.raises(sr.RunCancelledError):
+            await session.runs.result("r")
+        snap = await session.store.load("r")
+    assert reg.starts == {"r/m1.c1": 1, "r/m3.c1": 1}
+    assert snap is not None and snap.run.status == "cancelled"

@@ -380,6 +380,10 @@ class TemporalRuns:
                     raise gone
                 if await self._cancel_failed(run_id):
                     return
+            if await self.status(run_id) == "completed":
+                # Its workflow stays while background tasks run; the run itself has ended,
+                # and the built-in engine's cancel refuses it too.
+                raise NotPendingError(f"run {run_id!r} completed; there is nothing to cancel")
             await self._reaching(run_id, "cancel", handle.cancel())
         except RunCancelledError:
             return

@@ -22,7 +22,7 @@ import pytest
 
 import steadyrun as sr
 from bgkit import Build, Deploy, Registry
-from steadyrun.background import BackgroundTool, MemoryTaskStore, TaskManager
+from steadyrun.background import BackgroundTool, MemoryTaskStore, Task, TaskManager
 from steadyrun.chat import ModelRequest
 from steadyrun.records import RunSnapshot
 from steadyrun.testing import ScriptedModel, text, tool_calls
@@ -63,6 +63,10 @@ class Session(Protocol):
         """Answer a question by its wait id."""
         ...
 
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's background tasks."""
+        ...
+
 
 Opener = Callable[[ScriptedModel, Sequence[BackgroundTool]], Any]
 """``opener(model, tools)``: an async context manager giving a ``Session``."""
@@ -74,8 +78,8 @@ Opener = Callable[[ScriptedModel, Sequence[BackgroundTool]], Any]
 class _BuiltinSession:
     def __init__(self, model: ScriptedModel, tools: Sequence[BackgroundTool]) -> None:
         self.store: sr.Store = sr.MemoryStore()
-        self.tasks = MemoryTaskStore()
-        self.manager = TaskManager(self.tasks, self.store, list(tools), lease=1.0, poll=0.02)
+        self.tasks_store = MemoryTaskStore()
+        self.manager = TaskManager(self.tasks_store, self.store, list(tools), lease=1.0, poll=0.02)
         self.agent = sr.Agent(name="a", model=model, tools=self.manager.tools())
         self.runtime = sr.Runtime(self.store, agents=[self.agent])
         self.runtime.use_tasks(self.manager)
@@ -94,7 +98,7 @@ class _BuiltinSession:
         await self.first[run_id]
 
         async def told() -> bool:
-            tasks = await self.tasks.list_tasks(run_id)
+            tasks = await self.tasks_store.list_tasks(run_id)
             return all(t.final and t.notified for t in tasks)
 
         await eventually(told, "every task ended and the run was told")
@@ -106,6 +110,9 @@ class _BuiltinSession:
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
         return await self.runtime.answer(run_id, wait_id, response)
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        return await self.tasks_store.list_tasks(run_id)
 
 
 @asynccontextmanager
@@ -150,6 +157,9 @@ class _TemporalSession:
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
         return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        return await self.runs.tasks(run_id)  # type: ignore[no-any-return]
 
 
 def on_temporal(
@@ -228,8 +238,12 @@ async def adoption(opener: Opener) -> None:
         got = _receipt(first, "m1.c1")
         assert got["task_id"] == "r/m1.c1" and got["status"] == "running"
         assert got["description"] == "build shop"
+        (task,) = await session.tasks("r")
+        assert (task.id, task.call_id, task.status) == ("r/m1.c1", "m1.c1", "running")
         reg.gate("r/m1.c1").set()
         snap = await session.settled("r")
+        (task,) = await session.tasks("r")
+    assert task.status == "completed" and task.output == {"built": "r/m1.c1"} and task.notified
     assert reg.starts == {"r/m1.c1": 1}  # adopted, never started again
     assert snap.run.status == "completed"
     assert [m.text for m in snap.context if m.role == "assistant"][-1] == "it is built"

@@ -40,6 +40,7 @@ from steadyrun._errors import (
     SteadyrunError,
     UsageError,
 )
+from steadyrun.background import Task
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
 from steadyrun.runtime._host import BY_META
@@ -241,6 +242,14 @@ class TemporalRuns:
         """What the run waits for (decisions, inputs, awaited results)."""
         query = self._handle(run_id).query("pending", result_type=list)
         return from_plain(await self._reaching(run_id, "query", query), list[PendingItem])
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's background tasks, as its workflow holds them (see ``TemporalApp``).
+
+        A task that ended is listed until the run continues as new or its workflow ends.
+        """
+        query = self._handle(run_id).query("tasks", result_type=list)
+        return from_plain(await self._reaching(run_id, "query", query), list[Task])
 
     async def snapshot(self, run_id: str) -> DisplaySnapshot:
         """The run's display snapshot."""

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import to_plain
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
+    from steadyrun.background import Task
     from steadyrun.chat import Usage
     from steadyrun.media import MediaOptions
     from steadyrun.records import (
@@ -481,6 +482,14 @@ class AgentWorkflow:
             return {"error": type(exc).__name__, "message": str(exc)}
         stored = run_now(self._store.load_call(self._run_id, record.id))
         return {"record": to_plain(record, CallRecord), "changed": record != stored}
+
+    @workflow.query
+    def tasks(self) -> list[dict[str, Any]]:
+        """The run's background tasks (``Task`` plain data), in the order they were adopted."""
+        if self._tasks is None:
+            return []
+        held = [h.task for h in self._tasks.held.values()]
+        return to_plain(held, list[Task])  # type: ignore[no-any-return]
 
     @workflow.query
     def snapshot(self) -> dict[str, Any]:

@@ -49,7 +49,8 @@ async def test_a_run_continues_as_new_only_once_its_tasks_ended(
     temporal_server: Any, tmp_path: Path
 ) -> None:
     # Past the history length at every step: only a task going keeps the workflow run (a
-    # continued run would lose the activity: the operation stopped, the run never told).
+    # continued run would lose the activity: the operation stopped, the run never told),
+    # and the task that ended goes on with the run.
     opener = bg_engines.on_temporal(temporal_server, tmp_path, continue_as_new_after=1)
     reg = Registry()
     model = ScriptedModel(
@@ -58,6 +59,7 @@ async def test_a_run_continues_as_new_only_once_its_tasks_ended(
             text("started"),
             tool_calls(("task_status", {"task_id": "r/m1.c1"})),
             text("it is building"),
+            tool_calls(("task_output", {"task_id": "r/m1.c1"})),
             text("built"),
         ]
     )
@@ -69,9 +71,13 @@ async def test_a_run_continues_as_new_only_once_its_tasks_ended(
             bg_engines.text_is(session, "r", "it is building"), "the second turn"
         )
         reg.gate("r/m1.c1").set()
-        await session.settled("r")
+        snap = await session.settled("r")
         out = session.outputs["r"]
+        (task,) = await session.tasks("r")
     assert out.text == "built" and out.generations >= 1
+    # The task that ended was carried into the continued workflow runs.
+    output = next(c for c in snap.calls if c.name == "task_output")
+    assert output.result == '{"built": "r/m1.c1"}' and task.status == "completed"
     assert reg.starts == {"r/m1.c1": 1} and reg.stops == []
 
 

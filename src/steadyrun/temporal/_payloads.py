@@ -54,6 +54,8 @@ class Carried:
         feed_offset: Feed messages before ``feed`` that are not carried (a run restarted
             from the store carries only its unconsumed input; the earlier messages, all
             consumed, only keep the numbering the same as the store's).
+        tasks: The background tasks that ended (``Task`` plain data), so the task tools
+            still find them (none is going: the workflow does not continue as new then).
     """
 
     snapshot: dict[str, Any]
@@ -61,6 +63,7 @@ class Carried:
     consumed: int
     generation: int
     feed_offset: int = 0
+    tasks: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

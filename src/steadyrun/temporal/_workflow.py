@@ -176,6 +176,7 @@ class AgentWorkflow:
         generation = 0
         if carried is not None:
             await store.restore(inp.run_id, carried)
+            tasks.restore(carried.tasks)
             generation = carried.generation
         if inp.input is not None:
             await store.append(
@@ -310,8 +311,8 @@ class AgentWorkflow:
         self._changed = True
 
     async def _carry(self, generation: int) -> Carried:
-        store = self._store
-        assert store is not None
+        store, tasks = self._store, self._tasks
+        assert store is not None and tasks is not None
         snap = await store.load(self._run_id)
         assert snap is not None
         return Carried(
@@ -320,6 +321,7 @@ class AgentWorkflow:
             consumed=store.consumed_through,
             generation=generation,
             feed_offset=store.feed_offset,
+            tasks=tasks.carried(),
         )
 
     # -- updates ----------------------------------------------------------------------------

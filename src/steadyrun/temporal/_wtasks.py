@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     import jsonschema
     import pydantic
 
-    from steadyrun._codec import from_plain
+    from steadyrun._codec import from_plain, to_plain
     from steadyrun._errors import InvalidResponseError, UsageError
     from steadyrun.background import (
         AdoptionView,
@@ -283,6 +283,20 @@ class WorkflowTasks:
         )
         task.notified = True
         self.wake()
+
+    # -- continue-as-new ------------------------------------------------------------------------
+
+    def carried(self) -> list[dict[str, Any]]:
+        """The tasks that ended, as plain data for the continued workflow run."""
+        return [to_plain(h.task, Task) for h in self.held.values() if h.task.final]
+
+    def restore(self, tasks: list[dict[str, Any]]) -> None:
+        """Hold the ended tasks a continued workflow run carried (their updates are not)."""
+        for plain in tasks:
+            task = from_plain(plain, Task)
+            bt = self.app.background.get(task.tool)
+            if bt is not None:
+                self.held[task.id] = _Held(task=task, tool=bt)
 
     # -- progress -----------------------------------------------------------------------------
 

@@ -126,3 +126,59 @@ async def test_cancelling_a_run_stops_its_tasks_but_a_completed_run_is_not_cance
         snap = await session.store.load("r")
     assert reg.starts == {"r/m1.c1": 1, "r/m3.c1": 1}
     assert snap is not None and snap.run.status == "cancelled"
+
+
+async def test_recovery_of_background_calls_reads_the_workflow_not_a_workers_task_store(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    import json
+    import uuid
+    from datetime import timedelta
+
+    from temporalio.client import Client
+
+    from bgkit import RecoverableBuild
+    from steadyrun.background import MemoryTaskStore, Task, TaskManager
+    from steadyrun.temporal import TemporalApp, TemporalOptions
+
+    class Slow(RecoverableBuild):
+        foreground_timeout = 60.0
+
+    reg = Registry()
+    tool = Slow(reg)
+    manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), [tool])
+    # This worker's own task store knows a task of that id; a workflow must not read it
+    # (another worker's would differ): its tasks are its own.
+    stale = Task(id="r/m1.c1", run_id="r", call_id="m1.c1", tool="rbuild", arguments="{}")
+    await manager.store.insert(stale)
+    model = ScriptedModel([tool_calls(("rbuild", {"repo": "shop"})), text("built")])
+    agent = sr.Agent(name="a", model=model, tools=manager.tools(), extensions=[manager.recovery()])
+    client = await Client.connect(temporal_server.target)
+    queue = f"q-{uuid.uuid4().hex}"
+    store = sr.SqliteStore(tmp_path / "runs.db")
+    options = TemporalOptions(
+        task_queue=queue,
+        heartbeat_timeout=timedelta(seconds=2),
+        retry_interval=timedelta(milliseconds=200),
+    )
+    app = TemporalApp(agents=[agent], store=store, options=options, background=[tool])
+    runs = app.runs(client)
+    async with app.worker(client):
+        handle = await runs.start("a", run_id="r", input="build")
+
+        async def running() -> bool:
+            snap = await store.load("r")
+            return reg.starts.get("r/m1.c1") == 1 and snap is not None and bool(snap.calls)
+
+        await bg_engines.eventually(running, "the call waits in the foreground")
+        await handle.terminate("an operator stopped it")  # the workflow fails mid-call
+        reg.gate("r/m1.c1").set()
+        await runs.resume("r")
+        out = await runs.result("r")
+        snap = await store.load("r")
+    await store.close()
+    assert out.status == "completed" and out.text == "built"
+    # Run again (re-attached: start is idempotent by task id), not given the stale receipt.
+    assert snap is not None
+    (call,) = snap.calls
+    assert call.status == "succeeded" and json.loads(call.result or "") == {"built": "r/m1.c1"}

@@ -20,6 +20,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun.background import BackgroundTool
+    from steadyrun.background._recovery import TaskRecovery
     from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
     from steadyrun.context._read_tool import READ_TOOL
     from steadyrun.control import Complete, ControlSignal, HostFailure
@@ -278,6 +279,11 @@ class WorkflowExecution(Execution):
         self.model = _ActivityModel(engine, self.state.run_id, "turn")
         if self.ext is not None:
             route_hooks(engine.app, self.agent, self.ext, self.state.run_id, self.subagent)
+            if engine.tasks is not None:
+                for inst in self.ext.instances:
+                    if isinstance(inst, TaskRecovery):
+                        # Recovery asks the workflow's tasks, not a task store.
+                        inst.manager = engine.tasks.recovery_source()  # type: ignore[assignment]
         if self.context is not None:
             self.context.model = _ActivityModel(engine, self.state.run_id, "summary")
 

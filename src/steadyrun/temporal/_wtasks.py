@@ -284,6 +284,12 @@ class WorkflowTasks:
         task.notified = True
         self.wake()
 
+    # -- recovery -------------------------------------------------------------------------------
+
+    def recovery_source(self) -> _HeldSource:
+        """What ``TaskManager.recovery()`` reads in this workflow: its tasks, not a store's."""
+        return _HeldSource(self)
+
     # -- continue-as-new ------------------------------------------------------------------------
 
     def carried(self) -> list[dict[str, Any]]:
@@ -411,3 +417,22 @@ class WorkflowTasks:
             ),
         )
         held.watcher = asyncio.create_task(self._watch(held))
+
+
+class _HeldStore:
+    """The one ``TaskStore`` read recovery makes (``get``), answered from the held tasks."""
+
+    def __init__(self, tasks: WorkflowTasks) -> None:
+        self.tasks = tasks
+
+    async def get(self, task_id: str) -> Task | None:
+        held = self.tasks.held.get(task_id)
+        return None if held is None else replace(held.task)
+
+
+class _HeldSource:
+    """A ``TaskSource`` over the workflow's tasks (deterministic, unlike a worker's store)."""
+
+    def __init__(self, tasks: WorkflowTasks) -> None:
+        self.store = _HeldStore(tasks)
+        self.by_name = tasks.app.background

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
 if TYPE_CHECKING:
     from steadyrun.temporal._options import AppView
 
-__all__ = ["TASK_TOOLS", "WorkflowTasks"]
+__all__ = ["TASK_TOOLS", "WorkflowTasks", "keep_updates"]
 
 TASK_TOOLS = frozenset({"task_status", "task_output", "cancel_task"})
 """The task tools' names: they answer from the workflow's tasks."""
@@ -76,7 +76,24 @@ class _Held:
     watcher: asyncio.Task[None] | None = None
     late: bool = False
     updates: list[Update] = field(default_factory=list)
-    seen: set[str] = field(default_factory=set)
+    seen: frozenset[str] = frozenset()
+
+
+def keep_updates(
+    kept: list[Update], seen: frozenset[str], new: Sequence[Update], limit: int
+) -> tuple[list[Update], frozenset[str]]:
+    """A task's updates after ``new`` arrived: each event id once, in order, the last ``limit``.
+
+    ``seen`` holds every event id ever kept (also those past the limit), so a recovered
+    operation that replays its updates from the start adds none twice. Returns the updates
+    kept and the ids seen.
+    """
+    out, ids = list(kept), set(seen)
+    for update in new:
+        if update.event_id not in ids:
+            ids.add(update.event_id)
+            out.append(update)
+    return out[-limit:] if limit > 0 else [], frozenset(ids)
 
 
 class WorkflowTasks:
@@ -311,6 +328,7 @@ class WorkflowTasks:
         held = self.held.get(signal.task_id) or self.foreground.get(signal.task_id)
         if held is None:
             return  # a task this workflow run does not hold (continued as new since)
+        valid = []
         for plain in signal.updates:
             update = from_plain(plain, Update)
             try:
@@ -318,11 +336,8 @@ class WorkflowTasks:
             except UsageError as exc:
                 workflow.logger.warning("task %s: update dropped: %s", signal.task_id, exc)
                 continue
-            if update.event_id in held.seen:
-                continue
-            held.seen.add(update.event_id)
-            held.updates.append(update)
-        del held.updates[:-_KEPT_UPDATES]
+            valid.append(update)
+        held.updates, held.seen = keep_updates(held.updates, held.seen, valid, _KEPT_UPDATES)
 
     # -- TaskControls: what the task tools do -------------------------------------------------
 

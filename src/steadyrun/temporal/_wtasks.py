@@ -125,11 +125,6 @@ class WorkflowTasks:
         """Whether a task runs (its activity not ended, or its ending not yet announced)."""
         return any(not h.task.final or not h.task.notified for h in self.held.values())
 
-    @property
-    def running(self) -> bool:
-        """Whether an activity of a task is going."""
-        return any(h.handle is not None and not h.handle.done() for h in self.held.values())
-
     # -- a background call --------------------------------------------------------------------
 
     async def call(self, bt: BackgroundTool, call: ToolCall) -> str:
@@ -368,7 +363,7 @@ class WorkflowTasks:
 
     def cancel_all(self) -> None:
         """Cancel every running task's activity (the run is being cancelled)."""
-        for held in self.held.values():
+        for held in [*self.held.values(), *self.foreground.values()]:
             if held.handle is not None and not held.handle.done():
                 held.handle.cancel()
 

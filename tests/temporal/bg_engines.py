@@ -72,6 +72,12 @@ Opener = Callable[[ScriptedModel, Sequence[BackgroundTool]], Any]
 """``opener(model, tools)``: an async context manager giving a ``Session``."""
 
 
+def run_id_for(opener: Opener) -> str:
+    """The id a scenario gives its run: ``r``, unless the engine needs ids of their own."""
+    fresh = getattr(opener, "fresh_run_id", None)
+    return fresh() if fresh is not None else "r"
+
+
 # -- the engines --------------------------------------------------------------------------
 
 
@@ -198,6 +204,8 @@ def on_temporal(
             yield _TemporalSession(app, app.runs(client), store)
         await store.close()
 
+    # Workflow ids outlive a test on the shared server: each run gets one of its own.
+    open_.fresh_run_id = lambda: f"r{uuid.uuid4().hex[:8]}"  # type: ignore[attr-defined]
     return open_
 
 
@@ -222,40 +230,41 @@ def _receipt(snap: RunSnapshot, call_id: str) -> dict[str, Any]:
 
 async def adoption(opener: Opener) -> None:
     """A call past its foreground timeout: a receipt, the run goes on, then is told."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     model = ScriptedModel(
         [
             tool_calls(("build", {"repo": "shop"})),
             text("started it"),
-            tool_calls(("task_output", {"task_id": "r/m1.c1"})),
+            tool_calls(("task_output", {"task_id": f"{r}/m1.c1"})),
             text("it is built"),
         ]
     )
     async with opener(model, [Build(reg)]) as session:
-        await session.start("r", "build the shop")
-        first = await session.first_turn("r")
+        await session.start(r, "build the shop")
+        first = await session.first_turn(r)
         assert first.run.status == "completed"
         got = _receipt(first, "m1.c1")
-        assert got["task_id"] == "r/m1.c1" and got["status"] == "running"
+        assert got["task_id"] == f"{r}/m1.c1" and got["status"] == "running"
         assert got["description"] == "build shop"
-        (task,) = await session.tasks("r")
-        assert (task.id, task.call_id, task.status) == ("r/m1.c1", "m1.c1", "running")
-        reg.gate("r/m1.c1").set()
-        snap = await session.settled("r")
-        (task,) = await session.tasks("r")
-    assert task.status == "completed" and task.output == {"built": "r/m1.c1"} and task.notified
-    assert reg.starts == {"r/m1.c1": 1}  # adopted, never started again
+        (task,) = await session.tasks(r)
+        assert (task.id, task.call_id, task.status) == (f"{r}/m1.c1", "m1.c1", "running")
+        reg.gate(f"{r}/m1.c1").set()
+        snap = await session.settled(r)
+        (task,) = await session.tasks(r)
+    assert task.status == "completed" and task.output == {"built": f"{r}/m1.c1"} and task.notified
+    assert reg.starts == {f"{r}/m1.c1": 1}  # adopted, never started again
     assert snap.run.status == "completed"
     assert [m.text for m in snap.context if m.role == "assistant"][-1] == "it is built"
     (note,) = _system_texts(model.requests[2])
-    assert note == 'Background task r/m1.c1 (build shop) completed:\n{"built": "r/m1.c1"}'
+    built = json.dumps({"built": f"{r}/m1.c1"})
+    assert note == f"Background task {r}/m1.c1 (build shop) completed:\n{built}"
     output = next(c for c in snap.calls if c.name == "task_output")
-    assert output.result == '{"built": "r/m1.c1"}'
+    assert output.result == built
 
 
 async def in_background_at_once(opener: Opener) -> None:
     """The model asks for the background: a receipt at once, the operation started once."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     model = ScriptedModel(
         [
             tool_calls(("build", {"repo": "a", "run_in_background": True})),
@@ -264,94 +273,94 @@ async def in_background_at_once(opener: Opener) -> None:
         ]
     )
     async with opener(model, [Build(reg)]) as session:
-        await session.start("r", "go")
-        first = await session.first_turn("r")
+        await session.start(r, "go")
+        first = await session.first_turn(r)
         assert _receipt(first, "m1.c1")["status"] == "running"
-        await eventually(_started(reg, "r/m1.c1"), "the operation starts")
-        reg.gate("r/m1.c1").set()
-        snap = await session.settled("r")
-    assert reg.starts == {"r/m1.c1": 1}
+        await eventually(_started(reg, f"{r}/m1.c1"), "the operation starts")
+        reg.gate(f"{r}/m1.c1").set()
+        snap = await session.settled(r)
+    assert reg.starts == {f"{r}/m1.c1": 1}
     assert "completed" in _system_texts(model.requests[2])[0]
     assert snap.run.status == "completed"
 
 
 async def task_tools_and_cancel(opener: Opener) -> None:
     """``task_status`` shows progress, ``task_output`` says not ready, ``cancel_task`` stops it."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     model = ScriptedModel(
         [
             tool_calls(("build", {"repo": "shop"})),
-            tool_calls(("task_status", {"task_id": "r/m1.c1"})),
-            tool_calls(("task_output", {"task_id": "r/m1.c1"})),
+            tool_calls(("task_status", {"task_id": f"{r}/m1.c1"})),
+            tool_calls(("task_output", {"task_id": f"{r}/m1.c1"})),
             tool_calls(("task_status", {"task_id": "other/m1.c1"})),
-            tool_calls(("cancel_task", {"task_id": "r/m1.c1"})),
+            tool_calls(("cancel_task", {"task_id": f"{r}/m1.c1"})),
             text("cancelled it"),
             text("noted"),
         ]
     )
     async with opener(model, [Build(reg)]) as session:
-        await session.start("r", "go")
-        snap = await session.settled("r")
+        await session.start(r, "go")
+        snap = await session.settled(r)
     calls = {c.id: c for c in snap.calls}
     status = calls["m2.c1"].result or ""
-    assert status.startswith("task r/m1.c1 (build shop): running"), status
+    assert status.startswith(f"task {r}/m1.c1 (build shop): running"), status
     assert calls["m3.c1"].result == "the task is still running; its output is not ready"
     assert calls["m4.c1"].status == "failed"  # a run sees only its own tasks
     assert "cancellation requested" in (calls["m5.c1"].result or "")
-    assert reg.stops == ["r/m1.c1"]
+    assert reg.stops == [f"{r}/m1.c1"]
     note = _system_texts(model.requests[6])[0]
-    assert note.startswith("Background task r/m1.c1 (build shop) was cancelled"), note
+    assert note.startswith(f"Background task {r}/m1.c1 (build shop) was cancelled"), note
     assert snap.run.status == "completed"
 
 
 async def progress(opener: Opener) -> None:
     """Progress updates reach ``task_status`` once each, in order (the operation repeats one)."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     model = ScriptedModel(
         [
             tool_calls(("build", {"repo": "shop"})),
             text("started"),
-            tool_calls(("task_status", {"task_id": "r/m1.c1"})),
+            tool_calls(("task_status", {"task_id": f"{r}/m1.c1"})),
             text("it is building"),
             text("built"),
         ]
     )
     async with opener(model, [Build(reg)]) as session:
-        await session.start("r", "go")
-        await session.first_turn("r")
+        await session.start(r, "go")
+        await session.first_turn(r)
         await asyncio.sleep(1.0)  # the updates reach the engine's task record
-        await _send(session, "r", "how is it going?")
-        await eventually(text_is(session, "r", "it is building"), "the second turn")
-        reg.gate("r/m1.c1").set()
-        snap = await session.settled("r")
+        await _send(session, r, "how is it going?")
+        await eventually(text_is(session, r, "it is building"), "the second turn")
+        reg.gate(f"{r}/m1.c1").set()
+        snap = await session.settled(r)
     status = next(c for c in snap.calls if c.name == "task_status").result or ""
     assert status.splitlines()[1:] == ["[log] cloning", "[log] compiling"], status
 
 
 async def waiting_input(opener: Opener) -> None:
     """A resumable operation asks a question; the answer resumes it exactly once."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     deploy = Deploy(reg)
     model = ScriptedModel([tool_calls(("deploy", {"repo": "api"})), text("deploying"), text("ok")])
     async with opener(model, [deploy]) as session:
-        await session.start("r", "deploy")
-        await session.first_turn("r")
+        await session.start(r, "deploy")
+        await session.first_turn(r)
 
         async def asks() -> bool:
-            return any(i.kind == "task_input" for i in await session.pending("r"))
+            return any(i.kind == "task_input" for i in await session.pending(r))
 
         await eventually(asks, "the task's question shows as pending")
-        (item,) = [i for i in await session.pending("r") if i.kind == "task_input"]
+        (item,) = [i for i in await session.pending(r) if i.kind == "task_input"]
         assert item.call_id == "m1.c1" and item.prompt == "Deploy which version?"
-        assert item.wait_id == "r/m1.c1.approve" and not item.blocking
+        assert item.wait_id == f"{r}/m1.c1.approve" and not item.blocking
         with pytest.raises(sr.InvalidResponseError):
-            await session.answer("r", item.wait_id, {"version": 7})
-        record = await session.answer("r", item.wait_id, {"version": "1.2"})
+            await session.answer(r, item.wait_id, {"version": 7})
+        record = await session.answer(r, item.wait_id, {"version": "1.2"})
         assert record.id == "m1.c1"
-        snap = await session.settled("r")
-    assert deploy.resumes == [("r/m1.c1.approve", {"version": "1.2"})]
+        snap = await session.settled(r)
+    assert deploy.resumes == [(f"{r}/m1.c1.approve", {"version": "1.2"})]
     note = _system_texts(model.requests[2])[0]
-    assert note == 'Background task r/m1.c1 (deploy) completed:\n{"deployed": "1.2"}', note
+    assert note == f'Background task {r}/m1.c1 (deploy) completed:\n{{"deployed": "1.2"}}', note
     assert snap.run.status == "completed"
 
 
@@ -406,7 +415,7 @@ class _Slow(Build):
 
 async def failure_and_time_limit(opener: Opener) -> None:
     """An operation that fails, and one past its ``invocation_timeout``: both are told."""
-    reg = Registry()
+    reg, r = Registry(), run_id_for(opener)
     model = ScriptedModel(
         [
             tool_calls(("broken_build", {"repo": "a"}), ("slow_build", {"repo": "b"})),
@@ -416,14 +425,14 @@ async def failure_and_time_limit(opener: Opener) -> None:
         ]
     )
     async with opener(model, [_Broken(reg), _Slow(reg)]) as session:
-        await session.start("r", "go")
-        await session.first_turn("r")
-        reg.gate("r/m1.c1").set()
-        snap = await session.settled("r")
+        await session.start(r, "go")
+        await session.first_turn(r)
+        reg.gate(f"{r}/m1.c1").set()
+        snap = await session.settled(r)
     notes = sorted(_system_texts(model.requests[-1]))  # the context holds both
     assert notes == [
-        "Background task r/m1.c1 (build a) failed: RuntimeError: disk full",
-        "Background task r/m1.c2 (build b) was cancelled: did not finish within 0.5 s",
+        f"Background task {r}/m1.c1 (build a) failed: RuntimeError: disk full",
+        f"Background task {r}/m1.c2 (build b) was cancelled: did not finish within 0.5 s",
     ], notes
-    assert reg.stops == ["r/m1.c2"]
+    assert reg.stops == [f"{r}/m1.c2"]
     assert snap.run.status == "completed"

@@ -8,7 +8,7 @@ from typing import Protocol
 from steadyrun.background._model import Task
 from steadyrun.tools import Tool, ToolContext, tool
 
-__all__ = ["TaskControls", "task_tools"]
+__all__ = ["TaskControls", "answer_task_tool", "task_tools"]
 
 
 class TaskControls(Protocol):
@@ -27,13 +27,34 @@ class TaskControls(Protocol):
         ...
 
 
+async def answer_task_tool(manager: TaskControls, name: str, task_id: str, run_id: str) -> str:
+    """What the task tool ``name`` answers for ``task_id`` in run ``run_id``.
+
+    The tools' bodies, for an engine that runs them without the ``Tool`` objects (Temporal's
+    workflow answers them from its own tasks).
+    """
+    task = await manager.status(task_id)
+    if task.run_id != run_id:  # a run sees only its own tasks
+        raise LookupError(f"there is no task {task_id!r} in this run")
+    if name == "task_status":
+        return await manager.progress(task_id, last=10)
+    if name == "task_output":
+        if task.status == "completed":
+            out = task.output
+            return out if isinstance(out, str) else json.dumps(out, default=str)
+        if task.final:
+            return f"the task {task.status}: {task.error}"
+        return f"the task is still {task.status}; its output is not ready"
+    if name == "cancel_task":
+        task = await manager.cancel(task_id)
+        if task.final:
+            return f"the task had already ended: {task.status}"
+        return "cancellation requested; you will be told when the task has stopped"
+    raise ValueError(f"{name!r} is not a task tool")
+
+
 def task_tools(manager: TaskControls) -> list[Tool]:
     """``task_status``, ``task_output`` and ``cancel_task``, bound to ``manager``."""
-
-    async def own(task_id: str, ctx: ToolContext) -> None:
-        task = await manager.status(task_id)
-        if task.run_id != ctx.run_id:  # a run sees only its own tasks
-            raise LookupError(f"there is no task {task_id!r} in this run")
 
     @tool(replayable=True, concurrency_key="")
     async def task_status(task_id: str, ctx: ToolContext) -> str:
@@ -43,8 +64,7 @@ def task_tools(manager: TaskControls) -> list[Tool]:
             task_id: The task id from the launch receipt.
             ctx: The call's context, filled by the runtime.
         """
-        await own(task_id, ctx)
-        return await manager.progress(task_id, last=10)
+        return await answer_task_tool(manager, "task_status", task_id, ctx.run_id)
 
     @tool(replayable=True, concurrency_key="")
     async def task_output(task_id: str, ctx: ToolContext) -> str:
@@ -54,14 +74,7 @@ def task_tools(manager: TaskControls) -> list[Tool]:
             task_id: The task id from the launch receipt.
             ctx: The call's context, filled by the runtime.
         """
-        await own(task_id, ctx)
-        task = await manager.status(task_id)
-        if task.status == "completed":
-            out = task.output
-            return out if isinstance(out, str) else json.dumps(out, default=str)
-        if task.final:
-            return f"the task {task.status}: {task.error}"
-        return f"the task is still {task.status}; its output is not ready"
+        return await answer_task_tool(manager, "task_output", task_id, ctx.run_id)
 
     @tool(side_effects=True, replayable=True, concurrency_key="")
     async def cancel_task(task_id: str, ctx: ToolContext) -> str:
@@ -71,10 +84,6 @@ def task_tools(manager: TaskControls) -> list[Tool]:
             task_id: The task id from the launch receipt.
             ctx: The call's context, filled by the runtime.
         """
-        await own(task_id, ctx)
-        task = await manager.cancel(task_id)
-        if task.final:
-            return f"the task had already ended: {task.status}"
-        return "cancellation requested; you will be told when the task has stopped"
+        return await answer_task_tool(manager, "cancel_task", task_id, ctx.run_id)
 
     return [task_status, task_output, cancel_task]

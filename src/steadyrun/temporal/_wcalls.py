@@ -175,7 +175,7 @@ class _ActivityCalls(CallRunner):
                 return await tasks.call(background[c.tool.name], c)
             if tasks is not None and c.tool.name in TASK_TOOLS:
                 # The agent's task tools answer from the tasks this workflow holds.
-                return await tasks.tools[c.tool.name].invoke(c.args, c.context)
+                return await tasks.task_tool(c.tool.name, c.args, c.context.run_id)
             if c.tool.name in own:
                 return await invoker(c)
             if c.tool.name in delegated:

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         task_id_of,
     )
     from steadyrun.background._model import check_update, ending_of, receipt_of, render_output
-    from steadyrun.background._task_tools import task_tools
+    from steadyrun.background._task_tools import answer_task_tool
     from steadyrun.control import HostFailure
     from steadyrun.runtime._extension import ToolCall
     from steadyrun.runtime._host import PendingItem
@@ -54,7 +54,6 @@ with workflow.unsafe.imports_passed_through():
         BackgroundOutcome,
         TaskUpdates,
     )
-    from steadyrun.tools import Tool
 
 if TYPE_CHECKING:
     from steadyrun.temporal._options import AppView
@@ -116,7 +115,6 @@ class WorkflowTasks:
         self.adopt = adopt
         self.held: dict[str, _Held] = {}  # adopted: tasks
         self.foreground: dict[str, _Held] = {}  # not (yet) adopted; progress comes already
-        self.tools: dict[str, Tool] = {t.name: t for t in task_tools(self)}
 
     # -- the run's view -----------------------------------------------------------------------
 
@@ -335,6 +333,14 @@ class WorkflowTasks:
         held.updates, held.seen = keep_updates(held.updates, held.seen, valid, _KEPT_UPDATES)
 
     # -- TaskControls: what the task tools do -------------------------------------------------
+
+    async def task_tool(self, name: str, args: dict[str, Any], run_id: str) -> str:
+        """Answer the task tool ``name`` from the tasks held here.
+
+        No ``Tool`` objects are made here: making them parses docstrings, which imports
+        modules the sandbox would import afresh for every workflow run.
+        """
+        return await answer_task_tool(self, name, str(args.get("task_id", "")), run_id)
 
     async def status(self, task_id: str) -> Task:
         """A task; ``UsageError`` for an unknown id."""

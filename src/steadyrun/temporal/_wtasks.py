@@ -416,8 +416,8 @@ class WorkflowTasks:
         """Hand the answer to the task once: its operation resumes in a new activity."""
         task, question = held.task, held.task.input
         assert question is not None
-        if question.answered:
-            return  # a repeat: the first answer stands
+        if question.answered or task.final:
+            return  # a repeat (the first answer stands), or the task was cancelled meanwhile
         question.answer, question.answered = response, True
         task.status, task.updated_at = "running", workflow.now()
         self._start(

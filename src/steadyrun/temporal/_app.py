@@ -43,7 +43,10 @@ class TemporalApp:
         media: How the model activity reads media.
         background: ``BackgroundTool`` instances whose calls (of the tools
             ``TaskManager.tool`` made of them) run as heartbeating ``steadyrun.background``
-            activities, recovered from their last checkpoint after a worker loss.
+            activities the run's workflow owns: adopted into the background with a launch
+            receipt past the tool's foreground timeout, announced in the run's feed when
+            they end, answered by the agent's task tools, recovered from their last
+            checkpoint after a worker loss (docs/temporal.md).
         on_handover: Called with (run id, record) before a submission or a pending
             confirmation is saved, as ``Runtime(on_handover=...)``; raise ``CallRejected`` to
             refuse the call. It runs in the ``steadyrun.handover`` activity, so it may do I/O.

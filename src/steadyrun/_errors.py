@@ -12,6 +12,7 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     │   │   └── CallNotFoundError  a store has no such call to update (also a ``KeyError``)
     │   ├── NotPendingError        the call is not waiting for that (late or duplicate answer)
     │   │   └── _RunEnded          a Temporal run ended: new input restarts it (private)
+    │   │       └── _RunFailed     a Temporal run failed: resume continues it (private)
     │   ├── ConflictError          a different decision or answer was already given
     │   ├── InvalidResponseError   an answer or edited arguments fail their schema
     │   └── CommandLineError       the ``steadyrun`` command line is wrong (exit 2; private)

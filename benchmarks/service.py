@@ -238,7 +238,12 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
     """Serve the app, run the warm-up and the measured runs, check them, return the figures."""
     store = sr.SqliteStore(root / "runs.db")
     agent = make_agent(timings, args.model_ms / 1000)
-    app = App(store, agents=[agent], publisher=TimingPublisher(store, timings))
+    app = App(
+        store,
+        agents=[agent],
+        publisher=TimingPublisher(store, timings),
+        concurrency=args.worker_concurrency or args.concurrency,
+    )
     api = create_app(app, tokens=[TOKEN])
     port = free_port()
     config = uvicorn.Config(
@@ -343,6 +348,12 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="100 runs: a smoke run")
     p.add_argument("--runs", type=int, default=None, help="runs to start (default 1,000)")
     p.add_argument("--concurrency", type=int, default=50, help="runs in flight at most")
+    p.add_argument(
+        "--worker-concurrency",
+        type=int,
+        default=0,
+        help="runs the app's embedded worker executes at once (default: --concurrency)",
+    )
     p.add_argument("--follow-every", type=int, default=10, help="follow every n-th run (0: none)")
     p.add_argument("--model-ms", type=int, default=50, help="the simulated model's latency")
     p.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")

@@ -469,3 +469,98 @@ def table(per_kind: dict[str, Counts]) -> str:
         cells = [f"{per[c]:.4g}" if per[c] % 1 else f"{per[c]:.0f}" for c in COLUMNS]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# -- the service workload ----------------------------------------------------------------------
+
+
+@dataclass
+class ServiceCounts:
+    """Totals over ``runs`` runs of ``benchmarks/service.py``'s workload in an ``App``.
+
+    ``counts`` holds the SQLite counts (``hops`` here also counts reads on a reader
+    connection, ``commits`` the durable write transactions); ``loads`` the ``Store.load``
+    calls, each a whole run read and decoded.
+    """
+
+    runs: int = 0
+    loads: int = 0
+    counts: Counts = field(default_factory=Counts)
+
+    def per_run(self) -> dict[str, float]:
+        """Every count divided by the runs, ``loads`` included."""
+        n = max(1, self.runs)
+        per = {k: v * self.counts.iterations / n for k, v in self.counts.per_iteration().items()}
+        per["loads"] = self.loads / n
+        return per
+
+
+def service_agent() -> sr.Agent:
+    """The workload of ``benchmarks/service.py``: one ``work`` call, then a final text."""
+
+    def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        if any(m.role == "tool" for m in request.messages):
+            return text("done")
+        return tool_calls(call("work", {"job": "j"}, id="call_work"))
+
+    async def work(job: str) -> str:
+        """Do a small job.
+
+        Args:
+            job: The job.
+        """
+        return f"did {job}"
+
+    return sr.Agent(name="bench", model=FunctionModel(respond, name="svc"), tools=[sr.tool(work)])
+
+
+async def count_service(path: Path, *, runs: int = 4) -> ServiceCounts:
+    """Start ``runs`` runs one after another through an ``App`` on a SQLite file; count each.
+
+    A run is counted from ``App.start`` to the moment its worker let it go (its claim
+    released, its end published), so the app's worker, claims and publisher are all in.
+    """
+    from steadyrun.service import App
+
+    out = ServiceCounts()
+    with counting("sqlite") as counter:
+        store = sr.SqliteStore(path)
+        load = store.load
+
+        async def counted_load(run_id: str) -> Any:
+            if counter.active:
+                out.loads += 1
+            return await load(run_id)
+
+        store.load = counted_load  # type: ignore[method-assign]
+        app = App(store, agents=[service_agent()])
+        busy = app._busy
+
+        async def quiet_busy(run_id: str) -> bool:
+            # App.wait's own looks at the claims are the test's, not the run's.
+            active, counter.active = counter.active, False
+            try:
+                return await busy(run_id)
+            finally:
+                counter.active = active
+
+        app._busy = quiet_busy  # type: ignore[method-assign]
+        try:
+            await app.start("warm-up", "bench", "go")  # the file, the worker, first imports
+            await app.wait("warm-up")
+            for i in range(runs):
+                counter.start()
+                await app.start(f"run-{i}", "bench", "go")
+                await app.wait(f"run-{i}")
+                await app.publisher.wait_idle()
+                counter.stop()
+                snap = await load(f"run-{i}")
+                if snap is None or snap.run.status != "completed":
+                    raise AssertionError(f"run-{i} did not complete: {snap and snap.run.status}")
+        finally:
+            await app.close()
+            await store.close()
+    out.runs = runs
+    out.counts = counter.counts
+    out.counts.iterations = 1
+    return out

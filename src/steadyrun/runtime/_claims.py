@@ -105,6 +105,9 @@ async def check_writable(leases: Leases, run_id: str) -> None:
     Raises:
         ForeignEngineError: The run's claim is held by another engine (Temporal).
     """
+    fence = current_fence()
+    if fence is not None and fence.covers(run_id):
+        return  # written by the run's own executor: its claim is this engine's (or fenced out)
     holder = await leases.holder(run_id.split("/", 1)[0])
     if holder is not None and foreign_engine(holder.owner) is not None:
         raise ForeignEngineError(run_id, holder.owner, holder.expires_at)

@@ -384,6 +384,22 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
             host_failure_details=self.host_failure_details,
         )
 
+    async def _drive(self, run_id: str, snap: RunSnapshot | None, agent: Agent | None) -> RunResult:
+        """A worker's execution under the claim it holds: ``snap`` as it loaded it, if stored.
+
+        A stored run resumes from ``snap`` (its agent found by name, as ``resume`` does); a new
+        one starts with ``agent`` from the first input already in its feed (where ``run``
+        would load the run and send the input again).
+        """
+        async with self._executing(run_id, 0.0):
+            if snap is not None:
+                return await self._resume_held(run_id, None, snap)
+            if agent is None:
+                raise UsageError(f"run {run_id!r} is new: it needs its agent")
+            self._register(agent)
+            state = RunState.new(run_id, agent.name, self._clock())
+            return await self._execution(state, agent).start()
+
     @asynccontextmanager
     async def _executing(self, run_id: str, wait: float) -> AsyncIterator[None]:
         """One execution of ``run_id``: not twice in this runtime, and under its claim."""

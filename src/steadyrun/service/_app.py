@@ -219,7 +219,7 @@ class App:
         )
         # Known to the display stream before the caller hears it started: a follower that
         # asks at once finds the run (running) instead of a 404.
-        await self.publisher.expect(run_id, found.name)
+        await self.publisher.expect(run_id, found.name, stored=not started.created)
         await self._ensure()
         return started
 

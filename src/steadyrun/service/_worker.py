@@ -23,17 +23,15 @@ when it starts and then every ``Retention.every`` seconds (see docs/lifecycle.md
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from steadyrun._errors import RunCancelledError, UsageError
 from steadyrun.records import CallRecord, CallUpdate, RunSnapshot, RunStatus, Step
-from steadyrun.runtime import RunResult, Runtime
+from steadyrun.runtime import Runtime
 from steadyrun.runtime._claims import Claims
 from steadyrun.runtime._runtime import default_owner
 from steadyrun.stores import Claim, FeedMessage, RunSummary, Store
@@ -314,15 +312,15 @@ async def drive_run(runtime: Runtime, run_id: str) -> None:
 
     A new run's first input names its agent (``AGENT_META``, written by
     ``Operations.start``); a cancelled run, or a feed without such an input, is left alone.
-    Observers with ``on_run_start``/``on_run_end`` (``TracingObserver``) hear of the execution.
+    Observers with ``on_run_start``/``on_run_end`` (``TracingObserver``, the publisher) hear of
+    the execution from the runtime itself (telling them here too made each hear it twice).
     """
     store = runtime.store
     snap = await store.load(run_id)
     if snap is not None:
         if snap.run.status == "cancelled":
             return
-        name: str | None = snap.run.agent
-        go: Callable[[], Awaitable[RunResult]] = lambda: runtime.resume(run_id)  # noqa: E731
+        agent = None
     else:
         last = await store.pending(run_id, 0)
         first = (await store.claim(run_id, last)).messages[0] if last else None
@@ -333,30 +331,12 @@ async def drive_run(runtime: Runtime, run_id: str) -> None:
         if agent is None:
             log.warning("run %r names agent %r, which this runtime does not know", run_id, name)
             return
-        go = lambda: runtime.run(agent, run_id=run_id, input=first.content, input_id=first.id)  # noqa: E731
-    await _announce(runtime, "on_run_start", run_id, name)
-    status, error = "crashed", None
     try:
-        result = await go()
-        status = result.status
-        error = str(result.error) if result.error is not None else None
+        # Under this worker's claim: the run as loaded here, or started from the first input
+        # already in its feed (not loaded again, the input not sent once more).
+        await runtime._drive(run_id, snap, agent)
     except RunCancelledError:
-        status = "cancelled"
-    finally:
-        await _announce(runtime, "on_run_end", run_id, status, error)
-
-
-async def _announce(runtime: Runtime, method: str, *args: Any) -> None:
-    for observer in runtime._observers:
-        fn = getattr(observer, method, None)
-        if fn is None:
-            continue
-        try:
-            out = fn(*args)
-            if inspect.isawaitable(out):
-                await out
-        except Exception:
-            log.exception("observer %r failed in %s", observer, method)
+        return  # cancelled meanwhile: nothing to execute
 
 
 def _rebuilt(runtime: Runtime, store: Store, owner: str) -> Runtime:

@@ -5,7 +5,9 @@ wake-ups counted (``wanted``) and handled, the holder, its fencing token and exp
 measured by the wall clock in microseconds: every process sharing a SQLite file runs on the
 same machine, so they share that clock. Several processes may share one file: a wake-up
 written by any of them is seen by ``wait_runnable`` through polling (``poll_max``), and at
-once in the process that wrote it.
+once in the process that wrote it. Claims taken, renewed and let go are the store's write jobs
+(``SqliteThread.write``), so they share the commit (and the fsync) of the writes queued with
+them instead of each making its own.
 
 ``fence_check`` and ``wake_in`` run inside the store's transactions, on its SQLite thread; the
 fence is read on the event loop and passed in, because context variables do not cross into
@@ -105,13 +107,7 @@ class SqliteLeases:
 
     async def wake(self, run_id: str) -> None:
         """Count a wake-up of ``run_id``."""
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            _wake(conn, run_id)
-            conn.execute("COMMIT")
-
-        await self.db.run(write)
+        await self.db.write(lambda conn: _wake(conn, run_id))
         self.notify()
 
     async def runnable(self, *, limit: int = 10) -> list[str]:
@@ -173,31 +169,27 @@ class SqliteLeases:
         span = ttl_micros(ttl)
 
         def write(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
             cur = conn.execute(
                 "UPDATE work SET expires_us = ? WHERE run_id = ? AND owner = ? AND token = ?",
                 (_now_us() + span, lease.run_id, lease.owner, lease.token),
             )
-            conn.execute("COMMIT")
             return cur.rowcount == 1
 
-        return await self.db.run(write)
+        return await self.db.write(write)
 
     async def release(self, lease: Lease, *, handled: bool = True) -> None:
         """End the claim; wake this process's workers when the run is still runnable."""
 
         def write(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
             row = conn.execute(
                 "UPDATE work SET owner = NULL, expires_us = NULL, handled ="
                 " CASE WHEN ? THEN MAX(handled, ?) ELSE handled END"
                 " WHERE run_id = ? AND owner = ? AND token = ? RETURNING wanted > handled",
                 (handled, lease.wake, lease.run_id, lease.owner, lease.token),
             ).fetchone()
-            conn.execute("COMMIT")
             return bool(row is not None and row[0])
 
-        if await self.db.run(write):
+        if await self.db.write(write):
             self.notify()
 
     async def writers(self, run_id: str) -> list[StepWriter]:
@@ -226,7 +218,6 @@ class SqliteLeases:
         dead: int | None,
     ) -> Lease | None:
         now = _now_us()
-        conn.execute("BEGIN IMMEDIATE")
         conn.execute("INSERT INTO work (run_id) VALUES (?) ON CONFLICT DO NOTHING", (run_id,))
         free = "" if force else " AND (owner IS NULL OR expires_us < ? OR token = ?)"
         wanted = (
@@ -245,7 +236,6 @@ class SqliteLeases:
             f" WHERE run_id = ?{free} RETURNING token, wanted",
             args,
         ).fetchone()
-        conn.execute("COMMIT")
         if row is None:
             return None
         return Lease(run_id=run_id, owner=owner, token=int(row[0]), wake=int(row[1]))
@@ -254,6 +244,6 @@ class SqliteLeases:
         self, run_id: str, owner: str, ttl: float, *, force: bool, wake: bool, dead: int | None
     ) -> Lease | None:
         span = ttl_micros(ttl)
-        return await self.db.run(
+        return await self.db.write(
             lambda conn: self._take_sync(conn, run_id, owner, span, force, wake, dead)
         )

@@ -104,6 +104,14 @@ class Channel:
         self.took_round = 0.0  # seconds from it to the latest follower it woke waiting again
         self.took = 0.0  # the same over the earlier wake-ups (smoothed)
         self.wake: asyncio.TimerHandle | None = None
+        self.stale = False  # changed in the store since the snapshot; reloaded when read
+
+    def unwatched(self) -> bool:
+        """Executing here with nobody following: a reload can wait until someone reads."""
+        if self.active and self.followers == 0:
+            self.stale = True
+            return True
+        return False
 
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}.{seq}"

@@ -6,6 +6,11 @@ become deltas at once; everything else (new blocks, usage, the run's status) com
 store: the publisher reloads the run after a model response and when an execution starts or
 ends (``on_run_start`` / ``on_run_end``, or ``run_started`` / ``run_ended``), and diffs.
 
+While nobody follows a run executing here, what would need a reload only marks its snapshot
+stale: the reload comes when the snapshot is read or followed, or when the execution ends. A
+service executing many runs that nobody watches so reads each run once per execution, not
+at every model response and call.
+
 A run that does not execute in this process (another worker's, say) is not watched by any
 callback here: its snapshot is reloaded from the store whenever it is read (``snapshot``) and
 every ``poll_interval`` while followed, so no reader sees it as it was long ago.
@@ -97,7 +102,7 @@ class Publisher(Observer):
         channel = self._channels.get(run_id)
         if channel is None:
             return (await self._open(run_id)).snapshot
-        if not channel.active:
+        if not channel.active or channel.stale:
             await self._refresh(channel, run_id)
         return channel.snapshot
 
@@ -119,6 +124,8 @@ class Publisher(Observer):
         channel.followers += 1
         self._listen(channel, run_id)
         try:
+            if channel.stale:
+                await self._refresh(channel, run_id)
             seq = -1
             if last_event_id:
                 epoch, _, number = last_event_id.partition(".")
@@ -163,15 +170,16 @@ class Publisher(Observer):
         await self._refresh(channel, run_id)
         return channel.snapshot
 
-    async def expect(self, run_id: str, agent: str) -> None:
+    async def expect(self, run_id: str, agent: str, *, stored: bool = True) -> None:
         """A run was started but no worker executed it yet: show it (``running``) meanwhile.
 
         Without this a follower asking right after the start would get a 404, the store
-        having nothing of the run but its first input.
+        having nothing of the run but its first input. ``stored=False`` says the caller just
+        found the run not stored (a new start): it is not looked up again.
         """
         if run_id in self._channels:
             return
-        snap = await self.store.load(run_id)
+        snap = await self.store.load(run_id) if stored else None
         if snap is None:
             first = DisplaySnapshot(run_id=run_id, agent=agent)
         else:
@@ -258,6 +266,8 @@ class Publisher(Observer):
         channel = self._channels.get(run_id)
         if channel is not None and channel.live is not None:
             channel.live.open = False
+        if channel is None or channel.unwatched():
+            return  # nobody reads it now: reloaded when somebody does, or when it ends
         task = asyncio.get_running_loop().create_task(self._later(run_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -367,7 +377,9 @@ class Publisher(Observer):
             log.exception("display stream of run %r could not reload it", run_id)
 
     async def _call_changed(self, run_id: str, record: CallRecord) -> None:
-        channel = await self._open(run_id)
+        channel = self._channels.get(run_id)
+        if channel is None or channel.unwatched():
+            return  # nobody reads it now: reloaded when somebody does, or when it ends
         shown = display_call(record)
         async with channel.lock:
             snap = channel.snapshot
@@ -399,6 +411,7 @@ class Publisher(Observer):
 
     async def _refresh(self, channel: Channel, run_id: str) -> None:
         async with channel.lock:
+            channel.stale = False  # a change from now on marks it again
             snap = await self.store.load(run_id)
             if snap is None:
                 return

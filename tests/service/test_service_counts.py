@@ -1,0 +1,38 @@
+"""What one run costs the service's store, counted so it cannot grow silently (issue 20, item 6).
+
+``benchmarks/service.py`` runs many runs through an ``App`` on a SQLite file; it was bound by
+the store's one connection thread (every read and commit of every run queued there), not by
+the model. ``countkit.count_service`` counts, per run of the same workload (one ``work`` call,
+then a final text), from ``App.start`` until the run's claim is released: the hops to the
+SQLite thread(s), the durable commits, the statements and the whole-run loads. ``BUDGET``
+holds today's figures as upper bounds: lower them with a change that lowers a figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import countkit
+
+# Upper bounds per run, measured on the code of 2026-12-01 after issue 20 item 6. Before it
+# (the same workload): loads 9, hops 30, commits 9, statements 105.
+BUDGET: dict[str, float] = {
+    "loads": 4,
+    "hops": 18,
+    "commits": 6,
+    "statements": 80,
+}
+
+# A run's safe points that must each be durable before what follows them: its first input
+# (before ``start`` answers), the step with its call's start, the settled call with the next
+# step, and the final step. Fewer commits means one of them no longer is.
+MIN_COMMITS = 3
+
+
+async def test_service_run_counts(tmp_path: Path) -> None:
+    counted = await countkit.count_service(tmp_path / "svc.db", runs=4)
+    per = counted.per_run()
+    assert per["statements"] > 0, "the SQLite trace counted nothing: is countkit still wired?"
+    assert per["commits"] >= MIN_COMMITS
+    over = [f"{k} {per[k]:g} per run > budget {v:g}" for k, v in BUDGET.items() if per[k] > v]
+    assert over == [], per

@@ -16,7 +16,9 @@ What is counted, and how:
   (SQLite: ``set_trace_callback``; trigger bodies are not counted). ``selects`` is the part of
   them that only reads.
 * ``hops``: calls of ``SqliteThread.run`` and ``SqliteThread.write``, i.e. jobs the event loop
-  hands to the SQLite thread (write jobs queued together share one transaction).
+  hands to the SQLite thread (write jobs queued together share one transaction). Reads through
+  ``SqliteThread.read`` run on the loop itself (a reader connection): no hop, but their
+  statements are counted.
 * ``round_trips`` (PostgreSQL): the times the client must wait for the server's answer: each
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
@@ -478,9 +480,9 @@ def table(per_kind: dict[str, Counts]) -> str:
 class ServiceCounts:
     """Totals over ``runs`` runs of ``benchmarks/service.py``'s workload in an ``App``.
 
-    ``counts`` holds the SQLite counts (``hops`` here also counts reads on a reader
-    connection, ``commits`` the durable write transactions); ``loads`` the ``Store.load``
-    calls, each a whole run read and decoded.
+    ``counts`` holds the SQLite counts (``hops``: jobs handed to the SQLite thread,
+    ``commits``: durable write transactions); ``loads`` the ``Store.load`` calls, each a
+    whole run read and decoded.
     """
 
     runs: int = 0

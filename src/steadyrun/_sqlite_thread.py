@@ -9,6 +9,13 @@ write jobs that queued up while the thread was busy (the fsync of the previous c
 often) run in one transaction, each inside its own savepoint, and share one commit and so one
 fsync. A job that raises rolls back to its savepoint only; the others commit. Every caller is
 answered after the commit its job was part of, so an awaited write is durable.
+
+Reads may go through ``read`` (given ``open_reader``): a second connection, used on the
+calling thread (the event loop), so a read neither queues behind a commit's fsync nor costs
+two thread switches. Only the commit's fsync is what must stay off the loop; a WAL read takes
+no lock that a writer holds and waits for no disk sync. It sees every transaction committed
+before it began, and a write is answered only after its commit, so what a caller wrote it
+then reads back.
 """
 
 from __future__ import annotations
@@ -51,12 +58,23 @@ class SqliteThread:
         max_group: The most write jobs one commit has carried.
     """
 
-    def __init__(self, open: Callable[[], sqlite3.Connection], what: str, thread_name: str) -> None:
+    def __init__(
+        self,
+        open: Callable[[], sqlite3.Connection],
+        what: str,
+        thread_name: str,
+        *,
+        open_reader: Callable[[], sqlite3.Connection] | None = None,
+    ) -> None:
         self._open = open
         self.what = what
         self._thread_name = thread_name
         self._executor: ThreadPoolExecutor | None = None
         self.conn: sqlite3.Connection | None = None
+        self._open_reader = open_reader
+        # One reader connection per thread that reads (in practice the event loop's).
+        self._readers = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._queued: list[_Job] = []
         self._draining = False
@@ -72,6 +90,30 @@ class SqliteThread:
         """``fn(connection)`` on the thread; ``fn`` manages its own transaction, if any."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool(), self._call, fn)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(connection)`` on the reader connection, right here (``run`` without a reader).
+
+        ``fn`` only reads; it may open and end a read transaction of its own, and must not
+        await (it runs synchronously, so no other read interleaves on the connection).
+        """
+        if self._open_reader is None:
+            return await self.run(fn)
+        conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
+        if conn is None:
+            if self.conn is None:
+                await self.run(_nothing)  # the main connection creates and migrates the file
+            conn = self._readers.conn = self._open_reader()
+            with self._lock:
+                self._reader_conns.append(conn)
+        try:
+            return fn(conn)
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise StoreError(f"{self.what}: {exc}") from exc
+        except BaseException:
+            _rollback(conn)
+            raise
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(connection)`` inside a write transaction; returns once that is committed.
@@ -171,7 +213,12 @@ class SqliteThread:
             self.conn.rollback()
 
     async def close(self) -> None:
-        """Close the connection and stop the thread; ``run`` opens them again if called."""
+        """Close the connections and stop the thread; ``run`` opens them again if called."""
+        with self._lock:
+            readers, self._reader_conns = self._reader_conns, []
+        self._readers = threading.local()
+        for conn in readers:  # before the main one, whose close then checkpoints the WAL
+            conn.close()
         if self._executor is None:
             return
 
@@ -184,6 +231,15 @@ class SqliteThread:
             await self.run(shut)
         self._executor.shutdown(wait=True)
         self._executor = None
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.rollback()
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    """Opens the connection (``SqliteThread.read`` before the first read)."""
 
 
 def _store_error(what: str, exc: BaseException) -> BaseException:

@@ -119,4 +119,6 @@ async def test_a_write_whose_caller_stopped_waiting_still_commits(tmp_path: Path
         save.cancel()
         release.set()
         await held
+        # Reads do not queue behind writes (they run on the loop): wait for the thread first.
+        await store._db.run(lambda conn: None)
         assert await store.load("r") is not None  # like a thread call: the write went on

@@ -121,7 +121,7 @@ class SqliteLeases:
             ).fetchall()
             return [r[0] for r in rows]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def wait_runnable(self, max_wait: float) -> None:
         """Wait for a wake-up of this process, at most ``min(max_wait, poll_max)`` seconds."""
@@ -158,7 +158,7 @@ class SqliteLeases:
             ).fetchone()
             return None if row is None else (row[0], int(row[1]), int(row[2]))
 
-        row = await self.db.run(read)
+        row = await self.db.read(read)
         if row is None:
             return None
         expires = from_us(row[2])
@@ -202,7 +202,7 @@ class SqliteLeases:
             ).fetchall()
             return [StepWriter(r[0], int(r[1]), r[2], int(r[3])) for r in rows]
 
-        return await self.db.run(read)
+        return await self.db.read(read)
 
     async def close(self) -> None:
         """Nothing to stop (the store closes its own connection)."""

@@ -85,7 +85,12 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         self.path = Path(path)
         self.synchronous = synchronous
         self._busy_ms = int(busy_timeout * 1000)
-        self._db = SqliteThread(self._open, f"SQLite store {self.path}", "steadyrun-sqlite")
+        self._db = SqliteThread(
+            self._open,
+            f"SQLite store {self.path}",
+            "steadyrun-sqlite",
+            open_reader=self._open_reader,
+        )
         self._waiters = FeedWaiters()
         self.leases = SqliteLeases(self._db)
         self.bytes_written = 0
@@ -95,6 +100,23 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self._db.run(fn)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # The reader connection: a read of one run never waits for another run's fsync.
+        return await self._db.read(fn)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _open(self) -> sqlite3.Connection:
         try:
@@ -269,7 +291,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             finally:
                 conn.execute("COMMIT")
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def load(self, run_id: str) -> RunSnapshot | None:
         """Load a run in one read transaction; ``None`` when there is none."""
@@ -281,7 +303,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             finally:
                 conn.execute("COMMIT")
 
-        return await self._run(read)
+        return await self._read(read)
 
     # -- feed ------------------------------------------------------------------------------
 
@@ -337,7 +359,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             last, consumed = _feed_bounds(conn, run_id)
             return last if last > max(after, consumed) else 0
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def claim(self, run_id: str, through: int) -> Claim:
         """The unconsumed messages up to ``through``."""
@@ -364,7 +386,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                 conn.execute("COMMIT")
             return Claim(end_seq=through, messages=[decode(r[0], FeedMessage) for r in rows])
 
-        return await self._run(read)
+        return await self._read(read)
 
     async def consume(self, run_id: str, through: int) -> None:
         """Mark input delivered up to ``through``; never moves backwards."""
@@ -409,7 +431,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             rows = conn.execute(sql + " LIMIT ?", [*args, limit]).fetchall()
             return [summary_of(r, from_us) for r in rows]
 
-        return await self._run(read)
+        return await self._read(read)
 
 
 def _write_log(

@@ -13,6 +13,8 @@ Each run: the model (a ``FunctionModel`` that sleeps ``--model-ms``, then answer
 Figures (figures only, never pass/fail):
 
 * **runs/s**: runs divided by the time from the first ``POST /runs`` to the last run completed;
+* **CPU ms/run**: the process's CPU time (every thread: client, server, SQLite) over the same
+  span, divided by the runs; less sensitive than runs/s to other jobs on the machine;
 * **latency**: from sending a run's ``POST /runs`` to its completion, p50 / p95 / max, where
   completion is when the app's publisher learns the run stopped executing, completed (an
   in-process hook, so the client needs no polling for runs it does not follow);
@@ -22,7 +24,9 @@ Figures (figures only, never pass/fail):
   (its ``block_added`` or ``run_status``) for the second. p50 / p95 / max over both answers of
   every followed run.
 
-Client and server share one process and one event loop (and so one core at a time): the
+The app's embedded worker executes up to ``--worker-concurrency`` runs at once (by default as
+many as are in flight: with the app's default of 8, 50 runs in flight would mostly wait in the
+store for a slot). Client and server share one process and one event loop (and so one core at a time): the
 figures include the client's own work. The script exits non-zero when a run does not complete
 with its final text; it never asserts on timing. Bounded: ``--runs`` runs, and it gives up
 after ``--timeout`` seconds. Loopback only.
@@ -271,9 +275,10 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
             warm = [f"warm-{i}" for i in range(WARM_UP)]
             await load(client, warm, timings, WARM_UP, 1)
             runs = [f"r{i:05d}" for i in range(args.runs)]
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             await load(client, runs, timings, args.concurrency, args.follow_every)
             wall = max(timings.completed[r] for r in runs) - t0
+            cpu = time.process_time() - cpu0
     finally:
         server.should_exit = True
         await serving
@@ -305,6 +310,8 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         "model_ms": args.model_ms,
         "wall_s": wall,
         "runs_per_s": args.runs / wall,
+        "worker_concurrency": app.concurrency,
+        "cpu_ms_per_run": cpu * 1000 / args.runs,
         "latency_p50_ms": pct(latency, 50),
         "latency_p95_ms": pct(latency, 95),
         "latency_max_ms": max(latency) * 1000,
@@ -326,15 +333,16 @@ def table(rec: dict[str, Any]) -> str:
         return "-" if value is None else f"{value:,.1f}"
 
     head = (
-        "| runs | in flight | followed | model | wall s | runs/s | latency p50 / p95 / max ms "
-        "| stream latency p50 / p95 / max ms (n) |"
+        "| runs | in flight | worker | followed | model | wall s | runs/s | CPU ms/run "
+        "| latency p50 / p95 / max ms | stream latency p50 / p95 / max ms (n) |"
     )
     return "\n".join(
         [
             head,
-            "|---|---|---|---|---|---|---|---|",
-            f"| {rec['runs']:,} | {rec['concurrency']} | {rec['followed']} | {rec['model_ms']} ms "
-            f"| {rec['wall_s']:.1f} | {rec['runs_per_s']:.1f} "
+            "|---|---|---|---|---|---|---|---|---|---|",
+            f"| {rec['runs']:,} | {rec['concurrency']} | {rec['worker_concurrency']} "
+            f"| {rec['followed']} | {rec['model_ms']} ms "
+            f"| {rec['wall_s']:.1f} | {rec['runs_per_s']:.1f} | {rec['cpu_ms_per_run']:.1f} "
             f"| {ms('latency_p50_ms')} / {ms('latency_p95_ms')} / {ms('latency_max_ms')} "
             f"| {ms('stream_p50_ms')} / {ms('stream_p95_ms')} / {ms('stream_max_ms')} "
             f"({rec['stream_n']}) |",

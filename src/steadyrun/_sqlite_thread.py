@@ -110,6 +110,10 @@ class SqliteThread:
             return fn(conn)
         except sqlite3.Error as exc:
             _rollback(conn)
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                # The reader never waits on the loop (its busy timeout is 0): a lock held by
+                # another process for a moment is waited for on the thread instead.
+                return await self.run(fn)
             raise StoreError(f"{self.what}: {exc}") from exc
         except BaseException:
             _rollback(conn)

@@ -122,3 +122,26 @@ async def test_a_write_whose_caller_stopped_waiting_still_commits(tmp_path: Path
         # Reads do not queue behind writes (they run on the loop): wait for the thread first.
         await store._db.run(lambda conn: None)
         assert await store.load("r") is not None  # like a thread call: the write went on
+
+
+
+async def test_a_read_that_finds_the_file_locked_waits_on_the_thread(tmp_path: Path) -> None:
+    # Reads run on the loop with a busy timeout of 0; one that finds the file locked (another
+    # process mid-checkpoint, say) is done again on the thread, which may wait for the lock.
+    import sqlite3
+    import threading
+
+    async with sr.SqliteStore(tmp_path / "runs.db") as store:
+        where: list[str] = []
+
+        def read(conn: sqlite3.Connection) -> str:
+            where.append(threading.current_thread().name)
+            if len(where) == 1:
+                busy = sqlite3.OperationalError("database is locked")
+                busy.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
+                raise busy
+            return str(conn.execute("SELECT 'read'").fetchone()[0])
+
+        assert await store._db.read(read) == "read"
+        assert where[0] == threading.current_thread().name  # first on the loop
+        assert where[1].startswith("steadyrun-sqlite")  # then on the store's thread

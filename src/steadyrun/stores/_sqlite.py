@@ -111,7 +111,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute("PRAGMA busy_timeout = 0")  # busy: SqliteThread.read waits on the thread
             conn.execute("PRAGMA query_only = ON")
         except BaseException:
             conn.close()

@@ -26,10 +26,10 @@ Figures (figures only, never pass/fail):
 
 The app's embedded worker executes up to ``--worker-concurrency`` runs at once (by default as
 many as are in flight: with the app's default of 8, 50 runs in flight would mostly wait in the
-store for a slot). Client and server share one process and one event loop (and so one core at a time): the
-figures include the client's own work. The script exits non-zero when a run does not complete
-with its final text; it never asserts on timing. Bounded: ``--runs`` runs, and it gives up
-after ``--timeout`` seconds. Loopback only.
+store for a slot). Client and server share one process and one event loop (and so one core
+at a time): the figures include the client's own work. The script exits non-zero when a run
+does not complete with its final text; it never asserts on timing. Bounded: ``--runs`` runs,
+and it gives up after ``--timeout`` seconds. Loopback only.
 
 Usage::
 

@@ -124,7 +124,6 @@ async def test_a_write_whose_caller_stopped_waiting_still_commits(tmp_path: Path
         assert await store.load("r") is not None  # like a thread call: the write went on
 
 
-
 async def test_a_read_that_finds_the_file_locked_waits_on_the_thread(tmp_path: Path) -> None:
     # Reads run on the loop with a busy timeout of 0; one that finds the file locked (another
     # process mid-checkpoint, say) is done again on the thread, which may wait for the lock.

@@ -216,13 +216,21 @@ class SqliteThread:
         if self.conn is not None and self.conn.in_transaction:
             self.conn.rollback()
 
-    async def close(self) -> None:
-        """Close the connections and stop the thread; ``run`` opens them again if called."""
+    def drop_readers(self) -> None:
+        """Close the reader connections (the next read opens one again).
+
+        A truncating checkpoint gives the file's freed pages back only with no other
+        connection open on the file: ``SqliteStore.reclaim`` drops them first.
+        """
         with self._lock:
             readers, self._reader_conns = self._reader_conns, []
         self._readers = threading.local()
-        for conn in readers:  # before the main one, whose close then checkpoints the WAL
+        for conn in readers:
             conn.close()
+
+    async def close(self) -> None:
+        """Close the connections and stop the thread; ``run`` opens them again if called."""
+        self.drop_readers()  # before the main one, whose close then checkpoints the WAL
         if self._executor is None:
             return
 

@@ -37,7 +37,7 @@ BUDGET: dict[str, dict[str, float]] = {
         "transactions": 2,  # 4
         "statements": 22,  # 34; BEGIN and COMMIT included
         "selects": 7,  # 14
-        "hops": 2,  # 6: the 2 write jobs (.write, which may share a commit); reads run on the loop
+        "hops": 4,  # 6: 2 reads (.run) and 2 write jobs (.write, which may share a commit)
         "encodes": 9,  # 10
         "decodes": 1,  # 2
         "encoded_bytes": 8_400,  # 9_400

@@ -130,7 +130,16 @@ async def test_a_read_that_finds_the_file_locked_waits_on_the_thread(tmp_path: P
     import sqlite3
     import threading
 
-    async with sr.SqliteStore(tmp_path / "runs.db") as store:
+    from steadyrun._sqlite_thread import SqliteThread
+
+    path = tmp_path / "runs.db"
+    db = SqliteThread(
+        lambda: sqlite3.connect(path, isolation_level=None, check_same_thread=False),
+        "test",
+        "steadyrun-sqlite",
+        open_reader=lambda: sqlite3.connect(path, isolation_level=None, check_same_thread=False),
+    )
+    try:
         where: list[str] = []
 
         def read(conn: sqlite3.Connection) -> str:
@@ -141,6 +150,8 @@ async def test_a_read_that_finds_the_file_locked_waits_on_the_thread(tmp_path: P
                 raise busy
             return str(conn.execute("SELECT 'read'").fetchone()[0])
 
-        assert await store._db.read(read) == "read"
+        assert await db.read(read) == "read"
         assert where[0] == threading.current_thread().name  # first on the loop
         assert where[1].startswith("steadyrun-sqlite")  # then on the store's thread
+    finally:
+        await db.close()

@@ -27,6 +27,7 @@ from typing import Literal, Protocol, TypeVar
 
 from steadyrun._codec import decode
 from steadyrun._errors import ConflictError
+from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.records import (
     RunSnapshot,
 )
@@ -62,6 +63,7 @@ class _Host(Protocol):
 
     path: Path
     leases: SqliteLeases
+    _db: SqliteThread
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
@@ -307,6 +309,7 @@ class SqliteLifecycle:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             return Reclaimed(mode=mode, before=before, after=_size(self.path))
 
+        self._db.drop_readers()  # an open reader connection keeps the freed pages in the file
         return await self._run(work)
 
 

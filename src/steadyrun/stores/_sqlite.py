@@ -89,7 +89,10 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             self._open,
             f"SQLite store {self.path}",
             "steadyrun-sqlite",
-            open_reader=self._open_reader,
+            # Reads on the loop (open_reader=self._open_reader) cut the service's hops per run
+            # from 21 to 8, but left the retention test's file unshrunk: a reader kept a
+            # statement open through the truncating checkpoint. Off until that is found.
+            open_reader=None,
         )
         self._waiters = FeedWaiters()
         self.leases = SqliteLeases(self._db)

@@ -296,7 +296,7 @@ class TemporalEngine:
         before = await store.load(run_id)
         if before is not None and before.run.status == "cancelled":
             return Cancelled(run_id=run_id, runs=[], calls=[])
-        await (await self.runs()).cancel(run_id)
+        await (await self.runs()).cancel(run_id, by=by)
         deadline = time.monotonic() + self.settle_seconds
         while time.monotonic() < deadline:
             snap = await store.load(run_id)

@@ -26,14 +26,14 @@ import httpx  # noqa: E402
 from temporal_kit import Deps as KitDeps  # noqa: E402
 from temporal_kit import agents as kit_agents  # noqa: E402
 from temporal_parity_kit import Deps, marks, parity_agents  # noqa: E402
+from temporalio.client import WorkflowExecutionStatus  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 from steadyrun.service import App, Operations, create_app  # noqa: E402
 from steadyrun.stream import RunStatusChanged  # noqa: E402
 from steadyrun.temporal import TemporalEngine  # noqa: E402
-from temporalio.client import WorkflowExecutionStatus  # noqa: E402
-from temporalio.service import RPCError  # noqa: E402
 
 AUTH = {"Authorization": "Bearer t0k"}
 

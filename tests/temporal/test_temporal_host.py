@@ -329,3 +329,18 @@ async def test_cli_send_waits_for_the_run_as_on_the_builtin_engine(host: Host) -
     code, out = await host.cli("runs", "delete", "c-7")
     assert code == 0, out
     assert "deleted run c-7" in out
+
+
+async def test_the_first_snapshot_after_a_start_shows_the_stored_status(host: Host) -> None:
+    # The start shows the run (running) before the workflow records it; a follower coming
+    # once it suspended sees it suspended at once, not at its next poll (30 s here).
+    started = await host.app.start("w-8", "wire", "Wire 80.")
+    assert started.status == "running"
+    await eventually(lambda: host.pending("w-8"), lambda p: len(p) == 1)
+    async with asyncio.timeout(10):
+        async for event in host.app.publisher.follow("w-8", poll_interval=30.0):
+            assert event.kind == "snapshot" and event.snapshot is not None
+            assert event.snapshot.status == "suspended", event.snapshot
+            break
+    got = (await host.http.get("/runs/w-8", headers=AUTH)).json()["data"]
+    assert got["status"] == "suspended"

@@ -115,10 +115,15 @@ class Publisher(Observer):
         Raises:
             RunNotFoundError: The run is neither in memory nor in the store.
         """
+        known = run_id in self._channels
         channel = await self._open(run_id)
         channel.followers += 1
         self._listen(channel, run_id)
         try:
+            if known and channel.followers == 1 and not channel.active:
+                # Kept while nobody listened (a start's placeholder, say): another process may
+                # have saved since, and no note reached it. Refreshed after listening: none lost.
+                await self._refresh(channel, run_id)
             seq = -1
             if last_event_id:
                 epoch, _, number = last_event_id.partition(".")

@@ -12,6 +12,7 @@ the run up in the store. A run waited for that ends ``failed`` exits with 3.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import uuid
 from dataclasses import asdict
@@ -117,8 +118,10 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
             host = await engine_host(t, run_id)
             if host is not None:  # Temporal executes it: its workflow takes the message
                 sent = await host.send(run_id, text, id=message_id)
-                extra = {"message_id": sent.id, "status": "sent"}
-                return _report(t, run_id, None, json_out, extra)
+                if not wait:
+                    extra = {"message_id": sent.id, "status": "sent"}
+                    return _report(t, run_id, None, json_out, extra)
+                return await _await_and_report(t, host, run_id, sent.seq, json_out, sent.id)
             if snap is not None and snap.run.status == "cancelled":
                 raise RunCancelledError(f"run {run_id!r} was cancelled; it takes no more input")
             if wait and snap is not None:
@@ -216,6 +219,24 @@ async def _drive_and_report(t: Target, run_id: str, json_out: bool, extra: dict[
     if snap is None:  # not executed yet: the executor holding it has not saved a step
         return _report(t, run_id, None, json_out, {"status": "started", **extra})
     return _report(t, run_id, snap, json_out, extra, pending=await t.runtime.pending(run_id))
+
+
+async def _await_and_report(
+    t: Target, host: Any, run_id: str, seq: int, json_out: bool, message_id: str
+) -> int:
+    """Wait for a run another engine executes to take message ``seq`` and come to rest."""
+    while True:
+        # The engine's view of the run may still be the one before the message: wait until
+        # the stored run took it (or ended without it) first.
+        snap = await t.store.load(run_id)
+        ended = snap is not None and snap.run.status in ("failed", "cancelled")
+        if snap is not None and (snap.checkpoint.claimed_through >= seq or ended):
+            break
+        await asyncio.sleep(0.05)
+    await host.wait(run_id)
+    snap = await t.store.load(run_id)
+    pending = await t.runtime.pending(run_id)
+    return _report(t, run_id, snap, json_out, {"message_id": message_id}, pending=pending)
 
 
 def _report(

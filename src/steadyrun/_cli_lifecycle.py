@@ -21,7 +21,7 @@ import typer
 
 from steadyrun._cli_drive import ops_of
 from steadyrun._cli_runs import AppOpt, CreateOpt, JsonOpt, StoreOpt, _print, _with, usage
-from steadyrun._cli_target import Target
+from steadyrun._cli_target import Target, engine_host
 from steadyrun._errors import RunNotFoundError
 
 if TYPE_CHECKING:
@@ -113,7 +113,13 @@ def lifecycle_commands(group: typer.Typer) -> None:
         json_out: JsonOpt = False,
     ) -> None:
         async def go(t: Target) -> None:
-            deleted = await _ops(t).delete(run_id)
+            host = await engine_host(t, run_id)
+            if host is not None:  # Temporal executes it: its workflow goes with it
+                from steadyrun.service._ops import Operations
+
+                deleted = await Operations(t.runtime, engine=host.engine).delete(run_id)
+            else:
+                deleted = await _ops(t).delete(run_id)
             if not deleted.found:
                 raise RunNotFoundError(run_id)
             if json_out:

@@ -72,8 +72,8 @@ class BuiltinDriver:
     async def resume(self, run_id: str) -> None:
         await self.app.resume(run_id)
 
-    async def cancel(self, run_id: str) -> None:
-        await self.app.cancel(run_id)
+    async def cancel(self, run_id: str, by: str | None = None) -> None:
+        await self.app.cancel(run_id, by=by)
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         async def look() -> RunSnapshot | None:
@@ -145,8 +145,8 @@ class TemporalDriver:
     async def resume(self, run_id: str) -> None:
         await self.runs.resume(run_id)
 
-    async def cancel(self, run_id: str) -> None:
-        await self.runs.cancel(run_id)
+    async def cancel(self, run_id: str, by: str | None = None) -> None:
+        await self.runs.cancel(run_id, by=by)
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         # The handle follows the run id's newest workflow run (a new turn is a new one).

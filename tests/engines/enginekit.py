@@ -160,8 +160,8 @@ class Driver(Protocol):
         """Continue a failed run from its last step."""
         ...
 
-    async def cancel(self, run_id: str) -> None:
-        """Cancel the run (its open calls too)."""
+    async def cancel(self, run_id: str, by: str | None = None) -> None:
+        """Cancel the run (its open calls too); ``by`` names who cancelled."""
         ...
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:

@@ -111,12 +111,14 @@ async def test_a_cancelled_waiting_run_never_runs_its_call(engine: Driver) -> No
     run = Scenario(engine, "wire")
     await run.start("Wire 70.")
     await run.waits_for("decision")
-    await engine.cancel(run.run_id)
+    await engine.cancel(run.run_id, by="alice")
     ended = await run.ended()
 
     assert ended.status == "cancelled"
-    (call,) = (await run.snapshot()).calls
-    assert call.status == "cancelled"
+    snap = await run.snapshot()
+    assert snap.run.cancelled_by == "alice"  # who cancelled, recorded on both engines
+    (call,) = snap.calls
+    assert call.status == "cancelled" and "by alice" in (call.error or "")
     await engine.cancel(run.run_id)  # again: nothing changes
     assert "wire70" not in run.effects()
 
@@ -152,10 +154,11 @@ async def test_a_failed_run_is_cancelled_and_never_resumed(engine: Driver) -> No
     await engine.send(run.run_id, "Again?")  # the model is down for this turn
     assert (await run.ended(turn=2)).status == "failed"
 
-    await engine.cancel(run.run_id)
+    await engine.cancel(run.run_id, by="alice")
     await engine.cancel(run.run_id)  # again: nothing changes
 
     assert (await run.snapshot()).run.status == "cancelled"
+    assert (await run.snapshot()).run.cancelled_by == "alice"
     assert (await run.ended(turn=2)).status == "cancelled"
     with pytest.raises(RunCancelledError):
         await engine.resume(run.run_id)

@@ -117,3 +117,21 @@ async def test_stream_send_continues_a_conversation_with_its_events() -> None:
     again = [e async for e in runtime.stream_send("r", "more please", id="m-2")]
     assert isinstance(again[-1], RunCompleted)
     assert asyncio.get_running_loop() is not None
+
+
+async def test_a_first_follower_sees_what_another_process_saved_since_the_start() -> None:
+    # The built-in engine's form of it: a serve without a worker shows a started run
+    # (``expect``), a worker elsewhere executes it; the first follower after that sees it as
+    # stored, not the start's placeholder until its next poll.
+    from steadyrun.stream import Publisher
+
+    store = MemoryStore()
+    publisher = Publisher(store)
+    await publisher.expect("r", "a")
+    agent = sr.Agent(name="a", model=ScriptedModel([text("hello there")]))
+    await sr.Runtime(store).run(agent, run_id="r", input="hi")  # "elsewhere": no observer
+    stream = publisher.follow("r", poll_interval=30.0)
+    first = await anext(stream)
+    await stream.aclose()
+    assert first.kind == "snapshot" and first.snapshot is not None
+    assert first.snapshot.status == "completed" and first.snapshot.text == "hello there"

@@ -13,6 +13,9 @@ pytest.importorskip("temporalio", reason="temporalio is not installed (the tempo
 pytest.importorskip("fastapi", reason="the service extra is not installed")
 
 import asyncio  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import AsyncIterator  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
@@ -23,6 +26,8 @@ import httpx  # noqa: E402
 from temporal_kit import Deps as KitDeps  # noqa: E402
 from temporal_kit import agents as kit_agents  # noqa: E402
 from temporal_parity_kit import Deps, marks, parity_agents  # noqa: E402
+from temporalio.client import WorkflowExecutionStatus  # noqa: E402
+from temporalio.service import RPCError  # noqa: E402
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
@@ -38,6 +43,24 @@ class Host:
     app: App
     http: httpx.AsyncClient
     effects: Path
+    target: str = ""
+    queue: str = ""
+    db: Path = Path()
+
+    async def cli(self, *args: str) -> tuple[int, str]:
+        """A ``steadyrun`` command on the store, reaching Temporal at the session's server."""
+        env = {
+            **os.environ,
+            "STEADYRUN_TEMPORAL_ADDRESS": self.target,
+            "STEADYRUN_TASK_QUEUE": self.queue,
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "steadyrun", *args, "--store", f"sqlite:{self.db}",
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await proc.communicate()
+        assert proc.returncode is not None
+        return proc.returncode, out.decode()
 
     async def status(self, run_id: str) -> str:
         got = await self.http.get(f"/runs/{run_id}", headers=AUTH)
@@ -60,7 +83,8 @@ async def host(temporal_server: Any, tmp_path: Path) -> AsyncIterator[Host]:
     client = await connect(temporal_server)
     queue = f"q-{uuid.uuid4().hex}"
     deps = Deps(effects=tmp_path / "fx")
-    store = sr.SqliteStore(tmp_path / "runs.db")
+    store_path = tmp_path / "runs.db"
+    store = sr.SqliteStore(store_path)
     engine = TemporalEngine(client, task_queue=queue, worker=True)
     more = kit_agents(KitDeps(effects=tmp_path / "kit-fx"))
     app = App(store, agents=[*parity_agents(deps), *more], engine=engine)
@@ -68,7 +92,7 @@ async def host(temporal_server: Any, tmp_path: Path) -> AsyncIterator[Host]:
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
         try:
-            yield Host(app, http, deps.effects)
+            yield Host(app, http, deps.effects, temporal_server.target, queue, store_path)
         finally:
             await app.close()
             await store.close()
@@ -222,3 +246,101 @@ async def test_who_settled_and_who_decided_are_recorded(host: Host) -> None:
     await host.until("s-1", "completed")
     calls = (await host.http.get("/runs/s-1", headers=AUTH)).json()["data"]["calls"]
     assert {c["status"] for c in calls} == {"succeeded"}
+
+
+async def test_a_cancel_records_who_cancelled(host: Host) -> None:
+    await host.http.post(
+        "/runs", json={"agent": "wire", "input": "Wire 50.", "run_id": "w-5"}, headers=AUTH
+    )
+    (item,) = await eventually(lambda: host.pending("w-5"), lambda p: len(p) == 1)
+    cancelled = await host.http.post("/runs/w-5/cancel", headers=AUTH)
+    assert cancelled.status_code == 200, cancelled.text
+    snap = await host.app.store.load("w-5")
+    assert snap is not None and snap.run.cancelled_by == "alice"
+    (call,) = [c for c in snap.calls if c.id == item["call_id"]]
+    assert call.status == "cancelled" and call.error is not None and "by alice" in call.error
+    shown = (await host.http.get("/runs/w-5", headers=AUTH)).json()["data"]
+    assert shown["cancelled_by"] == "alice", shown
+
+
+async def test_delete_an_ended_run_and_its_workflow_then_start_the_id_again(host: Host) -> None:
+    app = host.app
+    await app.start("c-6", "chat", "Hello.")
+    await host.until("c-6", "completed")
+    exported = await Operations(app.runtime, engine=app.engine).export_run("c-6")
+    assert [r["run"]["run_id"] for r in exported["runs"]] == ["c-6"]
+    deleted = await Operations(app.runtime, engine=app.engine).delete("c-6")
+    assert deleted.runs == ["c-6"] and deleted.found
+    assert await app.store.load("c-6") is None
+    again = await Operations(app.runtime, engine=app.engine).delete("c-6")
+    assert not again.found
+    # The id is free again, as on the built-in engine: a new run starts under it.
+    started = await app.start("c-6", "chat", "Hello again.")
+    assert started.created is True
+    await host.until("c-6", "completed")
+
+
+async def test_delete_a_waiting_run_terminates_its_workflow(host: Host) -> None:
+    app = host.app
+    await app.start("w-6", "wire", "Wire 60.")
+    await eventually(lambda: host.pending("w-6"), lambda p: len(p) == 1)
+    deleted = await Operations(app.runtime, engine=app.engine).delete("w-6")
+    assert deleted.runs == ["w-6"]
+    assert await app.store.load("w-6") is None
+    runs = await app.engine.runs()  # type: ignore[attr-defined]
+    try:
+        desc = await runs.client.get_workflow_handle("w-6").describe()
+        assert desc.status != WorkflowExecutionStatus.RUNNING
+    except RPCError:
+        pass  # its history is gone already
+    assert marks(host.effects) == []
+
+
+async def test_delete_a_running_run_is_refused_as_busy(host: Host) -> None:
+    app = host.app
+    await app.start("w-7", "wire", "Wire 70.")
+    await eventually(lambda: host.pending("w-7"), lambda p: len(p) == 1)
+    snap = await app.store.load("w-7")
+    assert snap is not None
+    # The store shows it running (its workflow records the step in flight): refused.
+    from dataclasses import replace
+
+    from steadyrun.records import Step
+    from steadyrun.stores._leases import Fence, fenced
+
+    holder = await app.store.leases.holder("w-7")
+    assert holder is not None
+    with fenced(Fence("w-7", holder.owner, holder.token)):
+        running = replace(snap.run, status="running", steps=snap.run.steps + 1)
+        await app.store.save_step("w-7", Step(run=running, checkpoint=snap.checkpoint))
+    with pytest.raises(sr.RunBusyError):
+        await Operations(app.runtime, engine=app.engine).delete("w-7")
+    assert await app.store.load("w-7") is not None
+
+
+async def test_cli_send_waits_for_the_run_as_on_the_builtin_engine(host: Host) -> None:
+    await host.app.start("c-7", "chat", "Hello.")
+    await host.until("c-7", "completed")
+    code, out = await host.cli("runs", "send", "c-7", "And again.", "--id", "m-7", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["status"] == "completed", data
+    assert data["message_id"] == "m-7" and data["text"] == "turn 2: And again.", data
+    code, out = await host.cli("runs", "delete", "c-7")
+    assert code == 0, out
+    assert "deleted run c-7" in out
+
+
+async def test_the_first_snapshot_after_a_start_shows_the_stored_status(host: Host) -> None:
+    # The start shows the run (running) before the workflow records it; a follower coming
+    # once it suspended sees it suspended at once, not at its next poll (30 s here).
+    started = await host.app.start("w-8", "wire", "Wire 80.")
+    assert started.status == "running"
+    await eventually(lambda: host.pending("w-8"), lambda p: len(p) == 1)
+    async with asyncio.timeout(10):
+        async for event in host.app.publisher.follow("w-8", poll_interval=30.0):
+            assert event.kind == "snapshot" and event.snapshot is not None
+            assert event.snapshot.status == "suspended", event.snapshot
+            break
+    got = (await host.http.get("/runs/w-8", headers=AUTH)).json()["data"]
+    assert got["status"] == "suspended"

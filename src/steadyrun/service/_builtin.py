@@ -15,6 +15,7 @@ from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, Runtime
 from steadyrun.service._engine import Host
+from steadyrun.service._lifecycle import Deleted
 from steadyrun.service._ops import Operations
 from steadyrun.service._start import Cancelled, Started
 from steadyrun.service._worker import Worker
@@ -202,6 +203,13 @@ class BuiltinEngine:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         return done
+
+    async def delete(self, run_id: str) -> Deleted:
+        """``Operations.delete``, with the app's background tasks."""
+        app = self.app
+        manager = app.runtime.tasks
+        tasks = manager.store if isinstance(manager, TaskManager) else None
+        return await Operations(app.runtime, tasks=tasks).delete(run_id)
 
     async def continued(self, run_id: str) -> None:
         """Nothing: the successor's input woke it up in the store."""

@@ -1,12 +1,12 @@
 """What executes an ``App``'s runs: the ``Engine`` protocol and the built-in engine.
 
 An ``App`` does its host operations (start, resume, send, decide, answer, settle, fork,
-cancel) through its engine. ``BuiltinEngine`` (the default, in ``steadyrun.service._builtin``)
-records them in the store, where the app's embedded worker or any other ``steadyrun worker``
-takes them up;
-``steadyrun.temporal.TemporalEngine`` sends them to the runs' workflows. Either way the runs
-are read from the store (the Temporal workflows record their steps there), so the page, the
-display stream and the listings do not depend on the engine.
+cancel, delete) through its engine. ``BuiltinEngine`` (the default, in
+``steadyrun.service._builtin``) records them in the store, where the app's embedded worker
+or any other ``steadyrun worker`` takes them up; ``steadyrun.temporal.TemporalEngine``
+sends them to the runs' workflows. Either way the runs are read from the store (the
+Temporal workflows record their steps there), so the page, the display stream and the
+listings do not depend on the engine.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import ForkedRun, Runtime
+from steadyrun.service._lifecycle import Deleted
 from steadyrun.service._start import Cancelled, Started
 from steadyrun.stores import FeedMessage, Store
 
@@ -117,6 +118,10 @@ class Engine(Protocol):
 
     async def cancel(self, run_id: str, *, by: str | None) -> Cancelled:
         """Cancel a run tree; empty ``runs`` when it was cancelled before."""
+        ...
+
+    async def delete(self, run_id: str) -> Deleted:
+        """Delete a run tree that nothing executes now (``RunBusyError`` while something does)."""
         ...
 
     async def continued(self, run_id: str) -> None:

@@ -366,10 +366,13 @@ class Operations:
         deletes nothing (``Deleted.found`` is false).
 
         Raises:
-            RunBusyError: Another executor holds the run (``ForeignEngineError``: Temporal's).
+            RunBusyError: Another executor holds the run (``ForeignEngineError``: Temporal's,
+                when this ``Operations`` has no ``TemporalEngine``).
             UsageError: ``run_id`` is a sub-agent run (delete its run), or the store cannot
                 delete runs.
         """
+        if self.engine is not None:  # its runs are held by the engine for good
+            return await self.engine.delete(run_id)
         return await delete_run(
             self.store, run_id, tasks=self.tasks, owner=self.owner, now=self._clock()
         )

@@ -120,11 +120,15 @@ class Publisher(Observer):
         Raises:
             RunNotFoundError: The run is neither in memory nor in the store.
         """
+        known = run_id in self._channels
         channel = await self._open(run_id)
         channel.followers += 1
         self._listen(channel, run_id)
         try:
-            if channel.stale:
+            # Stale: changed in the store since the snapshot. Kept while nobody listened (a
+            # start's placeholder, say): another process may have saved since, and no note
+            # reached it. Refreshed after listening: none lost.
+            if channel.stale or (known and channel.followers == 1 and not channel.active):
                 await self._refresh(channel, run_id)
             seq = -1
             if last_event_id:

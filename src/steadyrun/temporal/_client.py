@@ -364,11 +364,12 @@ class TemporalRuns:
         except WorkflowUpdateFailedError as exc:
             raise _typed(exc) from None
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, by: str | None = None) -> None:
         """Cancel a run, and the child workflows of its delegations.
 
         The workflows end cancelled; the store shows the runs ``cancelled``, their open calls
-        settled ``cancelled``. Cancelling a cancelled run again changes nothing.
+        settled ``cancelled``. Cancelling a cancelled run again changes nothing. ``by`` names
+        who cancelled (``RunRecord.cancelled_by``; told to the workflow in a signal first).
 
         A run that failed is cancelled too, as on the built-in engine (so nothing resumes
         it): its workflow had ended, so a new workflow run marks it cancelled in the app's
@@ -387,22 +388,24 @@ class TemporalRuns:
                 gone = await self._gone(run_id, "cancel", None)
                 if not isinstance(gone, _RunFailed):
                     raise gone
-                if await self._cancel_failed(run_id):
+                if await self._cancel_failed(run_id, by):
                     return
             if await self.status(run_id) == "completed":
                 # Its workflow stays while background tasks run; the run itself has ended,
                 # and the built-in engine's cancel refuses it too.
                 raise NotPendingError(f"run {run_id!r} completed; there is nothing to cancel")
+            if by is not None:
+                await self._reaching(run_id, "cancel", handle.signal("cancelling", by))
             await self._reaching(run_id, "cancel", handle.cancel())
         except RunCancelledError:
             return
 
-    async def _cancel_failed(self, run_id: str) -> bool:
+    async def _cancel_failed(self, run_id: str, by: str | None = None) -> bool:
         """Cancel a failed run whose workflow ended; ``False``: it was resumed meanwhile."""
         try:
             started = await self.client.start_workflow(
                 WORKFLOW_NAME,
-                RunInput(agent="", run_id=run_id, resume=True, cancel=True),
+                RunInput(agent="", run_id=run_id, resume=True, cancel=True, cancelled_by=by),
                 id=run_id,
                 task_queue=self.task_queue,
                 result_type=RunOutput,

@@ -9,6 +9,11 @@ place for is kept in the store under keys no run uses:
   ``steadyrun:start:<run_id>`` (the first message wins, as the feed deduplicates by id) before
   the workflow starts; the same request again finds it and starts nothing new, a different one
   is a ``ConflictError``.
+- **delete**: a run at rest (suspended, completed, failed, cancelled: nothing executes it)
+  loses its workflow (terminated when open, its history deleted, so the id can start again)
+  and its store rows (written under the workflow's claim, deleted with it), then its blobs
+  when the codec keeps them; a run its workflow is executing is refused with
+  ``RunBusyError``, as the built-in engine refuses a run a worker holds.
 - **one successor**: ``Operations.continue_run`` writes the successor to the store as on the
   built-in engine; ``continued`` then starts its workflow, which loads it from there.
 """
@@ -18,9 +23,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.converter import PayloadCodec
 from temporalio.exceptions import WorkflowAlreadyStartedError
@@ -30,6 +38,7 @@ from steadyrun._errors import (
     ConflictError,
     ForeignEngineError,
     NotPendingError,
+    RunBusyError,
     RunCancelledError,
     RunNotFoundError,
     UsageError,
@@ -40,10 +49,14 @@ from steadyrun.runtime import ForkedRun
 from steadyrun.runtime._fork import FORK_ORIGIN, _edit_key
 from steadyrun.service import Operations
 from steadyrun.service._engine import Host
-from steadyrun.service._start import START_META, Cancelled, Started
+from steadyrun.service._lifecycle import Deleted, lifecycle_of
+from steadyrun.service._start import START_META, Cancelled, Started, successor_key
 from steadyrun.stores import FeedMessage
-from steadyrun.stores._leases import Fence, fenced
+from steadyrun.stores._leases import Fence, fenced, foreign_engine
 from steadyrun.temporal._app import TemporalApp
+from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobs import LargePayloadCodec
+from steadyrun.temporal._claim import ENGINE, engine_owner
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
@@ -296,7 +309,7 @@ class TemporalEngine:
         before = await store.load(run_id)
         if before is not None and before.run.status == "cancelled":
             return Cancelled(run_id=run_id, runs=[], calls=[])
-        await (await self.runs()).cancel(run_id)
+        await (await self.runs()).cancel(run_id, by=by)
         deadline = time.monotonic() + self.settle_seconds
         while time.monotonic() < deadline:
             snap = await store.load(run_id)
@@ -304,6 +317,53 @@ class TemporalEngine:
                 break
             await asyncio.sleep(0.05)
         return await Operations(self.host.runtime).cancelled(run_id)
+
+    async def delete(self, run_id: str) -> Deleted:
+        """Delete a run at rest with its workflow, store rows and blobs (see the module).
+
+        Raises:
+            RunBusyError: Its workflow is executing it (or started it and recorded nothing).
+            UsageError: ``run_id`` is a sub-agent run (delete its run).
+        """
+        if "/" in run_id:
+            raise UsageError(
+                f"run {run_id!r} is a sub-agent run: delete its run "
+                f"{run_id.split('/', 1)[0]!r}, which takes it along"
+            )
+        store = self.host.store
+        runs = await self.runs()
+        handle = runs.client.get_workflow_handle(run_id)
+        open_ = False
+        try:
+            open_ = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        snap = await store.load(run_id)
+        holder = await store.leases.holder(run_id)
+        owner = holder.owner if holder is not None else engine_owner(run_id)
+        if snap is not None and snap.run.status == "running":
+            raise RunBusyError(run_id, owner, None)
+        if open_ and (snap is None or await self._executing_now(run_id)):
+            raise RunBusyError(run_id, owner, None)
+        if open_:
+            # At rest: nothing it does is lost. Its children end with it (their close policy).
+            with contextlib.suppress(RPCError):
+                await handle.terminate(reason="the run was deleted")
+        lifecycle = lifecycle_of(store)
+        fence = None
+        if holder is not None and foreign_engine(holder.owner) == ENGINE:
+            fence = Fence(run_id, holder.owner, holder.token)  # the workflow's claim goes too
+        with fenced(fence):
+            deletion = await lifecycle.delete_run(run_id)
+        for key in (successor_key(run_id), start_key(run_id)):  # the id starts anew
+            await lifecycle.delete_run(key)
+        for workflow_id in deletion.runs or [run_id]:
+            await self._forget(workflow_id)
+        codec = self.payload_codec
+        if isinstance(codec, LargePayloadCodec):
+            await collect_blobs(runs.client, codec.blobs, grace=timedelta(0), runs=[run_id])
+        return Deleted(run_id=run_id, runs=deletion.runs, messages=deletion.messages)
 
     async def continued(self, run_id: str) -> None:
         """Start the workflow of a successor written to the store (it loads it from there)."""
@@ -341,6 +401,32 @@ class TemporalEngine:
             created=False,
             status=existing.run.status,
         )
+
+    async def _executing_now(self, run_id: str) -> bool:
+        """Whether the open workflow says it executes the run (not waiting for anything)."""
+        try:
+            return await (await self.runs()).status(run_id) == "running"
+        except (RunCancelledError, NotPendingError, RunNotFoundError):
+            return False
+
+    async def _forget(self, workflow_id: str) -> None:
+        """Delete a closed workflow's history, and wait until its id can start again."""
+        runs = await self.runs()
+        request = DeleteWorkflowExecutionRequest(
+            namespace=runs.client.namespace,
+            workflow_execution=WorkflowExecution(workflow_id=workflow_id),
+        )
+        try:
+            await runs.client.workflow_service.delete_workflow_execution(request)
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return
+            raise
+        deadline = time.monotonic() + self.settle_seconds
+        while time.monotonic() < deadline:
+            if not await self._exists(workflow_id):
+                return
+            await asyncio.sleep(0.05)
 
     async def _exists(self, run_id: str) -> bool:
         try:

@@ -96,6 +96,7 @@ class RunInput:
             workflow marks the run cancelled in the app's store (its open calls
             ``cancelled``) and ends with the output status ``cancelled``, as the built-in
             engine cancels a failed run (``TemporalRuns.cancel``).
+        cancelled_by: With ``cancel``, who cancelled (``RunRecord.cancelled_by``).
     """
 
     agent: str
@@ -106,6 +107,7 @@ class RunInput:
     subagent: bool = False
     resume: bool = False
     cancel: bool = False
+    cancelled_by: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
     from steadyrun.temporal._wstore import (
+        CANCELLED,
         ContinueAsNew,
         DryStore,
         Recorder,
@@ -138,6 +139,7 @@ class AgentWorkflow:
         self._ready = False  # the run's state is in the store: host writes may apply
         self._refused: str | None = None  # why a restarted run could not be loaded
         self._tasks: WorkflowTasks | None = None
+        self._cancelled_by: str | None = None  # who asked, told just before the cancel
 
     # -- run --------------------------------------------------------------------------------
 
@@ -195,7 +197,9 @@ class AgentWorkflow:
             # A failed run, cancelled as the built-in engine cancels it: marked cancelled in
             # the app's store, so nothing resumes it. (Histories from before ``cancel``
             # decode it False: they replay as they ran.)
-            await store.cancel(inp.run_id, workflow.now())
+            by = inp.cancelled_by
+            why = f"{CANCELLED} by {by}" if by is not None else CANCELLED
+            await store.cancel(inp.run_id, workflow.now(), why, by=by)
             await recorder.drain()
             return RunOutput(run_id=inp.run_id, status="cancelled", generations=generation)
         engine = Engine.of(app, agent)
@@ -216,7 +220,9 @@ class AgentWorkflow:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
             tasks.cancel_all()
-            await store.cancel(self._run_id, workflow.now())
+            by = self._cancelled_by
+            why = f"{CANCELLED} by {by}" if by is not None else CANCELLED
+            await store.cancel(self._run_id, workflow.now(), why, by=by)
             await recorder.drain()
             raise
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -421,6 +427,15 @@ class AgentWorkflow:
             raise ApplicationError(
                 "input needs an id and the role user or system", type="UsageError"
             )
+
+    @workflow.signal(name="cancelling")
+    def cancelling(self, by: str) -> None:
+        """Who cancels the run: sent just before Temporal's cancel, which carries no principal.
+
+        Signals are applied before a cancel in the same workflow task, and a replay sees it
+        in the history as the first execution did.
+        """
+        self._cancelled_by = by
 
     @workflow.signal(name="input")
     async def input(self, args: SendArgs) -> None:

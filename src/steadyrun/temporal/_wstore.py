@@ -164,8 +164,13 @@ class WorkflowStore(MemoryStore):
             self.consumed_through = through
             self.recorder.add(RecordOp(op="consume", through=through))
 
-    async def cancel(self, run_id: str, now: datetime, reason: str = CANCELLED) -> None:
-        """Mark the run cancelled, its open calls settled ``cancelled`` (a no-op once ended)."""
+    async def cancel(
+        self, run_id: str, now: datetime, reason: str = CANCELLED, *, by: str | None = None
+    ) -> None:
+        """Mark the run cancelled (by ``by``), its open calls settled ``cancelled``.
+
+        A no-op once the run ended.
+        """
         snap = await self.load(run_id)
         if snap is None or snap.run.status in ("completed", "cancelled"):
             return
@@ -179,7 +184,9 @@ class WorkflowStore(MemoryStore):
             settled.append(
                 replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
             )
-        run = replace(snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1)
+        run = replace(
+            snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1, cancelled_by=by
+        )
         await self.save_step(run_id, Step(run=run, checkpoint=snap.checkpoint, calls=settled))
 
     async def restore(self, run_id: str, carried: Carried) -> None:

@@ -15,28 +15,32 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import pydantic
-
-from steadyrun._errors import InvalidResponseError, UsageError
+from steadyrun._errors import UsageError
 from steadyrun.background._model import (
     Outcome,
     Task,
     Update,
-    ending_of,
     receipt_of,
     render_output,
     task_id_of,
 )
 from steadyrun.background._progress import Materializer, render_progress
 from steadyrun.background._recovery import TaskRecovery
+from steadyrun.background._shared import (
+    check_answer,
+    ending_message,
+    lost_verdict,
+    new_task,
+    question_item,
+    split_arguments,
+)
 from steadyrun.background._store import TaskStore
 from steadyrun.background._task_tools import task_tools
 from steadyrun.background._tool import AdoptionView, BackgroundTool, Operation, TaskRef, outcome_of
 from steadyrun.control import HostFailure
 from steadyrun.runtime._extension import Extension
 from steadyrun.runtime._host import PendingItem
-from steadyrun.stores import Feed, FeedMessage
+from steadyrun.stores import Feed
 from steadyrun.tools import Tool, ToolContext, schema_tool
 
 __all__ = ["TaskManager"]
@@ -142,28 +146,14 @@ class TaskManager:
     # -- foreground first, then adopt --------------------------------------------------------
 
     async def _call(self, bt: BackgroundTool, arguments: dict[str, Any], ctx: ToolContext) -> str:
-        background = (
-            bool(arguments.pop(bt.background_argument, False)) if bt.background_argument else False
-        )
-        try:
-            args = bt.Args.model_validate(arguments)
-        except pydantic.ValidationError as exc:
-            raise ValueError(f"invalid arguments: {exc}") from None
+        background, args = split_arguments(bt, arguments)
         args = await bt.prepare_input(args)
         task_id = task_id_of(ctx.run_id, ctx.call_id)
         existing = await self.store.get(task_id)
         if existing is not None:  # the call runs again after a crash: never start it twice
             return receipt_of(existing)
-        now = self.clock()
-        task = Task(
-            id=task_id,
-            run_id=ctx.run_id,
-            call_id=ctx.call_id,
-            tool=bt.name,
-            arguments=args.model_dump_json(),
-            description=bt.describe(args),
-            created_at=now,
-            updated_at=now,
+        task = new_task(
+            bt, args, run_id=ctx.run_id, call_id=ctx.call_id, task_id=task_id, now=self.clock()
         )
         if background:
             stored = await self.store.insert(task)
@@ -307,13 +297,7 @@ class TaskManager:
 
     async def _lost(self, task: Task, bt: BackgroundTool) -> None:
         """A plain operation whose worker died: settled by the tool's traits."""
-        review = bt.side_effects and not bt.replayable
-        error = (
-            "the worker running it stopped; it may or may not have taken effect: check before "
-            "starting it again"
-            if review
-            else "the worker running it stopped before it finished; it is safe to start again"
-        )
+        review, error = lost_verdict(bt)
         await self._finish(task, Outcome(status="failed", error=error), needs_review=review)
 
     async def _watch(
@@ -399,15 +383,7 @@ class TaskManager:
         task = await self.store.get(task_id)
         if task is None or not task.final or task.notified:
             return
-        await self.feed.append(
-            task.run_id,
-            FeedMessage(
-                id=f"task:{task.id}:ended",
-                role="system",
-                content=ending_of(task),
-                meta={"steadyrun.task": task.id},
-            ),
-        )
+        await self.feed.append(task.run_id, ending_message(task))
         await self.store.mark_notified(task.id)
 
     # -- the host's and the model's operations -----------------------------------------------
@@ -446,18 +422,7 @@ class TaskManager:
         items = []
         for task in await self.pending_inputs(run_id):
             assert task.input is not None
-            items.append(
-                PendingItem(
-                    kind="task_input",
-                    blocking=False,
-                    call_id=task.call_id,
-                    name=task.tool,
-                    arguments=task.arguments,
-                    prompt=task.input.prompt,
-                    wait_id=task.input.wait_id,
-                    response_schema=task.input.response_schema,
-                )
-            )
+            items.append(question_item(task, task.input))
         return items
 
     async def answer_question(self, run_id: str, wait_id: str, response: Any) -> str | None:
@@ -487,13 +452,7 @@ class TaskManager:
             raise UsageError(f"task {task_id!r} does not wait on {wait_id!r}")
         if question.answered:
             return False  # a repeat: the first answer stands
-        if question.response_schema is not None:
-            try:
-                jsonschema.validate(answer, question.response_schema)
-            except jsonschema.ValidationError as exc:
-                raise InvalidResponseError(
-                    f"the answer does not fit the schema: {exc.message}"
-                ) from None
+        check_answer(question, answer)
         given = await self.store.answer(task_id, wait_id, answer, self.clock())
         if given:
             self._wake.set()

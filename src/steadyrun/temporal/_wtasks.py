@@ -28,11 +28,8 @@ from temporalio.exceptions import ActivityError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    import jsonschema
-    import pydantic
-
     from steadyrun._codec import from_plain, to_plain
-    from steadyrun._errors import InvalidResponseError, UsageError
+    from steadyrun._errors import UsageError
     from steadyrun.background import (
         AdoptionView,
         BackgroundTool,
@@ -42,12 +39,20 @@ with workflow.unsafe.imports_passed_through():
         render_progress,
         task_id_of,
     )
-    from steadyrun.background._model import check_update, ending_of, receipt_of, render_output
+    from steadyrun.background._model import check_update, receipt_of, render_output
+    from steadyrun.background._shared import (
+        check_answer,
+        ending_message,
+        lost_verdict,
+        new_task,
+        question_item,
+        split_arguments,
+    )
     from steadyrun.background._task_tools import answer_task_tool
     from steadyrun.control import HostFailure
     from steadyrun.runtime._extension import ToolCall
     from steadyrun.runtime._host import PendingItem
-    from steadyrun.stores import FeedMessage, MemoryStore
+    from steadyrun.stores import MemoryStore
     from steadyrun.temporal._background import (
         ACTIVITY_BACKGROUND,
         BackgroundInput,
@@ -129,13 +134,7 @@ class WorkflowTasks:
         """Run ``call``: its output when it ends in the foreground, else its launch receipt."""
         record, ctx = call.record, call.context
         arguments = json.loads(record.arguments or "{}")
-        background = False
-        if bt.background_argument:
-            background = bool(arguments.pop(bt.background_argument, False))
-        try:
-            args = bt.Args.model_validate(arguments)
-        except pydantic.ValidationError as exc:
-            raise ValueError(f"invalid arguments: {exc}") from None
+        background, args = split_arguments(bt, arguments)
         # In the workflow, like the built-in engine's tool body before anything starts; they
         # must not do I/O here.
         args = await bt.prepare_input(args)
@@ -144,16 +143,8 @@ class WorkflowTasks:
         if known is not None:  # the call runs again: never start it twice
             return receipt_of(known.task)
         now = workflow.now()
-        task = Task(
-            id=task_id,
-            run_id=ctx.run_id,
-            call_id=record.id,
-            tool=bt.name,
-            arguments=args.model_dump_json(),
-            description=bt.describe(args),
-            created_at=now,
-            updated_at=now,
-            started=True,
+        task = new_task(
+            bt, args, run_id=ctx.run_id, call_id=record.id, task_id=task_id, now=now, started=True
         )
         held = _Held(task=task, tool=bt)
         self.foreground[task_id] = held
@@ -269,28 +260,14 @@ class WorkflowTasks:
             return
         bt = held.tool
         if out.status == "lost":  # settled by the tool's traits, as the built-in engine does
-            review = bt.side_effects and not bt.replayable
-            task.status, task.needs_review = "failed", review
-            task.error = (
-                "the worker running it stopped; it may or may not have taken effect: check "
-                "before starting it again"
-                if review
-                else "the worker running it stopped before it finished; it is safe to start again"
-            )
+            task.status = "failed"
+            task.needs_review, task.error = lost_verdict(bt)
         elif out.status == "completed":
             task.status, task.output = "completed", out.output
         else:
             task.status = "cancelled" if out.status == "cancelled" else "failed"
             task.error = out.error or out.status
-        await self.store.append(
-            task.run_id,
-            FeedMessage(
-                id=f"task:{task.id}:ended",
-                role="system",
-                content=ending_of(task),
-                meta={"steadyrun.task": task.id},
-            ),
-        )
+        await self.store.append(task.run_id, ending_message(task))
         task.notified = True
         self.wake()
 
@@ -382,18 +359,7 @@ class WorkflowTasks:
             task, question = held.task, held.task.input
             if task.status != "waiting_input" or question is None or question.answered:
                 continue
-            items.append(
-                PendingItem(
-                    kind="task_input",
-                    blocking=False,
-                    call_id=task.call_id,
-                    name=task.tool,
-                    arguments=task.arguments,
-                    prompt=question.prompt,
-                    wait_id=question.wait_id,
-                    response_schema=question.response_schema,
-                )
-            )
+            items.append(question_item(task, question))
         return items
 
     def asked(self, wait_id: str, response: Any) -> _Held | None:
@@ -402,13 +368,8 @@ class WorkflowTasks:
             question = held.task.input
             if question is None or question.wait_id != wait_id:
                 continue
-            if not question.answered and question.response_schema is not None:
-                try:
-                    jsonschema.validate(response, question.response_schema)
-                except jsonschema.ValidationError as exc:
-                    raise InvalidResponseError(
-                        f"the answer does not fit the schema: {exc.message}"
-                    ) from None
+            if not question.answered:
+                check_answer(question, response)
             return held
         return None
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
-from steadyrun._errors import NotPendingError, RunCancelledError, RunNotFoundError, UsageError
+from steadyrun._errors import RunCancelledError, RunNotFoundError, UsageError
 from steadyrun.background import TaskManager
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, Runtime
-from steadyrun.service._engine import Host
+from steadyrun.service._engine import Host, resumable
 from steadyrun.service._lifecycle import Deleted
 from steadyrun.service._ops import Operations
 from steadyrun.service._start import Cancelled, Started
@@ -111,15 +111,7 @@ class BuiltinEngine:
     async def resume(self, run_id: str) -> bool:
         """Wake the run up for a worker; ``False`` when it executes here already."""
         app = self.app
-        snap = await app.store.load(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        if snap.run.status == "cancelled":
-            raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
-        if snap.run.status == "completed" and not self.executing(run_id):
-            raise NotPendingError(
-                f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
-            )
+        snap = resumable(run_id, await app.store.load(run_id), executing=self.executing(run_id))
         app.agent(snap.run.agent)
         await app._ensure()
         here = self.executing(run_id)

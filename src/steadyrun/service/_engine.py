@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+from steadyrun._errors import NotPendingError, RunCancelledError, RunNotFoundError
 from steadyrun.chat import Message
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.runtime import ForkedRun, Runtime
 from steadyrun.service._lifecycle import Deleted
 from steadyrun.service._start import Cancelled, Started
@@ -127,3 +128,24 @@ class Engine(Protocol):
     async def continued(self, run_id: str) -> None:
         """A successor run was written to the store with its input: make it go."""
         ...
+
+
+def resumable(run_id: str, snap: RunSnapshot | None, *, executing: bool = False) -> RunSnapshot:
+    """The run's snapshot, when the service may resume it; else the refusal every engine gives.
+
+    ``executing``: the run executes here now, so a ``completed`` status is not its last word.
+
+    Raises:
+        RunNotFoundError: No such run.
+        RunCancelledError: It was cancelled.
+        NotPendingError: It completed: there is nothing to resume.
+    """
+    if snap is None:
+        raise RunNotFoundError(run_id)
+    if snap.run.status == "cancelled":
+        raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
+    if snap.run.status == "completed" and not executing:
+        raise NotPendingError(
+            f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
+        )
+    return snap

@@ -48,7 +48,7 @@ from steadyrun.records import CallRecord
 from steadyrun.runtime import ForkedRun
 from steadyrun.runtime._fork import FORK_ORIGIN, _edit_key
 from steadyrun.service import Operations
-from steadyrun.service._engine import Host
+from steadyrun.service._engine import Host, resumable
 from steadyrun.service._lifecycle import Deleted, lifecycle_of
 from steadyrun.service._start import START_META, Cancelled, Started, successor_key
 from steadyrun.stores import FeedMessage
@@ -221,15 +221,7 @@ class TemporalEngine:
 
     async def resume(self, run_id: str) -> bool:
         """Continue a failed run (``TemporalRuns.resume``); refused as the built-in refuses."""
-        snap = await self.host.store.load(run_id)
-        if snap is None:
-            raise RunNotFoundError(run_id)
-        if snap.run.status == "cancelled":
-            raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
-        if snap.run.status == "completed":
-            raise NotPendingError(
-                f"run {run_id!r} completed: there is nothing to resume; send it a message to go on"
-            )
+        resumable(run_id, await self.host.store.load(run_id))
         await (await self.runs()).resume(run_id)
         return True
 

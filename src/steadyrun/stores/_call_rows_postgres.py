@@ -13,8 +13,8 @@ from psycopg.rows import TupleRow
 from steadyrun._codec import decode
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
-from steadyrun.stores._call_rows import CallRow, Spots, decode_rows, needs, resolve
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, MESSAGE_NOW, MESSAGE_PAST, UNKNOWN
+from steadyrun.stores._call_rows import CallRow, Spots, decode_rows, resolve
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, UNKNOWN, lookups
 from steadyrun.stores._history_sql import sql
 
 __all__ = ["UNKNOWN", "held_row", "pg_resolved"]
@@ -48,21 +48,12 @@ async def pg_resolved(
         current = int(found[0]) if found is not None else None
     if current is None:
         return resolve(rows, None, lambda seg, idx: None)  # refused: no segment to look in
-    now, past = needs(rows, current)
-    messages: dict[tuple[int, int], Message] = {}
-    for idx in now:
-        if context is not None and idx < len(context):
-            messages[(current, idx)] = context[idx]
-            continue
-        await cur.execute(sql(MESSAGE_NOW, s), (run_id, idx), binary=True)
+    messages, todo = lookups(run_id, rows, current, context)
+    for place, statement, params in todo:
+        await cur.execute(sql(statement, s), params, binary=True)
         row = await cur.fetchone()
         if row is not None:
-            messages[(current, idx)] = decode(row[0], Message)
-    for seg, idx in past:
-        await cur.execute(sql(MESSAGE_PAST, s), (run_id, seg, idx), binary=True)
-        row = await cur.fetchone()
-        if row is not None:
-            messages[(seg, idx)] = decode(row[0], Message)
+            messages[place] = decode(row[0], Message)
     return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "MESSAGE_NOW",
     "MESSAGE_PAST",
     "UNKNOWN",
+    "lookups",
     "sqlite_calls",
     "sqlite_resolved",
 ]
@@ -34,6 +35,29 @@ MESSAGE_NOW = "SELECT message FROM {t}context WHERE run_id = {p} AND idx = {p}"
 MESSAGE_PAST = (
     "SELECT message FROM {t}context_segments WHERE run_id = {p} AND segment = {p} AND idx = {p}"
 )
+
+
+Lookup = tuple[tuple[int, int], str, tuple[object, ...]]
+"""A referred text's place ``(segment, index)``, the statement reading it and its parameters."""
+
+
+def lookups(
+    run_id: str, rows: list[CallRow], current: int, context: Sequence[Message] | None
+) -> tuple[dict[tuple[int, int], Message], list[Lookup]]:
+    """The referred texts the loaded ``context`` holds, and the reads of the others.
+
+    Both stores plan their reads here, so only the way a statement runs differs between them.
+    """
+    now, past = needs(rows, current)
+    messages: dict[tuple[int, int], Message] = {}
+    todo: list[Lookup] = []
+    for idx in now:
+        if context is not None and idx < len(context):
+            messages[(current, idx)] = context[idx]
+        else:
+            todo.append(((current, idx), MESSAGE_NOW, (run_id, idx)))
+    todo.extend(((seg, idx), MESSAGE_PAST, (run_id, seg, idx)) for seg, idx in past)
+    return messages, todo
 
 
 def sqlite_calls(
@@ -72,17 +96,9 @@ def sqlite_resolved(
         current = None if found is None else int(found[0])
     if current is None:
         return resolve(rows, None, lambda seg, idx: None)  # refused: no segment to look in
-    now, past = needs(rows, current)
-    messages: dict[tuple[int, int], Message] = {}
-    for idx in now:
-        if context is not None and idx < len(context):
-            messages[(current, idx)] = context[idx]
-            continue
-        row = conn.execute(sql(MESSAGE_NOW), (run_id, idx)).fetchone()
+    messages, todo = lookups(run_id, rows, current, context)
+    for place, statement, params in todo:
+        row = conn.execute(sql(statement), params).fetchone()
         if row is not None:
-            messages[(current, idx)] = decode(row[0], Message)
-    for seg, idx in past:
-        row = conn.execute(sql(MESSAGE_PAST), (run_id, seg, idx)).fetchone()
-        if row is not None:
-            messages[(seg, idx)] = decode(row[0], Message)
+            messages[place] = decode(row[0], Message)
     return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))

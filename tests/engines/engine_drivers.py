@@ -20,32 +20,22 @@ from steadyrun import RunCancelledError, RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.runtime import PendingItem
 from steadyrun.service import App
+from steadyrun.stores import Store
 
 FINAL = ("completed", "failed", "cancelled")
 
 
-class BuiltinDriver:
-    """Runs executed by built-in ``Worker`` processes on one store (``builtin_store``)."""
+class _Forwarding:
+    """The operations the built-in ``App`` and ``TemporalRuns`` take alike, forwarded.
 
-    name = "builtin"
+    ``host`` is either one; what differs between the engines is in the drivers themselves.
+    """
 
-    def __init__(self, spec: str, ledger: Path, workers: Workers) -> None:
-        self.ledger = ledger
-        self.workers = workers
-        self.store = builtin_store(spec, pool=3)
-        self.app = App(sr.Runtime(self.store, agents=scenario_agents(ledger)), worker=False)
+    host: Any
+    store: Store
 
     async def close(self) -> None:
         await self.store.close()
-
-    async def start(self, run_id: str, agent: str, input: str) -> None:
-        await self.app.start(run_id, agent, input)
-
-    async def pending(self, run_id: str) -> list[PendingItem]:
-        try:
-            return await self.app.runtime.pending(run_id)
-        except RunNotFoundError:
-            return []  # started, but no worker executed it yet: its first step is not saved
 
     async def decide(
         self,
@@ -56,24 +46,54 @@ class BuiltinDriver:
         reason: str | None = None,
         arguments: dict[str, Any] | None = None,
     ) -> CallRecord:
-        return await self.app.decide(
+        record: CallRecord = await self.host.decide(
             run_id, call_id, approve=approve, reason=reason, arguments=arguments
         )
+        return record
 
     async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
-        return await self.app.answer(run_id, wait_id, response)
+        record: CallRecord = await self.host.answer(run_id, wait_id, response)
+        return record
 
     async def settle(self, run_id: str, call_id: str, *, result: str) -> CallRecord:
-        return await self.app.settle(run_id, call_id, result=result)
+        record: CallRecord = await self.host.settle(run_id, call_id, result=result)
+        return record
 
     async def send(self, run_id: str, text: str) -> None:
-        await self.app.send(run_id, text)
+        await self.host.send(run_id, text)
 
     async def resume(self, run_id: str) -> None:
-        await self.app.resume(run_id)
+        await self.host.resume(run_id)
 
     async def cancel(self, run_id: str, by: str | None = None) -> None:
-        await self.app.cancel(run_id, by=by)
+        await self.host.cancel(run_id, by=by)
+
+    async def snapshot(self, run_id: str) -> RunSnapshot:
+        snap = await self.store.load(run_id)
+        assert snap is not None
+        return snap
+
+
+class BuiltinDriver(_Forwarding):
+    """Runs executed by built-in ``Worker`` processes on one store (``builtin_store``)."""
+
+    name = "builtin"
+
+    def __init__(self, spec: str, ledger: Path, workers: Workers) -> None:
+        self.ledger = ledger
+        self.workers = workers
+        self.store = builtin_store(spec, pool=3)
+        self.app = App(sr.Runtime(self.store, agents=scenario_agents(ledger)), worker=False)
+        self.host = self.app
+
+    async def start(self, run_id: str, agent: str, input: str) -> None:
+        await self.app.start(run_id, agent, input)
+
+    async def pending(self, run_id: str) -> list[PendingItem]:
+        try:
+            return await self.app.runtime.pending(run_id)
+        except RunNotFoundError:
+            return []  # started, but no worker executed it yet: its first step is not saved
 
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         async def look() -> RunSnapshot | None:
@@ -90,25 +110,18 @@ class BuiltinDriver:
         assert snap is not None
         return Ended(snap.run.status, snap.run.text, snap.run.error_kind)
 
-    async def snapshot(self, run_id: str) -> RunSnapshot:
-        snap = await self.store.load(run_id)
-        assert snap is not None
-        return snap
 
-
-class TemporalDriver:
+class TemporalDriver(_Forwarding):
     """Runs executed by ``TemporalApp`` worker processes on the dev server."""
 
     name = "temporal"
 
     def __init__(self, runs: Any, store_path: Path, ledger: Path, workers: Workers) -> None:
         self.runs = runs
+        self.host = runs
         self.ledger = ledger
         self.workers = workers
         self.store = sr.SqliteStore(store_path)
-
-    async def close(self) -> None:
-        await self.store.close()
 
     async def start(self, run_id: str, agent: str, input: str) -> None:
         await self.runs.start(agent, run_id=run_id, input=input)
@@ -117,37 +130,6 @@ class TemporalDriver:
         items: list[PendingItem] = await self.runs.pending(run_id)
         return items
 
-    async def decide(
-        self,
-        run_id: str,
-        call_id: str,
-        *,
-        approve: bool,
-        reason: str | None = None,
-        arguments: dict[str, Any] | None = None,
-    ) -> CallRecord:
-        record: CallRecord = await self.runs.decide(
-            run_id, call_id, approve=approve, reason=reason, arguments=arguments
-        )
-        return record
-
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> CallRecord:
-        record: CallRecord = await self.runs.answer(run_id, wait_id, response)
-        return record
-
-    async def settle(self, run_id: str, call_id: str, *, result: str) -> CallRecord:
-        record: CallRecord = await self.runs.settle(run_id, call_id, result=result)
-        return record
-
-    async def send(self, run_id: str, text: str) -> None:
-        await self.runs.send(run_id, text)
-
-    async def resume(self, run_id: str) -> None:
-        await self.runs.resume(run_id)
-
-    async def cancel(self, run_id: str, by: str | None = None) -> None:
-        await self.runs.cancel(run_id, by=by)
-
     async def ended(self, run_id: str, turn: int = 1) -> Ended:
         # The handle follows the run id's newest workflow run (a new turn is a new one).
         try:
@@ -155,8 +137,3 @@ class TemporalDriver:
         except RunCancelledError:
             return Ended("cancelled", None)
         return Ended(out.status, out.text, out.error_kind)
-
-    async def snapshot(self, run_id: str) -> RunSnapshot:
-        snap = await self.store.load(run_id)
-        assert snap is not None
-        return snap

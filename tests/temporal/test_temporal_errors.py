@@ -27,13 +27,18 @@ from steadyrun import (  # noqa: E402
 from steadyrun.temporal import TemporalRuns  # noqa: E402
 
 
+async def _setup(server: Any, tmp_path: Path) -> tuple[Any, Any, TemporalRuns]:
+    """A client of ``server``, an app working a fresh task queue and the runs' client on it."""
+    client = await connect(server)
+    queue = f"q-{uuid.uuid4().hex}"
+    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
+    return client, app, TemporalRuns(client, task_queue=queue)
+
+
 async def test_a_completed_run_refuses_host_calls_with_typed_errors(
     temporal_server: Any, tmp_path: Path
 ) -> None:
-    client = await connect(temporal_server)
-    queue = f"q-{uuid.uuid4().hex}"
-    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
-    runs = TemporalRuns(client, task_queue=queue)
+    client, app, runs = await _setup(temporal_server, tmp_path)
     run_id = f"done-{uuid.uuid4().hex}"
     async with app.worker(client):
         assert (await runs.run("counter", run_id=run_id, input="Go.")).status == "completed"
@@ -58,10 +63,7 @@ async def test_a_completed_run_refuses_host_calls_with_typed_errors(
 async def test_a_cancelled_run_refuses_input_and_cancels_again_quietly(
     temporal_server: Any, tmp_path: Path
 ) -> None:
-    client = await connect(temporal_server)
-    queue = f"q-{uuid.uuid4().hex}"
-    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
-    runs = TemporalRuns(client, task_queue=queue)
+    client, app, runs = await _setup(temporal_server, tmp_path)
     run_id = f"cancelled-{uuid.uuid4().hex}"
     async with app.worker(client):
         handle = await runs.start("support", run_id=run_id, input="I was charged twice.")
@@ -80,10 +82,7 @@ async def test_a_cancelled_run_refuses_input_and_cancels_again_quietly(
 async def test_a_write_an_ended_workflow_cannot_take_is_refused(
     temporal_server: Any, tmp_path: Path
 ) -> None:
-    client = await connect(temporal_server)
-    queue = f"q-{uuid.uuid4().hex}"
-    app = build_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
-    runs = TemporalRuns(client, task_queue=queue)
+    client, app, runs = await _setup(temporal_server, tmp_path)
     run_id = f"terminated-{uuid.uuid4().hex}"
     async with app.worker(client):
         handle = await runs.start("support", run_id=run_id, input="I was charged twice.")

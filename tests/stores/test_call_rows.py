@@ -21,12 +21,14 @@ from steadyrun.records import CallRecord, Checkpoint, ContextChange, RunRecord, 
 from steadyrun.stores import PostgresStore
 from steadyrun.stores._call_rows import (
     NO_SPOTS,
+    CallRow,
     Spots,
     decode_rows,
     digest,
     encode_row,
     resolve,
 )
+from steadyrun.stores._call_rows_sql import MESSAGE_NOW, MESSAGE_PAST, lookups
 from steadyrun.testing import FunctionModel, call, text, tool_calls
 
 texts = st.text(max_size=30)
@@ -272,3 +274,28 @@ async def test_postgres_a_wrong_segment_hint_is_corrected_in_the_same_step(pg_ds
         )
         row = await cur.fetchone()
     assert row is not None and b'"refs":[["arguments",0,1,0,' in bytes(row[0])
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 5)), max_size=4), max_size=3),
+    st.integers(0, 2),
+    st.none() | st.integers(0, 6),
+)
+def test_lookups_takes_each_referred_text_once_from_the_log_or_a_statement(
+    refs: list[list[tuple[int, int]]], current: int, loaded: int | None
+) -> None:
+    record = CallRecord(id="a.c1", provider_call_id="p", name="t", arguments="", rev=1)
+    rows = [CallRow(record, [("arguments", s, i, 0, "d") for s, i in r]) for r in refs]
+    context = None if loaded is None else [Message.user(f"m{i}") for i in range(loaded)]
+    messages, todo = lookups("r", rows, current, context)
+    wanted = {(s, i) for r in refs for s, i in r}
+    places = [place for place, _, _ in todo]
+    assert len(places) == len(set(places)) and set(places) | set(messages) == wanted
+    assert not set(places) & set(messages)
+    for (seg, idx), message in messages.items():  # only the current segment is loaded
+        assert seg == current and context is not None and message is context[idx]
+    for (seg, idx), statement, params in todo:
+        if seg == current:
+            assert statement == MESSAGE_NOW and params == ("r", idx)
+        else:
+            assert statement == MESSAGE_PAST and params == ("r", seg, idx)

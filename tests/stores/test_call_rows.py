@@ -18,6 +18,7 @@ from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, TextPart, ToolCallPart, ToolResultPart
 from steadyrun.context import ContextPolicy
 from steadyrun.records import CallRecord, Checkpoint, ContextChange, RunRecord, Step
+from steadyrun.records._stored import StoredSnapshot
 from steadyrun.stores import PostgresStore
 from steadyrun.stores._call_rows import (
     NO_SPOTS,
@@ -202,6 +203,37 @@ async def test_results_cleared_from_the_context_read_back_from_the_replaced_segm
     assert archived
     for raw in rows:  # every settled call's texts are in the log: none is kept twice
         assert b'"arguments",' in raw and b'"result",' in raw and b"y" * 100 not in raw
+
+
+async def test_a_loaded_call_row_is_resolved_when_read_and_its_digest_checked(
+    tmp_path: Path,
+) -> None:
+    agent = _rewriting(2)
+    agent.context = None  # never rewritten: every text in segment 0
+    db = tmp_path / "runs.db"
+    async with sr.SqliteStore(db) as store:
+        await sr.Runtime(store).run(agent, run_id="r", input="go")
+        expected = await store.load("r")
+    assert expected is not None and len(expected.calls) == 2
+    with sqlite3.connect(db) as conn:  # the log's copy of the first call's result, edited
+        (idx, raw), *_ = [
+            (i, m)
+            for i, m in conn.execute("SELECT idx, message FROM context WHERE run_id = 'r'")
+            if b"step 1 y" in m
+        ]
+        conn.execute(
+            "UPDATE context SET message = ? WHERE run_id = 'r' AND idx = ?",
+            (raw.replace(b"step 1 y", b"step 1 z"), idx),
+        )
+    async with sr.SqliteStore(db) as store:
+        snap = await store.load("r")  # the rows are kept stored: nothing read from them yet
+        assert snap is not None and isinstance(snap, StoredSnapshot)
+        table = snap.call_table()
+        assert table[expected.calls[1].id] == expected.calls[1]
+        with pytest.raises(StoreError, match="lost part of the log"):
+            table[expected.calls[0].id]
+        with pytest.raises(StoreError, match="lost part of the log"):
+            snap.calls  # noqa: B018
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------

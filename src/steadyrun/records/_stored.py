@@ -5,7 +5,8 @@ of them: the context, to hand it to the model, and the calls of the open batch. 
 rest into records was most of a load (N=400: 7 of 10 ms). A ``StoredSnapshot`` keeps the
 context, calls and blocks as their stored bytes and decodes each kind when it is first read
 (the whole kind in one call into the codec); ``RunState`` takes the calls by id, decoding one
-only when the run reads it.
+only when the run reads it. A SQL store's call rows refer to texts of the context log: it hands
+over a reader that resolves them against the context the snapshot holds (``keep_calls``).
 
 The stores check each document's envelope when they load it (``framed``): a document of
 another format is refused by the load, as before; data that does not fit its type is refused
@@ -14,15 +15,19 @@ when it is read.
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterable, Iterator, MutableMapping, ValuesView
+import contextlib
+from collections.abc import Callable, ItemsView, Iterator, MutableMapping, ValuesView
 from typing import Any
 
-from steadyrun._codec import decode, decode_all
+from steadyrun._codec import decode_all
 from steadyrun.chat import Message
 from steadyrun.records._call import CallRecord
 from steadyrun.records._step import Block, Checkpoint, RunRecord, RunSnapshot
 
-__all__ = ["CallTable", "StoredSnapshot"]
+__all__ = ["CallReader", "CallTable", "StoredSnapshot"]
+
+CallReader = Callable[[list[bytes]], list[CallRecord]]
+"""Stored call documents into records, in order (a store's own row format, when it has one)."""
 
 # The slots of ``RunSnapshot``, which the properties below fill.
 _CONTEXT: Any = RunSnapshot.__dict__["context"]
@@ -34,6 +39,10 @@ def _position(block: Block) -> int:
     return block.position
 
 
+def _decode_calls(raws: list[bytes]) -> list[CallRecord]:
+    return decode_all(raws, CallRecord)
+
+
 class StoredSnapshot(RunSnapshot):
     """A ``RunSnapshot`` whose context, calls and blocks are decoded when first read.
 
@@ -41,12 +50,13 @@ class StoredSnapshot(RunSnapshot):
     one. Build it with ``StoredSnapshot.of`` (stored bytes) or as a ``RunSnapshot``.
     """
 
-    __slots__ = ("_blocks_by_position", "_raw_blocks", "_raw_calls", "_raw_context")
+    __slots__ = ("_blocks_by_position", "_call_reader", "_raw_blocks", "_raw_calls", "_raw_context")
 
     _raw_context: list[bytes] | None
     _raw_calls: list[tuple[str, bytes]] | None
     _raw_blocks: list[bytes] | None
     _blocks_by_position: bool
+    _call_reader: CallReader
 
     @classmethod
     def of(
@@ -67,7 +77,18 @@ class StoredSnapshot(RunSnapshot):
         snap.run, snap.checkpoint = run, checkpoint
         snap._raw_context, snap._raw_calls, snap._raw_blocks = context, calls, blocks
         snap._blocks_by_position = sort_blocks
+        snap._call_reader = _decode_calls
         return snap
+
+    def keep_calls(self, calls: list[tuple[str, bytes]], reader: CallReader) -> None:
+        """Hold ``calls`` (``(id, document)``, in order) stored, read by ``reader`` when read.
+
+        A store whose call rows are not plain documents (texts referred to in the log) hands
+        its reader here, so that only the calls the run reads are resolved.
+        """
+        self._raw_calls, self._call_reader = calls, reader
+        with contextlib.suppress(AttributeError):  # decoded before: read them again
+            _CALLS.__delete__(self)
 
     @property
     def context(self) -> list[Message]:
@@ -90,7 +111,7 @@ class StoredSnapshot(RunSnapshot):
         try:
             value: list[CallRecord] = _CALLS.__get__(self)
         except AttributeError:
-            value = decode_all((raw for _, raw in self._raw_calls or []), CallRecord)
+            value = self._call_reader([raw for _, raw in self._raw_calls or []])
             _CALLS.__set__(self, value)
             self._raw_calls = None
         return value
@@ -121,7 +142,7 @@ class StoredSnapshot(RunSnapshot):
         try:
             decoded: list[CallRecord] = _CALLS.__get__(self)
         except AttributeError:
-            return CallTable(dict(self._raw_calls or []))
+            return CallTable(dict(self._raw_calls or []), self._call_reader)
         return CallTable({c.id: c for c in decoded})
 
     def __eq__(self, other: object) -> bool:
@@ -151,15 +172,18 @@ class CallTable(MutableMapping[str, CallRecord]):
     ones left in one call into the codec.
     """
 
-    def __init__(self, items: dict[str, CallRecord | bytes] | None = None) -> None:
+    def __init__(
+        self, items: dict[str, CallRecord | bytes] | None = None, reader: CallReader | None = None
+    ) -> None:
         self._items: dict[str, CallRecord | bytes] = items if items is not None else {}
+        self._reader = reader or _decode_calls
         self._raw = sum(1 for v in self._items.values() if not isinstance(v, CallRecord))
 
     def __getitem__(self, call_id: str) -> CallRecord:
         value = self._items[call_id]
         if isinstance(value, CallRecord):
             return value
-        record: CallRecord = decode(value, CallRecord)
+        (record,) = self._reader([value])
         self._items[call_id] = record
         self._raw -= 1
         return record
@@ -188,8 +212,8 @@ class CallTable(MutableMapping[str, CallRecord]):
         """Every record by id, the stored ones decoded now (together)."""
         if self._raw:
             ids = [k for k, v in self._items.items() if not isinstance(v, CallRecord)]
-            raws: Iterable[Any] = (self._items[k] for k in ids)
-            for k, record in zip(ids, decode_all(raws, CallRecord), strict=True):
+            raws: list[Any] = [self._items[k] for k in ids]
+            for k, record in zip(ids, self._reader(raws), strict=True):
                 self._items[k] = record
             self._raw = 0
         return self._items  # type: ignore[return-value]

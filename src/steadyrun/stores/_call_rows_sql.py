@@ -10,10 +10,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from steadyrun._codec import decode
+from steadyrun._codec import FORMAT, decode
 from steadyrun.chat import Message
-from steadyrun.records import CallRecord
-from steadyrun.stores._call_rows import CallRow, decode_rows, needs, resolve
+from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.records._stored import StoredSnapshot
+from steadyrun.stores._call_rows import CALL_ROW_FORMAT, CallRow, decode_rows, needs, resolve
 from steadyrun.stores._history_sql import sql
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "MESSAGE_NOW",
     "MESSAGE_PAST",
     "UNKNOWN",
+    "keep_calls",
     "lookups",
     "sqlite_calls",
     "sqlite_resolved",
@@ -102,3 +104,48 @@ def sqlite_resolved(
         if row is not None:
             messages[place] = decode(row[0], Message)
     return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))
+
+
+# The first bytes of the call documents this release reads, as its writers frame them.
+_PLAIN_HEADS = (
+    b'{"format":%d,"data":' % CALL_ROW_FORMAT,
+    b'{"format":%d,"data":' % FORMAT,
+)
+_REFS_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+
+
+def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int | None) -> bool:
+    """Keep the call rows ``calls`` (``(id, row)``) stored in ``snap``, resolved when read.
+
+    A resume reads the calls of its open batch only, so the rest are never decoded. The
+    referred texts are then read from the context ``snap`` holds as loaded (a copy of the
+    list, so what the run does to its context later does not move them); the digests are
+    checked when a call is read, and a mismatch is a ``StoreError`` then.
+
+    Returns ``False``, holding nothing, when the rows must be resolved now: a row not framed
+    as this release writes (another format: refused by the eager reader, at load), a
+    snapshot decoded already, or references while the log was rewritten (a text may lie in
+    a replaced segment, which only a statement in the load's transaction can read).
+    """
+    if not isinstance(snap, StoredSnapshot):
+        return False
+    refs = False
+    for _, raw in calls:
+        if type(raw) is not bytes:
+            return False
+        if raw.startswith(_REFS_HEAD):
+            refs = True
+        elif not raw.startswith(_PLAIN_HEADS):
+            return False
+    if refs and current != 0:
+        return False
+    log = list(snap.context) if refs else []
+
+    def message(seg: int, idx: int) -> Message | None:
+        return log[idx] if seg == current and 0 <= idx < len(log) else None
+
+    def read(raws: list[bytes]) -> list[CallRecord]:
+        return resolve(decode_rows(raws), current, message)
+
+    snap.keep_calls(calls, read)
+    return True

@@ -32,7 +32,7 @@ from steadyrun.records import (
     RunSnapshot,
 )
 from steadyrun.stores._call_rows import decode_rows
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, sqlite_resolved
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls, sqlite_resolved
 from steadyrun.stores._encoded import decode_snapshot, dump_rows
 from steadyrun.stores._history_sql import sql
 from steadyrun.stores._leases import Fence, Holder, current_fence
@@ -136,18 +136,22 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
         "SELECT message FROM context WHERE run_id = ? ORDER BY idx", (run_id,)
     ).fetchall()
     calls = conn.execute(
-        "SELECT record FROM calls WHERE run_id = ? ORDER BY rowid", (run_id,)
+        "SELECT call_id, record FROM calls WHERE run_id = ? ORDER BY rowid", (run_id,)
     ).fetchall()
     blocks = conn.execute(
         "SELECT block FROM blocks WHERE run_id = ? ORDER BY position", (run_id,)
     ).fetchall()
-    # Blocks stay stored bytes until read; call rows are resolved against the log now.
+    # Blocks stay stored bytes until read; so do call rows, resolved against the log as read.
     snap = decode_snapshot(
         row[0], row[1], (m[0] for m in context), (), (b[0] for b in blocks), call_ids=()
     )
-    snap.calls = sqlite_resolved(
-        conn, run_id, decode_rows(c[0] for c in calls), snap.context, row[2]
-    )
+    # The context is decoded now: data that does not fit is refused by the load, and the
+    # first model call reads all of it anyway.
+    snap.context  # noqa: B018
+    if not keep_calls(snap, calls, row[2]):
+        snap.calls = sqlite_resolved(
+            conn, run_id, decode_rows(c[1] for c in calls), snap.context, row[2]
+        )
     return snap
 
 

@@ -36,7 +36,7 @@ from steadyrun.records import (
 )
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
 from steadyrun.stores._call_rows_postgres import held_row, pg_resolved
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
 from steadyrun.stores._encoded import decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
 from steadyrun.stores._history_sql import sql as history_sql
@@ -311,7 +311,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                     f"SELECT record, checkpoint, ({history_sql(CURRENT_SEGMENT, s)}) FROM {s}.runs"
                     " WHERE run_id = %s",
                     f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",
-                    f"SELECT record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
+                    f"SELECT call_id, record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
                     f"SELECT block FROM {s}.blocks WHERE run_id = %s ORDER BY position",
                 )
             ]
@@ -324,17 +324,22 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                 (m[0] for m in context),
                 (),
                 (b[0] for b in blocks),
-                call_ids=(),  # blocks stay stored bytes until read; call rows resolved now
+                call_ids=(),  # blocks stay stored bytes until read, and so do call rows
             )
-            # Texts of replaced segments cost a statement each, in this snapshot.
-            snap.calls = await pg_resolved(
-                conn.cursor(),
-                s,
-                run_id,
-                decode_rows(c[0] for c in calls),
-                snap.context,
-                None if row[0][2] is None else int(row[0][2]),
-            )
+            # The context is decoded now: data that does not fit is refused by the load, and
+            # the first model call reads all of it anyway.
+            snap.context  # noqa: B018
+            current = None if row[0][2] is None else int(row[0][2])
+            if not keep_calls(snap, [(c[0], bytes(c[1])) for c in calls], current):
+                # Texts of replaced segments cost a statement each, in this snapshot.
+                snap.calls = await pg_resolved(
+                    conn.cursor(),
+                    s,
+                    run_id,
+                    decode_rows(c[1] for c in calls),
+                    snap.context,
+                    current,
+                )
         return snap
 
     # -- feed ------------------------------------------------------------------------------

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import steadyrun as sr
 from crashkit import crash_when, hang
@@ -299,3 +302,26 @@ def test_the_media_watch_rescans_after_a_rewrite() -> None:
     assert not watch.needs(plain, 0, request)
     with_media = [user_message("y", media_ref("k", PNG, "image/png"))]
     assert watch.needs(with_media, 1, sr.ModelRequest(messages=with_media))
+
+
+_REF = MediaRef(key="k", mime="image/png", size=1)
+_parts = st.lists(
+    st.sampled_from(
+        [
+            TextPart(text="t"),
+            ToolResultPart(call_id="c", name="n", content="r"),
+            ToolResultPart(call_id="c", name="n", content="r", media=[_REF]),
+            MediaPart(ref=_REF),
+        ]
+    ),
+    max_size=3,
+)
+
+
+@given(st.lists(_parts, max_size=6), st.integers(min_value=0, max_value=7))
+def test_the_media_scan_finds_what_has_media_finds(parts: list[Any], start: int) -> None:
+    from steadyrun.chat import Message
+    from steadyrun.media._prepare import _any_media, has_media
+
+    messages = [Message(role="tool", parts=p) for p in parts]
+    assert _any_media(messages, start) == any(has_media(m) for m in messages[start:])

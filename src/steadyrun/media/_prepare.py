@@ -278,10 +278,23 @@ class MediaWatch:
     def needs(self, context: list[Message], generation: int, request: ModelRequest) -> bool:
         """Whether ``request`` (built on ``context``) refers to media."""
         start = self._clean[1] if self._clean[0] == generation else 0
-        if any(has_media(m) for m in context[start:]):
+        if _any_media(context, start):
             return True
         self._clean = (generation, len(context))
-        return any(has_media(m) for m in request.messages[len(context) :])
+        return _any_media(request.messages, len(context))
+
+
+def _any_media(messages: list[Message], start: int) -> bool:
+    """``has_media`` of any message from ``start`` on, in plain loops.
+
+    A resume scans its whole context once (N=400: 800 messages): a generator per message
+    cost more than the test itself.
+    """
+    for i in range(start, len(messages)):
+        for p in messages[i].parts:
+            if isinstance(p, MediaPart) or (isinstance(p, ToolResultPart) and p.media):
+                return True
+    return False
 
 
 def _spots(messages: list[Message]) -> list[_Spot]:

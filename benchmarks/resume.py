@@ -10,8 +10,8 @@ host settles the waiting call, and the script times:
 
 * ``load ms``: ``store.load`` of the run (median of 5, after one untimed load);
 * ``decode ms``: of that, decoding the stored documents as ``load`` does (the rows read once,
-  then the decoding alone: ``decode_snapshot``, call rows resolved, median of 5); the blocks
-  are left as stored bytes, decoded when first read (``StoredSnapshot``);
+  then the decoding alone: ``decode_snapshot`` and the context, median of 5); the call rows
+  and blocks are left as stored bytes, decoded when first read (``StoredSnapshot``);
 * ``all ms``: that and the blocks decoded too: every stored document into records;
 * ``to model ms``: from ``Runtime.resume`` to the first model call (the claim, the load, the
   run state restored, the recovery step's commit, the request built), median of 3 resumes of
@@ -62,7 +62,7 @@ from steadyrun import Agent, Limits, MemoryStore, RunResult, Runtime, SqliteStor
 from steadyrun.control import await_external
 from steadyrun.records import RunSnapshot
 from steadyrun.stores import PostgresStore, Store
-from steadyrun.stores._call_rows import decode_rows, resolve
+from steadyrun.stores._call_rows_sql import keep_calls
 from steadyrun.stores._encoded import decode_snapshot
 
 RUN = "long"
@@ -130,12 +130,9 @@ def sqlite_rows(path: Path) -> tuple[Any, ...]:
                 "SELECT message FROM context WHERE run_id = ? ORDER BY idx", (RUN,)
             )
         ]
-        calls = [
-            r[0]
-            for r in conn.execute(
-                "SELECT record FROM calls WHERE run_id = ? ORDER BY rowid", (RUN,)
-            )
-        ]
+        calls = conn.execute(
+            "SELECT call_id, record FROM calls WHERE run_id = ? ORDER BY rowid", (RUN,)
+        ).fetchall()
         blocks = [
             r[0]
             for r in conn.execute(
@@ -153,10 +150,12 @@ def read_all(snap: RunSnapshot) -> None:
 
 
 def decode_stored(run: bytes, cp: bytes, context: Any, calls: Any, blocks: Any) -> RunSnapshot:
-    """What ``SqliteStore.load`` decodes: the documents, the call rows' texts from the log."""
+    """What ``SqliteStore.load`` decodes: the run, the context; call rows kept for later."""
     snap = decode_snapshot(run, cp, context, (), blocks, call_ids=())
-    log = snap.context  # this run never rewrites its context: every reference is in segment 0
-    snap.calls = resolve(decode_rows(calls), 0, lambda seg, idx: log[idx] if seg == 0 else None)
+    snap.context  # noqa: B018
+    # This run never rewrites its context: every reference is in segment 0.
+    if not keep_calls(snap, calls, 0):
+        raise SystemExit("FAILED: the call rows were not kept stored")
     return snap
 
 

@@ -49,7 +49,12 @@ async def test_a_runs_tasks_are_listed_with_their_question(
     assert [t["id"] for t in listed] == ["r1/c1", "r1/c2"]
     assert listed[0]["status"] == "completed" and listed[0]["output"] == "42 pages"
     assert listed[0]["description"] == "crawl the site"
-    assert listed[1]["question"] == {"wait_id": "w1", "prompt": "Which region?", "answered": False}
+    assert listed[1]["question"] == {
+        "wait_id": "w1",
+        "prompt": "Which region?",
+        "answered": False,
+        "answered_by": None,
+    }
     assert listed[0]["question"] is None
 
 

@@ -59,8 +59,10 @@ class Session(Protocol):
         """What the run waits for, its tasks' questions included."""
         ...
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        """Answer a question by its wait id."""
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        """Answer a question by its wait id (``by``: who answered)."""
         ...
 
     async def tasks(self, run_id: str) -> list[Task]:
@@ -118,8 +120,10 @@ class _BuiltinSession:
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
         return await self.runtime.pending(run_id)
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        return await self.runtime.answer(run_id, wait_id, response)
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        return await self.runtime.answer(run_id, wait_id, response, by=by)
 
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.tasks_store.list_tasks(run_id)
@@ -171,8 +175,10 @@ class _TemporalSession:
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
         return await self.runs.pending(run_id)  # type: ignore[no-any-return]
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        return await self.runs.answer(run_id, wait_id, response, by=by)  # type: ignore[no-any-return]
 
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.runs.tasks(run_id)  # type: ignore[no-any-return]
@@ -372,8 +378,10 @@ async def waiting_input(opener: Opener) -> None:
         assert item.wait_id == f"{r}/m1.c1.approve" and not item.blocking
         with pytest.raises(sr.InvalidResponseError):
             await session.answer(r, item.wait_id, {"version": 7})
-        record = await session.answer(r, item.wait_id, {"version": "1.2"})
+        record = await session.answer(r, item.wait_id, {"version": "1.2"}, by="ann")
         assert record.id == "m1.c1"
+        (task,) = await session.tasks(r)
+        assert task.input is not None and task.input.answered_by == "ann"  # who answered
         snap = await session.settled(r)
     assert deploy.resumes == [(f"{r}/m1.c1.approve", {"version": "1.2"})]
     note = _system_texts(model.requests[2])[0]
@@ -490,8 +498,9 @@ async def listed_by_the_service(opener: Opener) -> None:
             "wait_id": f"{r}/m1.c1.approve",
             "prompt": "Deploy which version?",
             "answered": False,
+            "answered_by": None,
         }
-        await session.answer(r, f"{r}/m1.c1.approve", {"version": "1.2"})
+        await session.answer(r, f"{r}/m1.c1.approve", {"version": "1.2"}, by="ann")
 
         async def done() -> bool:
             (task,) = await listed(session, r)
@@ -500,4 +509,5 @@ async def listed_by_the_service(opener: Opener) -> None:
         await eventually(done, "the task completed in the service's listing")
         (task,) = await listed(session, r)
         assert task["output"] == {"deployed": "1.2"} and task["question"]["answered"]
+        assert task["question"]["answered_by"] == "ann"
         await session.settled(r)

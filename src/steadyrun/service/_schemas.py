@@ -165,6 +165,7 @@ class TaskQuestionOut(BaseModel):
     wait_id: str
     prompt: str
     answered: bool
+    answered_by: str | None = None
 
 
 class TaskOut(BaseModel):

@@ -97,7 +97,10 @@ def task_out(task: Task) -> TaskOut:
         question=None
         if question is None
         else TaskQuestionOut(
-            wait_id=question.wait_id, prompt=question.prompt, answered=question.answered
+            wait_id=question.wait_id,
+            prompt=question.prompt,
+            answered=question.answered,
+            answered_by=question.answered_by,
         ),
         needs_review=task.needs_review,
         created_at=task.created_at,

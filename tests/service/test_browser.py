@@ -95,3 +95,40 @@ def test_approve_a_suspended_run_on_the_page(server: str, tmp_path: Path) -> Non
         Path(target).mkdir(parents=True, exist_ok=True)
         for shot in shots.glob("service-*.png"):
             shutil.copy(shot, Path(target) / shot.name)
+
+
+def test_the_run_page_lists_the_runs_background_tasks() -> None:
+    import asyncio
+
+    from steadyrun.background import MemoryTaskStore, Task, TaskInput, TaskManager
+
+    store, tasks = MemoryStore(), MemoryTaskStore()
+    app = make_app(store)
+    app.runtime.use_tasks(TaskManager(tasks, store, []))
+    for task in [
+        Task(id="t-1/c1", run_id="ticket-1", call_id="c1", tool="crawl", arguments="{}",
+             description="crawl the shop", status="completed"),
+        Task(id="t-1/c2", run_id="ticket-1", call_id="c2", tool="deploy", arguments="{}",
+             status="waiting_input", input=TaskInput(wait_id="w", prompt="Which region?")),
+    ]:  # fmt: skip
+        asyncio.run(tasks.insert(task))
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=0.5)
+    with serving(api) as base:
+        body = {"run_id": "ticket-1", "agent": "support", "input": "I was charged twice."}
+        assert httpx.post(f"{base}/runs", json=body, headers=AUTH).status_code == 202
+        wait_status(base, "ticket-1", "suspended")
+        with playwright_sync.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+            page = browser.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(base + "/")
+            page.fill("#token", TOKEN)
+            page.click("#login-form button")
+            page.click('#runs li[data-run="ticket-1"]')
+            line = page.locator("#tasks-line")
+            line.wait_for()
+            assert line.inner_text() == (
+                "Background tasks: crawl the shop: completed · "
+                "deploy: waiting input (asks: Which region?)"
+            )
+            browser.close()

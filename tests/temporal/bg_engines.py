@@ -59,12 +59,18 @@ class Session(Protocol):
         """What the run waits for, its tasks' questions included."""
         ...
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        """Answer a question by its wait id."""
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        """Answer a question by its wait id (``by``: who answered)."""
         ...
 
     async def tasks(self, run_id: str) -> list[Task]:
         """The run's background tasks."""
+        ...
+
+    def service(self) -> Any:
+        """A service ``App`` over the session's runs (executing none of them itself)."""
         ...
 
 
@@ -114,11 +120,18 @@ class _BuiltinSession:
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
         return await self.runtime.pending(run_id)
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        return await self.runtime.answer(run_id, wait_id, response)
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        return await self.runtime.answer(run_id, wait_id, response, by=by)
 
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.tasks_store.list_tasks(run_id)
+
+    def service(self) -> Any:
+        from steadyrun.service import App
+
+        return App(self.runtime, worker=False)
 
 
 @asynccontextmanager
@@ -132,10 +145,11 @@ async def builtin(
 
 
 class _TemporalSession:
-    def __init__(self, app: Any, runs: Any, store: sr.Store) -> None:
+    def __init__(self, app: Any, runs: Any, store: sr.Store, queue: str = "") -> None:
         self.app = app
         self.runs = runs
         self.store = store
+        self.queue = queue
         self.outputs: dict[str, Any] = {}
 
     async def start(self, run_id: str, input: str) -> None:
@@ -161,11 +175,20 @@ class _TemporalSession:
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
         return await self.runs.pending(run_id)  # type: ignore[no-any-return]
 
-    async def answer(self, run_id: str, wait_id: str, response: Any) -> sr.CallRecord:
-        return await self.runs.answer(run_id, wait_id, response)  # type: ignore[no-any-return]
+    async def answer(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> sr.CallRecord:
+        return await self.runs.answer(run_id, wait_id, response, by=by)  # type: ignore[no-any-return]
 
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.runs.tasks(run_id)  # type: ignore[no-any-return]
+
+    def service(self) -> Any:
+        from steadyrun.service import App
+        from steadyrun.temporal import TemporalEngine
+
+        engine = TemporalEngine(self.runs.client, task_queue=self.queue)
+        return App(self.store, engine=engine)
 
 
 def on_temporal(
@@ -201,7 +224,7 @@ def on_temporal(
             background=tools,
         )
         async with app.worker(client):
-            yield _TemporalSession(app, app.runs(client), store)
+            yield _TemporalSession(app, app.runs(client), store, queue)
         await store.close()
 
     # Workflow ids outlive a test on the shared server: each run gets one of its own.
@@ -355,8 +378,10 @@ async def waiting_input(opener: Opener) -> None:
         assert item.wait_id == f"{r}/m1.c1.approve" and not item.blocking
         with pytest.raises(sr.InvalidResponseError):
             await session.answer(r, item.wait_id, {"version": 7})
-        record = await session.answer(r, item.wait_id, {"version": "1.2"})
+        record = await session.answer(r, item.wait_id, {"version": "1.2"}, by="ann")
         assert record.id == "m1.c1"
+        (task,) = await session.tasks(r)
+        assert task.input is not None and task.input.answered_by == "ann"  # who answered
         snap = await session.settled(r)
     assert deploy.resumes == [(f"{r}/m1.c1.approve", {"version": "1.2"})]
     note = _system_texts(model.requests[2])[0]
@@ -436,3 +461,53 @@ async def failure_and_time_limit(opener: Opener) -> None:
     ], notes
     assert reg.stops == [f"{r}/m1.c2"]
     assert snap.run.status == "completed"
+
+
+async def listed(session: Session, run_id: str) -> list[dict[str, Any]]:
+    """The run's tasks as the service's ``GET /runs/{id}/tasks`` shows them."""
+    import httpx
+
+    from steadyrun.service import create_app
+
+    app = session.service()
+    api = create_app(app, tokens=["t0k"])
+    transport = httpx.ASGITransport(app=api)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        got = await http.get(f"/runs/{run_id}/tasks", headers={"Authorization": "Bearer t0k"})
+    assert got.status_code == 200, got.text
+    return list(got.json()["tasks"])
+
+
+async def listed_by_the_service(opener: Opener) -> None:
+    """The service lists a run's tasks, their questions included, the same on either engine."""
+    reg, r = Registry(), run_id_for(opener)
+    deploy = Deploy(reg)
+    model = ScriptedModel([tool_calls(("deploy", {"repo": "api"})), text("deploying"), text("ok")])
+    async with opener(model, [deploy]) as session:
+        await session.start(r, "deploy")
+        await session.first_turn(r)
+
+        async def asks() -> bool:
+            return any(t["question"] for t in await listed(session, r))
+
+        await eventually(asks, "the task's question shows in the service's listing")
+        (task,) = await listed(session, r)
+        assert (task["id"], task["call_id"], task["tool"]) == (f"{r}/m1.c1", "m1.c1", "deploy")
+        assert task["status"] == "waiting_input" and task["description"] == "deploy"
+        assert task["question"] == {
+            "wait_id": f"{r}/m1.c1.approve",
+            "prompt": "Deploy which version?",
+            "answered": False,
+            "answered_by": None,
+        }
+        await session.answer(r, f"{r}/m1.c1.approve", {"version": "1.2"}, by="ann")
+
+        async def done() -> bool:
+            (task,) = await listed(session, r)
+            return bool(task["status"] == "completed")
+
+        await eventually(done, "the task completed in the service's listing")
+        (task,) = await listed(session, r)
+        assert task["output"] == {"deployed": "1.2"} and task["question"]["answered"]
+        assert task["question"]["answered_by"] == "ann"
+        await session.settled(r)

@@ -425,20 +425,28 @@ class TaskManager:
             items.append(question_item(task, task.input))
         return items
 
-    async def answer_question(self, run_id: str, wait_id: str, response: Any) -> str | None:
+    async def answer_question(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> str | None:
         """Answer the question of the run's task on ``wait_id`` (``Runtime.answer``).
+
+        ``by`` names who answered.
 
         Returns:
             The task's call id, or ``None`` when no task of the run asked on ``wait_id``.
         """
         for task in await self.store.list_tasks(run_id):
             if task.input is not None and task.input.wait_id == wait_id:
-                await self.answer(task.id, wait_id, response)
+                await self.answer(task.id, wait_id, response, by=by)
                 return task.call_id
         return None
 
-    async def answer(self, task_id: str, wait_id: str, answer: Any) -> bool:
+    async def answer(
+        self, task_id: str, wait_id: str, answer: Any, *, by: str | None = None
+    ) -> bool:
         """Answer a waiting task's question (validated against its schema), exactly once.
+
+        ``by`` names who answered (``TaskInput.answered_by``).
 
         Returns ``False`` when that question was answered already (the answer is ignored).
 
@@ -453,7 +461,7 @@ class TaskManager:
         if question.answered:
             return False  # a repeat: the first answer stands
         check_answer(question, answer)
-        given = await self.store.answer(task_id, wait_id, answer, self.clock())
+        given = await self.store.answer(task_id, wait_id, answer, self.clock(), by=by)
         if given:
             self._wake.set()
         return given

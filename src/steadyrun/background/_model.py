@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 TASK_FORMAT = 1
-"""Version of the stored task format. History: 1: first format."""
+"""Version of the stored task format. History: 1: first format (``TaskInput.answered_by``
+added later, optional: documents without it read as ``None``)."""
 
 TaskStatus = Literal["running", "waiting_input", "completed", "failed", "cancelled"]
 """A task's status; ``completed``, ``failed`` and ``cancelled`` are final."""
@@ -54,6 +55,8 @@ class TaskInput:
         prompt: What to ask.
         response_schema: JSON schema the answer must satisfy.
         answer: The answer, once given (given once: a second answer is refused).
+        answered: Whether the answer was given.
+        answered_by: Who gave it, when the host said (``Runtime.answer(..., by=...)``).
     """
 
     wait_id: str
@@ -61,6 +64,7 @@ class TaskInput:
     response_schema: dict[str, Any] | None = None
     answer: Any = None
     answered: bool = False
+    answered_by: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)

@@ -194,8 +194,13 @@ class TaskStore(ABC):
 
         return await self.modify(task_id, cancel)
 
-    async def answer(self, task_id: str, wait_id: str, answer: Any, now: datetime) -> bool:
-        """Give the answer to a task's question, once; ``False`` for a repeat or a stale id."""
+    async def answer(
+        self, task_id: str, wait_id: str, answer: Any, now: datetime, *, by: str | None = None
+    ) -> bool:
+        """Give the answer to a task's question, once; ``False`` for a repeat or a stale id.
+
+        ``by`` names who answered (``TaskInput.answered_by``).
+        """
         given = False
 
         def give(task: Task) -> Task | None:
@@ -206,7 +211,7 @@ class TaskStore(ABC):
             if question.answered:
                 return None
             given = True
-            answered = replace(question, answer=answer, answered=True)
+            answered = replace(question, answer=answer, answered=True, answered_by=by)
             return replace(task, input=answered, updated_at=now)
 
         if await self.modify(task_id, give) is None:

@@ -123,8 +123,12 @@ class TaskQuestions(Protocol):
         """The questions the run's tasks wait on (kind ``task_input``; the run does not wait)."""
         ...
 
-    async def answer_question(self, run_id: str, wait_id: str, response: Any) -> str | None:
+    async def answer_question(
+        self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
+    ) -> str | None:
         """Answer the question of the run's task on ``wait_id`` (once; a repeat changes nothing).
+
+        ``by`` names who answered (kept with the question).
 
         Returns:
             The task's call id, or ``None`` when no task of the run asked on ``wait_id``.
@@ -260,7 +264,7 @@ class HostOperations:
         await check_writable(self.store.leases, run_id)
         if self.tasks is not None:
             # A background task's question: answered once (a repeat changes nothing).
-            task_call = await self.tasks.answer_question(run_id, wait_id, response)
+            task_call = await self.tasks.answer_question(run_id, wait_id, response, by=by)
             if task_call is not None:
                 return await self._call(run_id, task_call)
         call_id = wait_id.rpartition(".w")[0]

@@ -48,9 +48,10 @@ from steadyrun.service._schemas import (
     SettleRequest,
     StartOut,
     StartRequest,
+    TaskList,
     WhoOut,
 )
-from steadyrun.service._shapes import call_out, pending_out, run_out, snapshot_schemas
+from steadyrun.service._shapes import call_out, pending_out, run_out, snapshot_schemas, task_out
 from steadyrun.service._start import start_fingerprint
 from steadyrun.stores import RunSummary
 from steadyrun.stream import StreamEvent, to_json
@@ -409,6 +410,11 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         """What the run waits for (decisions, inputs, results) and what its host owns."""
         items = await app.runtime.pending(run_id)
         return PendingList(items=[pending_out(i) for i in items])
+
+    @api.get("/runs/{run_id}/tasks", tags=["host"], responses={**_ALWAYS, **_RUN})
+    async def tasks(run_id: str) -> TaskList:
+        """The run's background tasks, oldest first, whichever engine executes the run."""
+        return TaskList(tasks=[task_out(t) for t in await app.tasks(run_id)])
 
     @api.post(
         "/runs/{run_id}/calls/{call_id}/decision",

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from steadyrun._errors import SteadyrunError, UsageError
+from steadyrun._errors import RunNotFoundError, SteadyrunError, UsageError
+from steadyrun.background import Task
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, HistoryStep, Runtime
@@ -299,6 +300,16 @@ class App:
         record = await self.engine.settle(run_id, call_id, result=result, error=error, by=by)
         await self._written(run_id)
         return record
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's background tasks, oldest first, from whichever engine executes it.
+
+        Raises:
+            RunNotFoundError: No such run.
+        """
+        if await self.store.load(run_id) is None:
+            raise RunNotFoundError(run_id)
+        return await self.engine.tasks(run_id)
 
     async def history(self, run_id: str) -> list[HistoryStep]:
         """``Runtime.history``: the run's steps, with what each added.

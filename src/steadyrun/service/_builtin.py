@@ -10,7 +10,7 @@ import asyncio
 from typing import Any, Protocol
 
 from steadyrun._errors import RunCancelledError, RunNotFoundError, UsageError
-from steadyrun.background import TaskManager
+from steadyrun.background import Task, TaskManager
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, ForkedRun, Runtime
@@ -202,6 +202,13 @@ class BuiltinEngine:
         manager = app.runtime.tasks
         tasks = manager.store if isinstance(manager, TaskManager) else None
         return await Operations(app.runtime, tasks=tasks).delete(run_id)
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's tasks in the task store of the runtime's ``TaskManager`` (if it has one)."""
+        manager = self.app.runtime.tasks
+        if not isinstance(manager, TaskManager):
+            return []
+        return await manager.store.list_tasks(run_id)
 
     async def continued(self, run_id: str) -> None:
         """Nothing: the successor's input woke it up in the store."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from steadyrun._errors import NotPendingError, RunCancelledError, RunNotFoundError
+from steadyrun.background import Task
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.runtime import ForkedRun, Runtime
@@ -123,6 +124,10 @@ class Engine(Protocol):
 
     async def delete(self, run_id: str) -> Deleted:
         """Delete a run tree that nothing executes now (``RunBusyError`` while something does)."""
+        ...
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's background tasks, oldest first (none when the run has none)."""
         ...
 
     async def continued(self, run_id: str) -> None:

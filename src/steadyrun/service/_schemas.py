@@ -31,6 +31,9 @@ __all__ = [
     "SettleRequest",
     "StartOut",
     "StartRequest",
+    "TaskList",
+    "TaskOut",
+    "TaskQuestionOut",
     "WhoOut",
 ]
 
@@ -154,6 +157,37 @@ class PendingList(BaseModel):
     """What a run waits for, in call order."""
 
     items: list[PendingOut]
+
+
+class TaskQuestionOut(BaseModel):
+    """The question a background task waits on (answered at ``.../waits/{wait_id}/answer``)."""
+
+    wait_id: str
+    prompt: str
+    answered: bool
+    answered_by: str | None = None
+
+
+class TaskOut(BaseModel):
+    """One background task of a run."""
+
+    id: str
+    call_id: str
+    tool: str
+    description: str
+    status: Literal["running", "waiting_input", "completed", "failed", "cancelled"]
+    output: JsonValue = None
+    error: str | None = None
+    question: TaskQuestionOut | None = None
+    needs_review: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class TaskList(BaseModel):
+    """A run's background tasks, oldest first."""
+
+    tasks: list[TaskOut]
 
 
 class RunOut(BaseModel):

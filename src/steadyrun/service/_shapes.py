@@ -7,14 +7,15 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from steadyrun._codec import to_plain
+from steadyrun.background import Task
 from steadyrun.records import CallRecord
 from steadyrun.runtime import PendingItem
 from steadyrun.service._app import App
-from steadyrun.service._schemas import CallOut, PendingOut, RunOut
+from steadyrun.service._schemas import CallOut, PendingOut, RunOut, TaskOut, TaskQuestionOut
 from steadyrun.stores import RunSummary
 from steadyrun.stream import DisplaySnapshot, display_call
 
-__all__ = ["call_out", "pending_out", "run_out", "snapshot_schemas"]
+__all__ = ["call_out", "pending_out", "run_out", "snapshot_schemas", "task_out"]
 
 
 def snapshot_schemas() -> dict[str, dict[str, Any]]:
@@ -79,4 +80,29 @@ def call_out(record: CallRecord) -> CallOut:
         decision=decision,
         answered_by=record.input_request.answered_by if record.input_request else None,
         settled_by=record.settled_by,
+    )
+
+
+def task_out(task: Task) -> TaskOut:
+    """A background task as the API shows it (the same from either engine)."""
+    question = task.input
+    return TaskOut(
+        id=task.id,
+        call_id=task.call_id,
+        tool=task.tool,
+        description=task.description,
+        status=task.status,
+        output=to_plain(task.output),
+        error=task.error,
+        question=None
+        if question is None
+        else TaskQuestionOut(
+            wait_id=question.wait_id,
+            prompt=question.prompt,
+            answered=question.answered,
+            answered_by=question.answered_by,
+        ),
+        needs_review=task.needs_review,
+        created_at=task.created_at,
+        updated_at=task.updated_at,
     )

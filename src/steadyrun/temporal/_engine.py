@@ -43,6 +43,7 @@ from steadyrun._errors import (
     RunNotFoundError,
     UsageError,
 )
+from steadyrun.background import Task
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import ForkedRun
@@ -356,6 +357,16 @@ class TemporalEngine:
         if isinstance(codec, LargePayloadCodec):
             await collect_blobs(runs.client, codec.blobs, grace=timedelta(0), runs=[run_id])
         return Deleted(run_id=run_id, runs=deletion.runs, messages=deletion.messages)
+
+    async def tasks(self, run_id: str) -> list[Task]:
+        """The run's tasks as its workflow holds them (``TemporalRuns.tasks``).
+
+        A run whose workflow Temporal no longer knows (its history deleted) lists none.
+        """
+        try:
+            return await (await self.runs()).tasks(run_id)
+        except RunNotFoundError:
+            return []
 
     async def continued(self, run_id: str) -> None:
         """Start the workflow of a successor written to the store (it loads it from there)."""

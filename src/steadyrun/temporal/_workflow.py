@@ -372,7 +372,7 @@ class AgentWorkflow:
         assert self._host is not None and self._tasks is not None and self._store is not None
         held = self._tasks.asked(args.wait_id, args.response)
         if held is not None:
-            self._tasks.answer(held, args.response)
+            self._tasks.answer(held, args.response, by=args.by)
             call = await self._store.load_call(self._run_id, held.task.call_id)
             return to_plain(call, CallRecord)  # type: ignore[no-any-return]
         record = await self._apply(

@@ -373,13 +373,16 @@ class WorkflowTasks:
             return held
         return None
 
-    def answer(self, held: _Held, response: Any) -> None:
-        """Hand the answer to the task once: its operation resumes in a new activity."""
+    def answer(self, held: _Held, response: Any, by: str | None = None) -> None:
+        """Hand the answer to the task once: its operation resumes in a new activity.
+
+        ``by`` names who answered, kept with the question as the built-in engine keeps it.
+        """
         task, question = held.task, held.task.input
         assert question is not None
         if question.answered or task.final:
             return  # a repeat (the first answer stands), or the task was cancelled meanwhile
-        question.answer, question.answered = response, True
+        question.answer, question.answered, question.answered_by = response, True, by
         task.status, task.updated_at = "running", workflow.now()
         self._start(
             held,

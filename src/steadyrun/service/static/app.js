@@ -11,6 +11,7 @@ import {
   loadAgents, loadReviewFlags, loadRuns, markRun, onOpen, pollRuns, selectRun, wireRuns,
 } from "./runs.js";
 import { follow } from "./stream.js";
+import { renderTasks, resetTasks } from "./tasks.js";
 import { renderTimeline } from "./timeline.js";
 
 // The run list's first page is cheap; the inbox and the review flags scan runs' pending work.
@@ -63,6 +64,7 @@ function render(s) {
   final.textContent = s.error ? `Failed: ${s.error}` : s.text || "";
   final.className = s.error ? "final error" : "final";
   renderPending(s);
+  renderTasks(s);
   renderActions(s);
 }
 
@@ -70,6 +72,7 @@ function openRun(runId) {
   if (current) current.abort.abort();
   current = null;
   resetPending();
+  resetTasks();
   if (!runId) { $("run").hidden = true; $("empty").hidden = false; return; }
   current = { runId, snapshot: null, lastId: null, abort: new AbortController(), frame: 0 };
   resetHistory(runId);

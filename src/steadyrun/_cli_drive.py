@@ -126,7 +126,7 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
                 raise RunCancelledError(f"run {run_id!r} was cancelled; it takes no more input")
             if wait and snap is not None:
                 need_agent(t, snap.run.agent, "runs send --wait")  # before anything is written
-            sent = await t.runtime.send(run_id, text, id=message_id)
+            sent = await t.runtime._append(run_id, text, id=message_id)  # snap checked above
             extra = {"message_id": sent.id}
             if not wait:
                 return _report(t, run_id, None, json_out, {**extra, "status": "sent"})

@@ -130,7 +130,8 @@ class BuiltinEngine:
         if snap.run.status == "cancelled":
             # Nothing would ever take it: a cancelled run is never resumed (Temporal agrees).
             raise RunCancelledError(f"run {run_id!r} was cancelled; it takes no more input")
-        return await app.runtime.send(run_id, text, id=id, revision=revision, by=by)
+        # Loaded and checked here: Runtime.send would load the run a second time.
+        return await app.runtime._append(run_id, text, id=id, revision=revision, by=by)
 
     async def decide(
         self,

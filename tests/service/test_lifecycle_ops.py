@@ -209,8 +209,10 @@ async def test_the_worker_applies_retention_and_sqlite_gives_the_space_back(
         policy = Retention(older_than=timedelta(days=30), every=0.05)
         worker = Worker(runtime, retention=policy, tasks=tasks, poll=0.05)
         running = asyncio.create_task(worker.run())
-        for _ in range(200):
-            if not await store.list_runs(limit=1):
+        # Wait for the whole pass: the runs gone AND the space given back (the worker reclaims
+        # after it deletes; stopping it as soon as the list was empty raced that step).
+        for _ in range(400):
+            if not await store.list_runs(limit=1) and path.stat().st_size < before / 4:
                 break
             await asyncio.sleep(0.05)
         worker.stop()

@@ -491,10 +491,16 @@ class CallRunner:
         ):
             return  # the batch goes on only when every decision and answer is in
         for _, answered in answers:
-            if answered is not None:
-                await self.save(answered)
-                if answered.settled:
-                    await self.observers.emit("on_tool_settle", run_id, answered)
+            if answered is None:
+                continue
+            if not answered.settled:
+                # Queued to run: the stored decision or answer already says so (a resume after
+                # a crash queues it again), and its start is written before its body runs. A
+                # commit of its own here was one more fsync before the first model call.
+                self.state.put_call(scrub_record(answered), saved=False)
+                continue
+            await self.save(answered)
+            await self.observers.emit("on_tool_settle", run_id, answered)
 
     async def save_owed_step(self) -> None:
         """Save the step the batch opened with, if it is still owed."""

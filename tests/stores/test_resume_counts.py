@@ -1,0 +1,86 @@
+"""What a resume of an approved call costs before its first model call, counted (not timed).
+
+The peer harness's ``resume`` job: a run of one tool call per model call pauses for a person's
+approval; a new store object and runtime resume it after the decision. Up to the first model
+call the resume must make durable: its claim, the call's start (before the tool's body runs)
+and the step that takes the result in (before the model is called again). Nothing more: the
+approval is already stored, so the call need not be written ``queued`` on its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import countkit
+import steadyrun as sr
+from steadyrun.control import CallView, Confirm
+from steadyrun.testing import FunctionModel, call, text, tool_calls
+
+RUN = "resumed"
+PAUSE = 4
+TOTAL = 8
+
+
+def _agent(first_call: list[countkit.Counter]) -> sr.Agent:
+    """The harness's loop; the call of step ``PAUSE`` waits for approval."""
+
+    def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        k = sum(1 for m in request.messages if m.role == "tool" for _ in m.parts)
+        for counter in first_call:
+            counter.stop()
+        first_call.clear()
+        if k < TOTAL:
+            return tool_calls(call("echo", {"text": countkit.echo_text(k)}, id=f"call_{k}"))
+        return text("done")
+
+    def policy(view: CallView) -> Confirm | None:
+        return Confirm(prompt="ok?") if view.arguments["text"].startswith(f"{PAUSE:06d}") else None
+
+    @sr.tool(policy=policy)
+    def echo(text: str) -> str:
+        """Return the text unchanged.
+
+        Args:
+            text: What to return.
+        """
+        return text
+
+    return sr.Agent(name="loop", model=FunctionModel(respond), tools=[echo])
+
+
+async def _resume_counted(path: Path, *, approve: bool) -> tuple[countkit.Counts, Any]:
+    async with sr.SqliteStore(path) as store:
+        result = await sr.Runtime(store).run(_agent([]), run_id=RUN, input="go")
+        assert result.status == "suspended"
+    with countkit.counting("sqlite") as counter:
+        async with sr.SqliteStore(path) as store:
+            armed: list[countkit.Counter] = [counter]
+            runtime = sr.Runtime(store, agents=[_agent(armed)], live=False)
+            snap = await store.load(RUN)
+            assert snap is not None
+            (waiting,) = [c for c in snap.calls if c.status == "awaiting_decision"]
+            await runtime.decide(RUN, waiting.id, approve=approve)
+            counter.start()
+            done = await runtime.resume(RUN)
+            assert done.status == "completed", done.error
+            assert not armed, "the model was never called after the resume"
+            return counter.counts, done
+
+
+async def test_a_resumed_approved_call_makes_three_commits_before_the_model_call(
+    tmp_path: Path,
+) -> None:
+    counts, done = await _resume_counted(tmp_path / "runs.db", approve=True)
+    # The claim, the call's start, the step with its result: the approval is stored already.
+    assert counts.commits == 3, counts.statement_log
+    statuses = [c.status for c in done.calls]
+    assert statuses.count("succeeded") == TOTAL
+
+
+async def test_a_resumed_rejected_call_is_settled_with_the_step(tmp_path: Path) -> None:
+    counts, done = await _resume_counted(tmp_path / "runs.db", approve=False)
+    # The claim, the rejection, the step that tells the model: the rejection stays durable
+    # before its observers hear of it, as before.
+    assert counts.commits <= 3, counts.statement_log
+    assert [c.status for c in done.calls].count("rejected") == 1

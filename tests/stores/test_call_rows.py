@@ -79,9 +79,10 @@ def test_a_row_reads_back_as_the_record_from_the_log_it_refers_to(
     spots.add_messages(log, segment, start)
     (row,) = decode_rows([encode_row(record, spots)])
     held = {(segment, start + i): m for i, m in enumerate(log)}
-    assert resolve([row], segment, lambda s, i: held.get((s, i))) == [record]
     for name, *_ in row.refs:
         assert not getattr(row.record, name)  # a referred text is not in the row too
+    # (``resolve`` fills the texts into the rows' records, which are decoded for it alone.)
+    assert resolve([row], segment, lambda s, i: held.get((s, i))) == [record]
     # A text the log holds for the call is never kept twice.
     calls = {(p.call_id, p.arguments) for m in log for p in m.parts if isinstance(p, ToolCallPart)}
     if record.arguments and (record.provider_call_id, record.arguments) in calls:

@@ -235,7 +235,7 @@ def resolve(
     current: int | None,
     message: Callable[[int, int], Message | None],
 ) -> list[CallRecord]:
-    """The records of ``rows`` with each referred text read from the log.
+    """The records of ``rows`` with each referred text read from the log (filled in).
 
     Args:
         rows: Decoded call rows.
@@ -248,18 +248,17 @@ def resolve(
     """
     out: list[CallRecord] = []
     for row in rows:
-        if not row.refs:
-            out.append(row.record)
-            continue
-        fill: dict[str, Any] = {}
+        record = row.record
         for name, seg, idx, j, sum_ in row.refs:
             if current is None or seg > current:
                 raise StoreError(
-                    f"call {row.record.id!r} refers to segment {seg} of the log, which the "
+                    f"call {record.id!r} refers to segment {seg} of the log, which the "
                     "store does not hold"
                 )
-            fill[name] = _text(row.record, name, message(seg, idx), (seg, idx, j), sum_)
-        out.append(replace(row.record, **fill))
+            # Filled in place: the record was decoded for this row alone (``replace`` of its
+            # 21 fields was half the cost of reading a long run's calls).
+            setattr(record, name, _text(record, name, message(seg, idx), (seg, idx, j), sum_))
+        out.append(record)
     return out
 
 

@@ -32,6 +32,7 @@ Usage::
     .venv/bin/python benchmarks/resume.py                   # N = 100 400 1600, SQLite and memory
     .venv/bin/python benchmarks/resume.py --ns 400 --json
     .venv/bin/python benchmarks/resume.py --stores postgres --pg-dsn "host=127.0.0.1 user=postgres"
+    .venv/bin/python benchmarks/resume.py --ns --many 1000 10000   # the many runs only
 
 Each timed section starts after ``gc.collect()``, so garbage left by building the run is not
 collected inside it (a collection of the whole heap costs up to 25 ms here at N=400). The
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import resume_many
 from loop_overhead import ModelLog, echo_text, final_text, make_model
 
 import steadyrun
@@ -272,10 +274,26 @@ async def main_async(args: argparse.Namespace) -> None:
             await measure(kind, n, Path(tmp), args.pg_dsn) for kind in args.stores for n in args.ns
         ]
         many = [await suspended(count, Path(tmp)) for count in args.suspended]
+        approved = [await resume_many.many(count, Path(tmp)) for count in args.many]
     if args.json:
-        for row in [*rows, *many]:
+        for row in [*rows, *many, *approved]:
             print(json.dumps(row))
         return
+    if rows:
+        print_rows(rows)
+    if many:
+        print(f"\n{'suspended':>9} {'MB':>6} {'load ms':>8} {'settle ms':>9} {'resume ms':>9}")
+        for r in many:
+            print(
+                f"{r['runs']:>9} {r['db_bytes'] / 1e6:>6.1f} {r['load_ms']:>8.2f} "
+                f"{r['settle_ms']:>9.2f} {r['resume_to_end_ms']:>9.2f}"
+            )
+    for result in approved:
+        resume_many.print_many(result)
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """The resumes of one long run, a row per store and N."""
     print(
         f"{'store':<7} {'N':>5} {'docs':>6} {'load ms':>8} {'decode ms':>9} {'all ms':>7} "
         f"{'to model ms':>11} {'cpu ms':>7} {'loads':>5}"
@@ -289,21 +307,14 @@ async def main_async(args: argparse.Namespace) -> None:
             f"{decode:>9} {every:>7} {r['to_model_ms']:>11.2f} {r['to_model_cpu_ms']:>7.2f} "
             f"{r['loads']:>5}"
         )
-    if many:
-        print(f"\n{'suspended':>9} {'MB':>6} {'load ms':>8} {'settle ms':>9} {'resume ms':>9}")
-        for r in many:
-            print(
-                f"{r['runs']:>9} {r['db_bytes'] / 1e6:>6.1f} {r['load_ms']:>8.2f} "
-                f"{r['settle_ms']:>9.2f} {r['resume_to_end_ms']:>9.2f}"
-            )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--ns", type=int, nargs="+", default=[100, 400, 1600])
+    p.add_argument("--ns", type=int, nargs="*", default=[100, 400, 1600])
     p.add_argument(
         "--stores",
-        nargs="+",
+        nargs="*",
         choices=["sqlite", "memory", "postgres"],
         default=["sqlite", "memory"],
         help="postgres: a schema of its own in --pg-dsn's database, dropped at the end",
@@ -318,8 +329,16 @@ def main() -> None:
         metavar="COUNT",
         help="also: COUNT suspended runs in one SQLite file, resume one (e.g. 1000 10000)",
     )
+    p.add_argument(
+        "--many",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="COUNT",
+        help="also: COUNT runs paused for an approval in one SQLite file, resume a sample",
+    )
     args = p.parse_args()
-    if min(args.ns) < 2:
+    if args.ns and min(args.ns) < 2:
         p.error("N must be at least 2")
     asyncio.run(main_async(args))
 

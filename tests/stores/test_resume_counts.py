@@ -84,3 +84,21 @@ async def test_a_resumed_rejected_call_is_settled_with_the_step(tmp_path: Path) 
     # before its observers hear of it, as before.
     assert counts.commits <= 3, counts.statement_log
     assert [c.status for c in done.calls].count("rejected") == 1
+
+
+async def test_a_decision_is_one_write_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        result = await sr.Runtime(store).run(_agent([]), run_id=RUN, input="go")
+        (waiting,) = [c for c in result.calls if c.status == "awaiting_decision"]
+    with countkit.counting("sqlite") as counter:
+        async with sr.SqliteStore(path) as store:
+            runtime = sr.Runtime(store, live=False)
+            await store.list_runs(limit=1)
+            counter.start()
+            decided = await runtime.decide(RUN, waiting.id, approve=True)
+            counter.stop()
+    assert decided.decision is not None and decided.decision.approve
+    # The store's write reads the call and decides inside its transaction: no read before it.
+    assert counter.counts.transactions == 1, counter.counts.statement_log
+    assert counter.counts.commits == 1

@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 import jsonschema
 
 from steadyrun._errors import (
+    CallNotFoundError,
     InvalidResponseError,
     NotPendingError,
     RunNotFoundError,
@@ -191,7 +192,6 @@ class HostOperations:
         await check_writable(self.store.leases, run_id)
         if (result is None) == (error is None):
             raise UsageError("settle() takes exactly one of result=... or error=...")
-        await self._call(run_id, call_id)  # an unknown run or call: a typed error
         update = CallUpdate(
             status="succeeded" if error is None else "failed",
             result=result,
@@ -201,7 +201,7 @@ class HostOperations:
         )
         # Whether the host may record it, and whether another outcome came first, is decided
         # inside the store's write (overlay_external): a check here would race.
-        settled = await self.store.update_call(run_id, call_id, update)
+        settled = await self._update(run_id, call_id, update)
         notice = settlement_notice(settled, self.texts) if self.post_settlements else None
         if notice is not None:
             await self.store.append(run_id, notice)  # the model learns it at the next turn
@@ -231,25 +231,28 @@ class HostOperations:
         if by is not None and decided_by is not None and by != decided_by:
             raise UsageError(f"decide() got by={by!r} and decided_by={decided_by!r}: give one")
         await check_writable(self.store.leases, run_id)
-        call = await self._call(run_id, call_id)
         if arguments is not None and not approve:
             raise UsageError("edited arguments come with an approval, not a rejection")
-        args_text = None
+        args_text = original = None
         if arguments is not None:
+            # Edited arguments are checked against the call's tool first: only then is the
+            # call read before the write (a plain decision is one write transaction).
+            call = await self._call(run_id, call_id)
             args_text = arguments if isinstance(arguments, str) else json.dumps(arguments)
             args_text = await self._checked_arguments(run_id, call, args_text)
+            # Only an awaiting call takes a decision, and its arguments are still the model's.
+            original = call.arguments
         decision = CallDecision(
             approve=approve,
             reason=reason,
             arguments=args_text,
-            # Only an awaiting call takes a decision, and its arguments are still the model's.
-            original_arguments=call.arguments if args_text is not None else None,
+            original_arguments=original,
             decided_by=by if by is not None else decided_by,
             decided_at=self._clock(),
         )
         # Decided inside the store's write: a decision recorded first (by another host, even
         # one process away) wins, and this one raises ConflictError or, the same, changes nothing.
-        return await self.store.update_call(run_id, call_id, CallUpdate(decision=decision))
+        return await self._update(run_id, call_id, CallUpdate(decision=decision))
 
     async def answer(
         self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
@@ -321,6 +324,18 @@ class HostOperations:
     def _strict(self, agent_name: str) -> bool:
         agent = self._agents.get(agent_name)
         return agent.strict_settlement if agent else False
+
+    async def _update(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
+        """``store.update_call``; an unknown run or call is the typed error ``_call`` raises.
+
+        The write itself finds the call (no read before it): only when it finds none is the
+        run looked up, to say which of the two is missing.
+        """
+        try:
+            return await self.store.update_call(run_id, call_id, update)
+        except CallNotFoundError:
+            await self._call(run_id, call_id)  # raises RunNotFoundError or UnknownCallError
+            raise  # the call appeared meanwhile: the store's word stands
 
     async def _call(self, run_id: str, call_id: str) -> CallRecord:
         # One row, not the whole run: host writes come often and runs grow long.

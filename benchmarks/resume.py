@@ -33,6 +33,7 @@ Usage::
     .venv/bin/python benchmarks/resume.py --ns 400 --json
     .venv/bin/python benchmarks/resume.py --stores postgres --pg-dsn "host=127.0.0.1 user=postgres"
     .venv/bin/python benchmarks/resume.py --ns --many 1000 10000   # the many runs only
+    .venv/bin/python benchmarks/resume.py --ns --many 5 --many-n 400  # the harness's resume job
 
 Each timed section starts after ``gc.collect()``, so garbage left by building the run is not
 collected inside it (a collection of the whole heap costs up to 25 ms here at N=400). The
@@ -274,7 +275,7 @@ async def main_async(args: argparse.Namespace) -> None:
             await measure(kind, n, Path(tmp), args.pg_dsn) for kind in args.stores for n in args.ns
         ]
         many = [await suspended(count, Path(tmp)) for count in args.suspended]
-        approved = [await resume_many.many(count, Path(tmp)) for count in args.many]
+        approved = [await resume_many.many(count, Path(tmp), n=args.many_n) for count in args.many]
     if args.json:
         for row in [*rows, *many, *approved]:
             print(json.dumps(row))
@@ -336,6 +337,13 @@ def main() -> None:
         default=[],
         metavar="COUNT",
         help="also: COUNT runs paused for an approval in one SQLite file, resume a sample",
+    )
+    p.add_argument(
+        "--many-n",
+        type=int,
+        default=resume_many.N,
+        metavar="N",
+        help="iterations of each of the --many runs (paused at N // 2; the harness: 10)",
     )
     args = p.parse_args()
     if args.ns and min(args.ns) < 2:

@@ -4,7 +4,8 @@ The workload is the peer harness's ``suspended`` job (``benchmarks/peers/steadyr
 suspended``): each run calls ``echo`` (1 KiB argument) once per model call, and the call of step
 N//2 waits for a person's approval (a ``Confirm`` policy), so the run suspends with N//2
 iterations behind it. All COUNT runs are written by the runtime (no copies), BATCH at a time
-with ``asyncio.gather`` (they share group commits), into one file with ``synchronous=FULL``.
+with ``asyncio.gather`` (they share group commits; runs of more than 50 iterations one at a
+time), into one file with ``synchronous=FULL``.
 
 Then a *new* store object and runtime (a restarted worker) resume a sample of the runs: the
 first, the middle and the last written, and ``random`` more drawn with a fixed seed. For each
@@ -40,7 +41,7 @@ import steadyrun
 from steadyrun import Agent, Limits, RunResult, Runtime, SqliteStore
 from steadyrun.control import CallView, Confirm
 
-N = 10
+N = 10  # iterations of each run (the harness's suspended job); --many-n changes it
 BATCH = 100
 SEED = 20
 
@@ -77,6 +78,9 @@ def run_id(i: int) -> str:
 def picks(count: int, extra: int) -> list[tuple[str, int]]:
     """``(label, index)``: the first, the middle, the last run, and ``extra`` drawn at random."""
     chosen = [("first", 0), ("middle", count // 2), ("last", count - 1)]
+    chosen = [
+        (label, i) for k, (label, i) in enumerate(chosen) if i not in {j for _, j in chosen[:k]}
+    ]
     taken = {i for _, i in chosen}
     rng = random.Random(SEED)
     pool = [i for i in range(count) if i not in taken]
@@ -98,15 +102,18 @@ def file_bytes(path: Path) -> tuple[int, int]:
     return path.stat().st_size, wal.stat().st_size if wal.exists() else 0
 
 
-async def write_runs(path: Path, count: int) -> float:
-    """Write ``count`` suspended runs; returns the seconds it took."""
+async def write_runs(path: Path, count: int, n: int) -> float:
+    """Write ``count`` suspended runs of ``n`` iterations; returns the seconds it took."""
     store = SqliteStore(path, synchronous="FULL")
     try:
         t0 = time.perf_counter()
-        for start in range(0, count, BATCH):
+        # Long runs one at a time, as the harness writes its one run: rows of runs written
+        # together interleave in the file, and a load then reads more pages.
+        batch_size = BATCH if n <= 50 else 1
+        for start in range(0, count, batch_size):
             # A new agent per batch: the FunctionModel keeps every request it saw.
-            runtime, agent = Runtime(store), make_agent(N, ModelLog())
-            batch = range(start, min(count, start + BATCH))
+            runtime, agent = Runtime(store), make_agent(n, ModelLog())
+            batch = range(start, min(count, start + batch_size))
             results = await asyncio.gather(
                 *(runtime.run(agent, run_id=run_id(i), input="Start.") for i in batch)
             )
@@ -117,7 +124,7 @@ async def write_runs(path: Path, count: int) -> float:
         await store.close()
 
 
-async def resume_sample(path: Path, sample: list[tuple[str, int]]) -> list[dict[str, Any]]:
+async def resume_sample(path: Path, sample: list[tuple[str, int]], n: int) -> list[dict[str, Any]]:
     """Resume each sampled run from one new store object and runtime."""
     store = SqliteStore(path, synchronous="FULL")
     rows = []
@@ -125,7 +132,7 @@ async def resume_sample(path: Path, sample: list[tuple[str, int]]) -> list[dict[
         await store.list_runs(limit=1)  # opens the connection, as the harness does
         for label, i in sample:
             log = ModelLog()
-            runtime = Runtime(store, agents=[make_agent(N, log)])
+            runtime = Runtime(store, agents=[make_agent(n, log)])
             rid = run_id(i)
             gc.collect()
             t0 = time.perf_counter()
@@ -142,7 +149,7 @@ async def resume_sample(path: Path, sample: list[tuple[str, int]]) -> list[dict[
             done = await runtime.resume(rid)
             t3 = time.perf_counter()
             _expect(done, "completed")
-            if done.text != final_text(N):
+            if done.text != final_text(n):
                 raise SystemExit(f"FAILED: run {rid} answered {done.text!r}")
             rows.append(
                 {
@@ -171,13 +178,13 @@ COLUMNS = (
 )
 
 
-async def many(count: int, tmp: Path, extra: int = 7) -> dict[str, Any]:
+async def many(count: int, tmp: Path, extra: int = 7, n: int = N) -> dict[str, Any]:
     """Write ``count`` suspended runs into one file and resume a sample; the figures."""
     path = tmp / f"many-{count}.db"
     path.unlink(missing_ok=True)
-    create_s = await write_runs(path, count)
+    create_s = await write_runs(path, count, n)
     db, wal = file_bytes(path)
-    rows = await resume_sample(path, picks(count, extra))
+    rows = await resume_sample(path, picks(count, extra), n)
     summary = {
         key: {
             "median": statistics.median(r[key] for r in rows),
@@ -188,8 +195,8 @@ async def many(count: int, tmp: Path, extra: int = 7) -> dict[str, Any]:
     return {
         "test": "many_suspended",
         "runs": count,
-        "n": N,
-        "paused_at": N // 2,
+        "n": n,
+        "paused_at": n // 2,
         "create_ms_per_run": create_s / count * 1e3,
         "db_bytes": db,
         "wal_bytes": wal,

@@ -102,3 +102,56 @@ async def test_a_decision_is_one_write_transaction(tmp_path: Path) -> None:
     # The store's write reads the call and decides inside its transaction: no read before it.
     assert counter.counts.transactions == 1, counter.counts.statement_log
     assert counter.counts.commits == 1
+
+
+async def test_decide_and_resume_read_the_run_once_and_no_past_call(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # The harness's sequence after a restart: the decision, then the resume, up to the model
+    # call. The run is read whole once (the resume's load); of its call rows only the open
+    # batch's is decoded (by the run, and by the store merging its start and its result).
+    from steadyrun.stores import _call_rows
+
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        result = await sr.Runtime(store).run(_agent([]), run_id=RUN, input="go")
+        (waiting,) = [c for c in result.calls if c.status == "awaiting_decision"]
+    rows: list[int] = []
+    decode_rows = _call_rows.decode_rows
+
+    def counted_rows(raws: Any) -> Any:
+        raws = list(raws)
+        rows.append(len(raws))
+        return decode_rows(raws)
+
+    for module in ("_call_rows", "_call_rows_sql", "_sqlite", "_lifecycle_sqlite"):
+        target = getattr(__import__("steadyrun.stores", fromlist=[module]), module)
+        if getattr(target, "decode_rows", None) is decode_rows:
+            monkeypatch.setattr(target, "decode_rows", counted_rows)
+    async with sr.SqliteStore(path) as store:
+        reads = {"load": 0, "load_call": 0}
+        for name in reads:
+            method = getattr(store, name)
+
+            async def counted(*args: Any, _m: Any = method, _n: str = name) -> Any:
+                reads[_n] += 1
+                return await _m(*args)
+
+            monkeypatch.setattr(store, name, counted)
+        at_model: list[int] = []
+
+        class AtModel(countkit.Counter):
+            def stop(self) -> None:
+                at_model.extend(rows)
+                at_model.append(sum(reads.values()))
+
+        armed: list[countkit.Counter] = [AtModel()]
+        runtime = sr.Runtime(store, agents=[_agent(armed)], live=False)
+        await runtime.decide(RUN, waiting.id, approve=True)
+        done = await runtime.resume(RUN)
+    assert done.status == "completed", done.error
+    *decoded, read = at_model
+    assert read == 1 and reads["load_call"] == 0  # by the model call: the resume's load only
+    # Until the model call: the decision's own row, then the open batch's (the run reading it,
+    # the store merging its start and its result); the PAUSE calls before it stay stored.
+    assert decoded and max(decoded) == 1 and sum(decoded) <= 4, decoded

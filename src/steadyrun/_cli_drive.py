@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -88,8 +88,10 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
             engine = getattr(t.app, "engine", None)
             if engine is not None and engine.name == "temporal":  # --app's App is on Temporal
                 started = await t.app.start(rid, agent, input)
-                extra = {"created": started.created, "status": started.status}
-                return _report(t, rid, None, json_out, extra)
+                if not wait:
+                    extra = {"created": started.created, "status": started.status}
+                    return _report(t, rid, None, json_out, extra)
+                return await _rest_and_report(t, t.app, rid, json_out, {"created": started.created})
             started = await ops_of(t).start(rid, agent, input)
             extra = {"created": started.created}
             if not wait:
@@ -147,7 +149,9 @@ def drive_commands(group: typer.Typer, cli: typer.Typer) -> None:
             host = await engine_host(t, run_id)
             if host is not None:  # Temporal executes it: a failed run's workflow goes on
                 await host.resume(run_id)
-                return _report(t, run_id, None, json_out, {"status": "resumed"})
+                if not wait:
+                    return _report(t, run_id, None, json_out, {"status": "woken"})
+                return await _rest_and_report(t, host, run_id, json_out, {})
             if snap is not None and snap.run.status == "cancelled":
                 raise RunCancelledError(f"run {run_id!r} was cancelled; it is not resumed")
             if snap is not None and snap.run.status == "completed":
@@ -239,6 +243,23 @@ async def _await_and_report(
     return _report(t, run_id, snap, json_out, {"message_id": message_id}, pending=pending)
 
 
+async def _rest_and_report(
+    t: Target, host: Any, run_id: str, json_out: bool, extra: dict[str, Any]
+) -> int:
+    """Wait for a run Temporal executes to come to rest, and report it as ``_drive_and_report``."""
+    ended = await host.engine.rest(run_id)
+    snap = await t.store.load(run_id)
+    if ended is not None:
+        # Its workflow ended otherwise than the store shows (terminated, say): failed.
+        how = {"error": ended.error, "error_kind": ended.error_kind}
+        if snap is None:
+            return _report(t, run_id, None, json_out, {**extra, "status": "failed", **how})
+        snap = replace(snap, run=replace(snap.run, status="failed", **how))
+    if snap is None:
+        return _report(t, run_id, None, json_out, {"status": "started", **extra})
+    return _report(t, run_id, snap, json_out, extra, pending=await t.runtime.pending(run_id))
+
+
 def _report(
     t: Target,
     run_id: str,
@@ -258,7 +279,9 @@ def _report(
     else:
         console = Console()
         console.print(f"[bold]{run_id}[/]: [bold]{data['status']}[/]")
-        if snap is None:
+        if snap is None and data.get("error"):
+            console.print(f"[red]{data.get('error_kind')}: {data['error']}[/]")
+        elif snap is None:
             console.print(f"a `steadyrun worker` or `serve` with this app executes it ({t.where})")
         elif snap.run.text:
             console.print(snap.run.text)

@@ -55,6 +55,7 @@ from steadyrun.service._start import START_META, Cancelled, Started, successor_k
 from steadyrun.stores import FeedMessage
 from steadyrun.stores._leases import Fence, fenced, foreign_engine
 from steadyrun.temporal._app import TemporalApp
+from steadyrun.temporal._background import ACTIVITY_BACKGROUND
 from steadyrun.temporal._blobgc import collect_blobs
 from steadyrun.temporal._blobs import LargePayloadCodec
 from steadyrun.temporal._claim import ENGINE, engine_owner
@@ -188,6 +189,56 @@ class TemporalEngine:
                         return
                 except (RunCancelledError, NotPendingError):
                     return
+            await asyncio.sleep(0.05)
+
+    async def rest(self, run_id: str) -> RunOutput | None:
+        """Wait until nothing of the run is in flight in its workflow, and report how it ended.
+
+        What ``--wait`` of ``steadyrun runs start|resume`` waits for (as the built-in engine
+        executes the run until it suspends or ends): the workflow has no workflow task,
+        activity (but a background task's, which goes on while the run waits, as on the
+        built-in engine) or child workflow pending, and the store shows the run at rest with
+        the workflow's status; or the workflow closed. Unlike ``wait``, a stored status from
+        before (a failed run that a new workflow run is resuming) is not taken for the end.
+
+        Returns:
+            ``None`` when the store shows how the run stands; the workflow's output when it
+            ended otherwise than the store shows (terminated, timed out, failed before it
+            recorded the run): a ``failed`` output saying how.
+
+        Raises:
+            RunNotFoundError: Temporal knows no workflow of the run.
+            UsageError: Its workflow refused the run (an agent its workers do not have).
+        """
+        runs = await self.runs()
+        handle = runs.client.get_workflow_handle(run_id)
+        store = self.host.store
+        while True:
+            try:
+                described = await handle.describe()
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                raise RunNotFoundError(run_id) from None
+            if described.status == WorkflowExecutionStatus.CANCELED:
+                return None  # it recorded the run cancelled before its cancel completed
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                out = await runs.result(run_id)
+                snap = await store.load(run_id)
+                return None if snap is not None and snap.run.status == out.status else out
+            raw = described.raw_description
+            busy = (
+                raw.HasField("pending_workflow_task")
+                or len(raw.pending_children) > 0
+                or any(a.activity_type.name != ACTIVITY_BACKGROUND for a in raw.pending_activities)
+            )
+            snap = None if busy else await store.load(run_id)
+            if snap is not None and snap.run.status in _AT_REST:
+                try:
+                    if await runs.status(run_id) == snap.run.status:
+                        return None
+                except (RunCancelledError, NotPendingError):
+                    pass  # it closed meanwhile: the next look says how
             await asyncio.sleep(0.05)
 
     # -- operations --------------------------------------------------------------------------

@@ -7,8 +7,10 @@
   (a task a worker is running holds the delete back: it is asked to stop, and the delete
   refused until it has). Deleting what is not there is not an error.
 - **retention** (``Retention``, applied by ``Operations.apply_retention`` and periodically by
-  a ``Worker``): finished runs whose last activity is older than a bound are deleted, a
-  batch per pass; then a ``SqliteStore`` gives the freed pages back to the disk.
+  a ``Worker``, or a ``TemporalEngine`` given one): finished runs whose last activity is older
+  than a bound are deleted, a batch per pass; then a ``SqliteStore`` gives the freed pages
+  back to the disk. A run another engine executes (its claim says so) is deleted by that
+  engine's ``delete`` when the pass has it (``foreign``), else skipped as busy.
 - **export / import**: the run tree as one versioned JSON document
   (``steadyrun.stores.export_document``), restored whole into another store, with its
   unhandled wake-ups, so a worker there takes it up as one here would have.
@@ -19,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from steadyrun._errors import RunBusyError, RunNotFoundError, UsageError
+from steadyrun._errors import ForeignEngineError, RunBusyError, RunNotFoundError, UsageError
 from steadyrun.records import RunStatus
 from steadyrun.runtime._claims import owner_died
 from steadyrun.service._start import successor_key
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Deleted",
+    "Deleter",
     "Imported",
     "Retention",
     "RetentionPass",
@@ -74,6 +77,10 @@ class Deleted:
     def found(self) -> bool:
         """Whether there was anything to delete."""
         return bool(self.runs or self.messages or self.tasks)
+
+
+Deleter = Callable[[str], Awaitable[Deleted]]
+"""Deletes a run another engine executes (``TemporalEngine.delete``), for retention."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -244,8 +251,13 @@ async def apply_retention(
     tasks: TaskStore | None,
     owner: str,
     now: datetime,
+    foreign: Deleter | None = None,
 ) -> RetentionPass:
-    """One retention pass: delete the runs ``policy`` says are due, then reclaim space."""
+    """One retention pass: delete the runs ``policy`` says are due, then reclaim space.
+
+    ``foreign`` deletes the runs another engine executes (their claim is that engine's for
+    good); without it they are skipped as busy.
+    """
     lifecycle_of(store)
     cutoff = now - policy.older_than
     done = RetentionPass()
@@ -263,16 +275,37 @@ async def apply_retention(
                 seen.add(summary.run_id)
                 if "/" in summary.run_id or len(done.deleted) >= policy.batch:
                     continue  # a sub-agent run goes with its run
-                try:
-                    await delete_run(store, summary.run_id, tasks=tasks, owner=owner, now=now)
-                except RunBusyError:
+                if await _retire(store, summary.run_id, tasks, owner, now, foreign):
+                    done.deleted.append(summary.run_id)
+                else:
                     done.busy.append(summary.run_id)
-                    continue
-                done.deleted.append(summary.run_id)
     if done.deleted and policy.reclaim and isinstance(store, SqliteStore):
         reclaimed = await store.reclaim()
         done = RetentionPass(deleted=done.deleted, busy=done.busy, reclaimed=reclaimed.freed)
     return done
+
+
+async def _retire(
+    store: Store,
+    run_id: str,
+    tasks: TaskStore | None,
+    owner: str,
+    now: datetime,
+    foreign: Deleter | None,
+) -> bool:
+    """Delete a due run; ``False`` when it is busy (or another engine's, with no ``foreign``)."""
+    try:
+        await delete_run(store, run_id, tasks=tasks, owner=owner, now=now)
+    except ForeignEngineError:
+        if foreign is None:
+            return False
+        try:
+            await foreign(run_id)
+        except RunBusyError:
+            return False
+    except RunBusyError:
+        return False
+    return True
 
 
 async def retain(
@@ -284,15 +317,19 @@ async def retain(
     clock: Callable[[], datetime],
     stopping: asyncio.Event,
     on_pass: Callable[[RetentionPass], None],
+    foreign: Deleter | None = None,
 ) -> None:
     """Apply ``policy`` now and every ``policy.every`` seconds until ``stopping`` is set.
 
     A pass that fails is logged and tried again at the next one: retention never stops a
-    worker.
+    worker. ``foreign``: as for ``apply_retention``.
     """
     while not stopping.is_set():
         try:
-            on_pass(await apply_retention(store, policy, tasks=tasks, owner=owner, now=clock()))
+            done = await apply_retention(
+                store, policy, tasks=tasks, owner=owner, now=clock(), foreign=foreign
+            )
+            on_pass(done)
         except Exception:
             log.exception("a retention pass of %s failed; the next one tries again", owner)
         with contextlib.suppress(TimeoutError):

@@ -403,10 +403,21 @@ class Operations:
     ) -> RetentionPass:
         """Delete the runs ``policy`` says are due (one pass; a ``Worker`` makes them itself).
 
-        Runs another executor holds are skipped (``RetentionPass.busy``).
+        Runs another executor holds are skipped (``RetentionPass.busy``). With an ``engine``
+        (Temporal), the runs it executes are deleted as its ``delete`` deletes them (with
+        their workflow history and blobs); without one they are skipped.
         """
+        foreign = None
+        if self.engine is not None:
+            # An engine may delete without waiting for its own bookkeeping (Temporal's history).
+            foreign = getattr(self.engine, "expire", self.engine.delete)
         return await apply_retention(
-            self.store, policy, tasks=self.tasks, owner=self.owner, now=now or self._clock()
+            self.store,
+            policy,
+            tasks=self.tasks,
+            owner=self.owner,
+            now=now or self._clock(),
+            foreign=foreign,
         )
 
     # -- inside ------------------------------------------------------------------------------

@@ -26,8 +26,6 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from temporalio.api.common.v1 import WorkflowExecution
-from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.converter import PayloadCodec
@@ -48,9 +46,16 @@ from steadyrun.chat import Message
 from steadyrun.records import CallRecord
 from steadyrun.runtime import ForkedRun
 from steadyrun.runtime._fork import FORK_ORIGIN, _edit_key
+from steadyrun.runtime._runtime import default_owner
 from steadyrun.service import Operations
 from steadyrun.service._engine import Host, resumable
-from steadyrun.service._lifecycle import Deleted, lifecycle_of
+from steadyrun.service._lifecycle import (
+    Deleted,
+    Retention,
+    RetentionPass,
+    lifecycle_of,
+    retain,
+)
 from steadyrun.service._start import START_META, Cancelled, Started, successor_key
 from steadyrun.stores import FeedMessage
 from steadyrun.stores._leases import Fence, fenced, foreign_engine
@@ -62,6 +67,7 @@ from steadyrun.temporal._claim import ENGINE, engine_owner
 from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
+from steadyrun.temporal._quiet import at_rest, forget
 
 __all__ = ["TemporalEngine", "start_key"]
 
@@ -91,6 +97,11 @@ class TemporalEngine:
             run (its store must be the app's). ``False``: other processes run the workers.
         settle_seconds: How long a cancel waits for the workflow to record the run cancelled.
         namespace: The namespace, when ``client`` is an address.
+        retention: Delete ended runs past their time while the app is open, as a built-in
+            ``Worker(retention=...)`` does: a pass when it opens, then every
+            ``retention.every`` seconds; each due run goes as ``delete`` deletes it (its
+            workflow history and, with ``LargePayloadCodec``, its blobs too). ``retained``
+            counts them.
 
     Example:
         ``App(store, agents=[support], engine=TemporalEngine(client, task_queue="support"))``
@@ -107,8 +118,13 @@ class TemporalEngine:
         worker: bool | TemporalApp = False,
         settle_seconds: float = 30.0,
         namespace: str = "default",
+        retention: Retention | None = None,
     ) -> None:
         self.task_queue = task_queue
+        self.retention = retention
+        self.retained = 0
+        self._retaining: asyncio.Task[None] | None = None
+        self._stop_retaining = asyncio.Event()
         self.payload_codec = payload_codec
         self.namespace = namespace
         self._address = client if isinstance(client, str) else None
@@ -145,7 +161,11 @@ class TemporalEngine:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:
-        """Start the embedded Temporal worker, when the engine has one."""
+        """Start the embedded Temporal worker and the retention passes, when the engine has them."""
+        if self.retention is not None and self._retaining is None:
+            self._retaining = asyncio.get_running_loop().create_task(
+                self._retain(self.retention), name="steadyrun-temporal-retention"
+            )
         if self._embedded is False or self._working is not None:
             return
         app = self._embedded
@@ -165,7 +185,12 @@ class TemporalEngine:
         )
 
     async def close(self, grace: float = 10.0) -> None:
-        """Stop the embedded worker; its activities get ``grace`` seconds to end."""
+        """Stop the embedded worker and retention; its activities get ``grace`` seconds to end."""
+        retaining, self._retaining = self._retaining, None
+        if retaining is not None:
+            self._stop_retaining.set()
+            await asyncio.gather(retaining, return_exceptions=True)
+            self._stop_retaining = asyncio.Event()
         working, self._working = self._working, None
         if working is None:
             return
@@ -195,51 +220,19 @@ class TemporalEngine:
         """Wait until nothing of the run is in flight in its workflow, and report how it ended.
 
         What ``--wait`` of ``steadyrun runs start|resume`` waits for (as the built-in engine
-        executes the run until it suspends or ends): the workflow has no workflow task,
-        activity (but a background task's, which goes on while the run waits, as on the
-        built-in engine) or child workflow pending, and the store shows the run at rest with
-        the workflow's status; or the workflow closed. Unlike ``wait``, a stored status from
-        before (a failed run that a new workflow run is resuming) is not taken for the end.
+        executes the run until it suspends or ends); see ``_quiet.at_rest``. Unlike ``wait``,
+        a stored status from before (a failed run a new workflow run is resuming) is not
+        taken for the end.
 
         Returns:
             ``None`` when the store shows how the run stands; the workflow's output when it
-            ended otherwise than the store shows (terminated, timed out, failed before it
-            recorded the run): a ``failed`` output saying how.
+            ended otherwise than the store shows (terminated, timed out): ``failed``.
 
         Raises:
             RunNotFoundError: Temporal knows no workflow of the run.
             UsageError: Its workflow refused the run (an agent its workers do not have).
         """
-        runs = await self.runs()
-        handle = runs.client.get_workflow_handle(run_id)
-        store = self.host.store
-        while True:
-            try:
-                described = await handle.describe()
-            except RPCError as exc:
-                if exc.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                raise RunNotFoundError(run_id) from None
-            if described.status == WorkflowExecutionStatus.CANCELED:
-                return None  # it recorded the run cancelled before its cancel completed
-            if described.status != WorkflowExecutionStatus.RUNNING:
-                out = await runs.result(run_id)
-                snap = await store.load(run_id)
-                return None if snap is not None and snap.run.status == out.status else out
-            raw = described.raw_description
-            busy = (
-                raw.HasField("pending_workflow_task")
-                or len(raw.pending_children) > 0
-                or any(a.activity_type.name != ACTIVITY_BACKGROUND for a in raw.pending_activities)
-            )
-            snap = None if busy else await store.load(run_id)
-            if snap is not None and snap.run.status in _AT_REST:
-                try:
-                    if await runs.status(run_id) == snap.run.status:
-                        return None
-                except (RunCancelledError, NotPendingError):
-                    pass  # it closed meanwhile: the next look says how
-            await asyncio.sleep(0.05)
+        return await at_rest(await self.runs(), self.host.store, run_id)
 
     # -- operations --------------------------------------------------------------------------
 
@@ -365,10 +358,26 @@ class TemporalEngine:
     async def delete(self, run_id: str) -> Deleted:
         """Delete a run at rest with its workflow, store rows and blobs (see the module).
 
+        Returns once Temporal deleted the workflow's history (up to ``settle_seconds``), so
+        the id can start a new run.
+
         Raises:
-            RunBusyError: Its workflow is executing it (or started it and recorded nothing).
+            RunBusyError: Its workflow is executing it (or started it and recorded nothing),
+                or runs a background task of it.
             UsageError: ``run_id`` is a sub-agent run (delete its run).
         """
+        return await self._delete(run_id, settle=True)
+
+    async def expire(self, run_id: str) -> Deleted:
+        """``delete`` for retention: Temporal is asked to delete the history, not waited for.
+
+        Raises:
+            RunBusyError: As ``delete``.
+            UsageError: As ``delete``.
+        """
+        return await self._delete(run_id, settle=False)
+
+    async def _delete(self, run_id: str, *, settle: bool) -> Deleted:
         if "/" in run_id:
             raise UsageError(
                 f"run {run_id!r} is a sub-agent run: delete its run "
@@ -377,18 +386,23 @@ class TemporalEngine:
         store = self.host.store
         runs = await self.runs()
         handle = runs.client.get_workflow_handle(run_id)
-        open_ = False
+        open_ = tasking = False
         try:
-            open_ = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+            described = await handle.describe()
         except RPCError as exc:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
+        else:
+            open_ = described.status == WorkflowExecutionStatus.RUNNING
+            pending = described.raw_description.pending_activities
+            tasking = open_ and any(a.activity_type.name == ACTIVITY_BACKGROUND for a in pending)
         snap = await store.load(run_id)
         holder = await store.leases.holder(run_id)
         owner = holder.owner if holder is not None else engine_owner(run_id)
         if snap is not None and snap.run.status == "running":
             raise RunBusyError(run_id, owner, None)
-        if open_ and (snap is None or await self._executing_now(run_id)):
+        if open_ and (snap is None or tasking or await self._executing_now(run_id)):
+            # A background task going holds it back, as a task a built-in worker runs does.
             raise RunBusyError(run_id, owner, None)
         if open_:
             # At rest: nothing it does is lost. Its children end with it (their close policy).
@@ -403,7 +417,8 @@ class TemporalEngine:
         for key in (successor_key(run_id), start_key(run_id)):  # the id starts anew
             await lifecycle.delete_run(key)
         for workflow_id in deletion.runs or [run_id]:
-            await self._forget(workflow_id)
+            client = (await self.runs()).client
+            await forget(client, workflow_id, settle=self.settle_seconds if settle else None)
         codec = self.payload_codec
         if isinstance(codec, LargePayloadCodec):
             await collect_blobs(runs.client, codec.blobs, grace=timedelta(0), runs=[run_id])
@@ -424,6 +439,24 @@ class TemporalEngine:
         await self._launch(RunInput(agent="", run_id=run_id, resume=True))
 
     # -- inside ------------------------------------------------------------------------------
+
+    async def _retain(self, policy: Retention) -> None:
+        """Retention passes until ``close`` (see ``retention``)."""
+        host = self.host
+
+        def passed(done: RetentionPass) -> None:
+            self.retained += len(done.deleted)
+
+        await retain(
+            host.store,
+            policy,
+            tasks=None,  # a Temporal run's tasks live in its workflow, deleted with it
+            owner=getattr(host, "owner", None) or default_owner(),
+            clock=host.runtime._clock,
+            stopping=self._stop_retaining,
+            on_pass=passed,
+            foreign=self.expire,
+        )
 
     async def _launch(self, inp: RunInput) -> None:
         # An ended workflow is not started again: its run took the input already.
@@ -462,25 +495,6 @@ class TemporalEngine:
             return await (await self.runs()).status(run_id) == "running"
         except (RunCancelledError, NotPendingError, RunNotFoundError):
             return False
-
-    async def _forget(self, workflow_id: str) -> None:
-        """Delete a closed workflow's history, and wait until its id can start again."""
-        runs = await self.runs()
-        request = DeleteWorkflowExecutionRequest(
-            namespace=runs.client.namespace,
-            workflow_execution=WorkflowExecution(workflow_id=workflow_id),
-        )
-        try:
-            await runs.client.workflow_service.delete_workflow_execution(request)
-        except RPCError as exc:
-            if exc.status == RPCStatusCode.NOT_FOUND:
-                return
-            raise
-        deadline = time.monotonic() + self.settle_seconds
-        while time.monotonic() < deadline:
-            if not await self._exists(workflow_id):
-                return
-            await asyncio.sleep(0.05)
 
     async def _exists(self, run_id: str) -> bool:
         try:

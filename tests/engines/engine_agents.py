@@ -19,6 +19,7 @@ from pathlib import Path
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse
 from steadyrun.control import CallRejected, CallView, Confirm, await_external, require_input
+from steadyrun.extensions.subagents import Delegate, SubAgents
 from steadyrun.records import CallRecord
 from steadyrun.testing import FunctionModel, text, tool_calls
 
@@ -157,6 +158,34 @@ def charge(order: str, ctx: sr.ToolContext) -> str:
     return f"charged {order}"
 
 
+@sr.tool(side_effects=True)
+async def slow_sub_charge(order: str, ctx: sr.ToolContext) -> str:
+    """Charge an order through a slow bank, in a sub-agent run.
+
+    Args:
+        order: The order.
+    """
+    mark(ctx.deps.ledger, "charge", ctx.run_id.split("/", 1)[0])  # the lead run's ledger
+    await asyncio.sleep(3600)  # cancelled here
+    return f"charged {order}"
+
+
+def lead_agent(deps: Deps) -> sr.Agent:
+    """Delegates a charge to the ``charger`` sub-agent, whose tool blocks."""
+    charger = Delegate(
+        name="charger",
+        description="Charges orders.",
+        tools=[slow_sub_charge],
+        model=FunctionModel(one_tool_then_text(("slow_sub_charge", {"order": "L-1"}))),
+    )
+    return sr.Agent(
+        name="lead",
+        model=counted(deps, one_tool_then_text(("delegate_charger", {"task": "Charge L-1."}))),
+        extensions=[SubAgents([charger], general=False)],
+        deps=deps,
+    )
+
+
 class ModelDown(Exception):
     retryable = False
 
@@ -254,4 +283,5 @@ def scenario_agents(ledger: Path) -> list[sr.Agent]:
             deps=deps,
         ),
         sr.Agent(name="model-kill", model=blocking_model(deps), deps=deps),
+        lead_agent(deps),
     ]

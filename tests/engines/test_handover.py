@@ -123,6 +123,25 @@ async def test_a_cancelled_waiting_run_never_runs_its_call(engine: Driver) -> No
     assert "wire70" not in run.effects()
 
 
+async def test_a_cancel_records_who_cancelled_on_the_sub_agent_runs_it_ends(
+    engine: Driver,
+) -> None:
+    run = Scenario(engine, "lead")
+    await run.start("Charge L-1 through the charger.")
+    await run.written("charge")  # the sub-agent's tool runs (and would for an hour)
+    await engine.cancel(run.run_id, by="alice")
+    ended = await run.ended()
+
+    assert ended.status == "cancelled"
+    snap = await run.snapshot()
+    assert snap.run.cancelled_by == "alice"
+    (delegation,) = snap.calls
+    assert delegation.status == "cancelled" and "by alice" in (delegation.error or "")
+    child = await engine.snapshot(f"{run.run_id}/{delegation.id}")
+    assert child.run.status == "cancelled"
+    assert child.run.cancelled_by == "alice"  # on each run the cancel ends, on both engines
+
+
 async def test_a_decision_on_a_cancelled_run_is_refused_as_not_pending(engine: Driver) -> None:
     run = Scenario(engine, "wire")
     await run.start("Wire 71.")

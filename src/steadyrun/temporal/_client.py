@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import uuid
@@ -13,6 +14,7 @@ from typing import Any, TypeVar
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -395,10 +397,28 @@ class TemporalRuns:
                 # and the built-in engine's cancel refuses it too.
                 raise NotPendingError(f"run {run_id!r} completed; there is nothing to cancel")
             if by is not None:
+                # Its children end with it, each recording who cancelled (as the built-in
+                # engine records it on every run the cancel ends): told before the cancel
+                # reaches them, which the parent's cancel below sends.
+                for child in await self._open_children(description):
+                    with contextlib.suppress(RPCError):  # ended meanwhile: nothing to tell
+                        await self._handle(child).signal("cancelling", by)
                 await self._reaching(run_id, "cancel", handle.signal("cancelling", by))
             await self._reaching(run_id, "cancel", handle.cancel())
         except RunCancelledError:
             return
+
+    async def _open_children(self, description: WorkflowExecutionDescription) -> list[str]:
+        """The workflow ids of a workflow's open child workflows, and of theirs, deepest last."""
+        found: list[str] = []
+        for child in description.raw_description.pending_children:
+            found.append(child.workflow_id)
+            try:
+                described = await self._handle(child.workflow_id).describe()
+            except RPCError:
+                continue  # ended meanwhile
+            found += await self._open_children(described)
+        return found
 
     async def _cancel_failed(self, run_id: str, by: str | None = None) -> bool:
         """Cancel a failed run whose workflow ended; ``False``: it was resumed meanwhile."""

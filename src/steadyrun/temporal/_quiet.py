@@ -45,6 +45,7 @@ async def at_rest(runs: TemporalRuns, store: Store, run_id: str) -> RunOutput | 
         UsageError: Its workflow refused the run (an agent its workers do not have).
     """
     handle = runs.client.get_workflow_handle(run_id)
+    pause = 0.05
     while True:
         try:
             described = await handle.describe()
@@ -71,7 +72,8 @@ async def at_rest(runs: TemporalRuns, store: Store, run_id: str) -> RunOutput | 
                     return None
             except (RunCancelledError, NotPendingError):
                 pass  # it closed meanwhile: the next look says how
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(pause)
+        pause = min(pause * 1.5, 0.5)  # a long run is not asked about 20 times a second
 
 
 async def forget(client: Client, workflow_id: str, *, settle: float | None) -> None:

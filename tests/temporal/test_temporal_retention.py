@@ -14,11 +14,14 @@ pytest.importorskip("temporalio", reason="temporalio is not installed (the tempo
 pytest.importorskip("fastapi", reason="the service extra is not installed")
 
 import functools  # noqa: E402
+import json  # noqa: E402
 import uuid  # noqa: E402
 from datetime import timedelta  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+from temporal_bg_kit import build_app as build_bg_app  # noqa: E402
+from temporal_kit import effects  # noqa: E402
 from temporal_parity_kit import Deps, parity_agents  # noqa: E402
 from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
 from test_temporal_blob_gc import build  # noqa: E402
@@ -108,3 +111,41 @@ async def test_the_engine_makes_retention_passes_while_its_app_is_open(
     finally:
         await app.close()
         await store.close()
+
+
+async def test_a_run_whose_background_task_goes_on_is_kept_until_the_task_ended(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    # As a task a built-in worker runs holds its run's delete back.
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    jobs, fx = tmp_path / "jobs", tmp_path / "fx"
+    jobs.mkdir()
+    worker = build_bg_app(tmp_path / "runs.db", jobs, fx, task_queue=queue, adopt=True)
+    engine = TemporalEngine(client, task_queue=queue, worker=worker)
+    app = App(worker.store, agents=[worker.agent("builder")], engine=engine)
+    run_id = f"bg-{uuid.uuid4().hex[:8]}"
+    ops = Operations(app.runtime, engine=app.engine)
+    policy = Retention(older_than=timedelta(0))
+    try:
+        await app.start(run_id, "builder", "Build the app.")
+        # The receipt ended the turn (completed) while the build goes on in the background.
+        await eventually(lambda: _status(app, run_id), lambda s: s == "completed")
+        (job,) = [line.split()[1] for line in effects(fx) if line.startswith("start ")]
+        with pytest.raises(sr.RunBusyError):
+            await ops.delete(run_id)
+        done = await ops.apply_retention(policy)
+        assert done.deleted == [] and done.busy == [run_id], done
+
+        (jobs / f"{job}.done").write_text(json.dumps({"artifact": "app.tar"}))
+        await eventually(lambda: _closed(client, run_id), bool)  # told, a new turn, ended
+        done = await ops.apply_retention(policy)
+        assert done.deleted == [run_id], done
+    finally:
+        await app.close()
+        await worker.store.close()
+
+
+async def _closed(client: Any, run_id: str) -> bool:
+    described = await client.get_workflow_handle(run_id).describe()
+    return described.close_time is not None

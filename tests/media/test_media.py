@@ -16,7 +16,7 @@ from crashkit import crash_when, hang
 from steadyrun.chat import MediaPart, MediaRef, TextPart, ToolResultPart
 from steadyrun.media import MediaOptions, media_ref, supplying
 from steadyrun.media._supply import MediaSupply
-from steadyrun.testing import ScriptedModel, text, tool_calls
+from steadyrun.testing import FunctionModel, ScriptedModel, text, tool_calls
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"pixels" * 10
 PDF = b"%PDF-1.7\n" + b"pages" * 10
@@ -325,3 +325,41 @@ def test_the_media_scan_finds_what_has_media_finds(parts: list[Any], start: int)
 
     messages = [Message(role="tool", parts=p) for p in parts]
     assert _any_media(messages, start) == any(has_media(m) for m in messages[start:])
+
+
+class _CountingMessages(list):  # type: ignore[type-arg]
+    """A request's messages that count how often they are walked."""
+
+    walks = 0
+
+    def __iter__(self) -> Any:
+        type(self).walks += 1
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("model_kind", ["scripted", "function"])
+async def test_the_model_doubles_do_not_rescan_the_history_without_media(model_kind: str) -> None:
+    # Issue 20: the doubles noted the media supplied to each request by walking the whole
+    # history on every model call (O(N) per call, O(N^2) per run). With nothing supplied to
+    # the call there is nothing to note: the history is not walked at all.
+    messages = _CountingMessages([user_message(f"m{i}") for i in range(50)])
+    request = sr.ModelRequest(messages=messages)
+    model: Any = (
+        ScriptedModel([text("ok")] * 3)
+        if model_kind == "scripted"
+        else FunctionModel(lambda r: text("ok"))
+    )
+    _CountingMessages.walks = 0
+    await model.respond(request)
+    assert _CountingMessages.walks == 0
+    assert model.media == [{}]
+    with supplying(MediaSupply()):  # a supply without media: still nothing to note
+        await model.respond(request)
+    assert _CountingMessages.walks == 0
+    shelf = Shelf()
+    image = shelf.put("k.png", PNG, "image/png")
+    supply = MediaSupply()
+    supply.add_bytes(image, PNG)
+    with supplying(supply):  # something supplied: the media are noted as before
+        await model.respond(sr.ModelRequest(messages=[user_message("x", image)]))
+    assert model.media[-1] == {"k.png": PNG}

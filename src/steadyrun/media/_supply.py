@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 
 from steadyrun.chat import MediaRef
 
-__all__ = ["MediaSupply", "media_ref", "supplied_bytes", "supplied_url", "supplying"]
+__all__ = [
+    "MediaSupply",
+    "current_supply",
+    "media_ref",
+    "supplied_bytes",
+    "supplied_url",
+    "supplying",
+]
 
 
 def _key(ref: MediaRef) -> str:
@@ -50,6 +57,12 @@ def supplying(supply: MediaSupply | None) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+def current_supply() -> MediaSupply | None:
+    """The media supplied to the current model call; ``None`` when none were."""
+    supply = _CURRENT.get()
+    return supply if supply is not None and (supply.data or supply.urls) else None
 
 
 def supplied_bytes(ref: MediaRef) -> bytes | None:

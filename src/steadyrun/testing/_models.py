@@ -23,7 +23,7 @@ from steadyrun.chat import (
     Usage,
     deltas_of,
 )
-from steadyrun.media._supply import supplied_bytes, supplied_url
+from steadyrun.media._supply import current_supply, supplied_bytes, supplied_url
 
 __all__ = ["FunctionModel", "ScriptedModel", "call", "text", "tool_calls"]
 
@@ -218,6 +218,9 @@ def _describe_last(messages: list[Message]) -> str:
 def _received_media(request: ModelRequest) -> dict[str, bytes | str]:
     """What the runtime supplied for each media reference of a request: bytes, or a URL."""
     out: dict[str, bytes | str] = {}
+    if current_supply() is None:
+        # Nothing supplied to this call: no walk of the whole history (O(N) per model call).
+        return out
     for message in request.messages:
         for part in message.parts:
             refs = [part.ref] if isinstance(part, MediaPart) else []

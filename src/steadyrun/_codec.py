@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError, SchemaValidator
+from pydantic_core import PydanticSerializationError, SchemaSerializer, SchemaValidator
 from pydantic_core import core_schema as cs
 
 from steadyrun._errors import FormatVersionError, StoreError
@@ -39,6 +39,7 @@ _HEAD = b'{"format":%d,"data":' % FORMAT
 
 _adapters: dict[Any, TypeAdapter[Any]] = {}
 _readers: dict[Any, SchemaValidator] = {}  # by the type of the data
+_writers: dict[Any, SchemaSerializer] = {}  # by the type of the data
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
@@ -92,9 +93,14 @@ def from_plain(data: Any, tp: type[T]) -> T:
 def encode(obj: Any, tp: Any | None = None) -> bytes:
     """Serialise ``obj`` as a versioned JSON document."""
     tp = tp if tp is not None else type(obj)
+    writer = _writers.get(tp)
+    if writer is None:
+        writer = _writers[tp] = _adapter(tp).serializer
     try:
-        # One pass through pydantic-core; the envelope is spliced around its output.
-        data = _adapter(tp).dump_json(obj)
+        # One pass through pydantic-core (its serializer called directly: the adapter's
+        # wrapper took a third of the time of a small document); the envelope is spliced
+        # around its output.
+        data = writer.to_json(obj)
     except PydanticSerializationError as exc:
         raise StoreError(f"cannot store {_name(tp)}: {exc}") from exc
     return _HEAD + data + b"}"

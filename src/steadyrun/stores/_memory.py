@@ -21,6 +21,7 @@ from steadyrun.records import (
     Step,
     merge_call,
     overlay_external,
+    replaced_whole,
 )
 from steadyrun.records._history import StepEntry
 from steadyrun.stores._encoded import decode_snapshot, encode_step
@@ -77,13 +78,13 @@ class MemoryStore(MemoryLifecycle):
         entry = history.plan(step, len(stored.context) if stored else 0)
         written += len(entry.data)
         removed = set(step.removed_calls)
-        calls: dict[str, bytes] = {}
+        calls: dict[str, tuple[bytes, int | None]] = {}
         for call in step.calls:
             old = calls.get(call.id)
             if old is None and stored is not None and call.id not in removed:
-                old = stored.calls.get(call.id)
-            calls[call.id] = self._merged(old, call)
-            written += len(calls[call.id])
+                old = _stored_call(stored, call.id)
+            calls[call.id] = _merged(old, call)
+            written += len(calls[call.id][0])
 
         if stored is None:
             stored = self._runs[run_id] = StoredRun(run=run_b, checkpoint=cp_b, history=history)
@@ -91,7 +92,9 @@ class MemoryStore(MemoryLifecycle):
             stored.blocks.pop(block_id, None)
         for call_id in step.removed_calls:
             stored.calls.pop(call_id, None)
-        stored.calls.update(calls)
+            stored.whole.pop(call_id, None)
+        for call_id, (data, whole) in calls.items():
+            _put_call(stored, call_id, data, whole)
         stored.blocks.update(blocks)
         history.apply(entry, stored.context)
         stored.context = log
@@ -108,13 +111,9 @@ class MemoryStore(MemoryLifecycle):
         stored = self._runs.get(run_id)
         if stored is None:
             raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}")
-        data = self._merged(stored.calls.get(call.id), call)
-        stored.calls[call.id] = data
+        data, whole = _merged(_stored_call(stored, call.id), call)
+        _put_call(stored, call.id, data, whole)
         self.bytes_written += len(data)
-
-    @staticmethod
-    def _merged(old: bytes | None, call: CallRecord) -> bytes:
-        return encode(merge_call(decode(old, CallRecord) if old is not None else None, call))
 
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         """Apply a host write with ``overlay_external``."""
@@ -122,7 +121,7 @@ class MemoryStore(MemoryLifecycle):
         if stored is None or call_id not in stored.calls:
             raise CallNotFoundError(run_id, call_id)
         merged = overlay_external(decode(stored.calls[call_id], CallRecord), update)
-        stored.calls[call_id] = encode(merged)
+        _put_call(stored, call_id, encode(merged), merged.rev if replaced_whole(merged) else None)
         self.leases.woken(run_id)
         return merged
 
@@ -244,6 +243,36 @@ class MemoryStore(MemoryLifecycle):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _merged(old: tuple[bytes, int | None] | None, call: CallRecord) -> tuple[bytes, int | None]:
+    """The stored form of ``merge_call`` of ``call`` over ``old``, and its ``whole`` rev.
+
+    ``old``: the stored bytes and their ``whole`` rev (``_stored_call``). The rev returned is
+    the one to keep in ``whole`` for the result (``None``: it is not replaced whole).
+    """
+    if old is None or (old[1] is not None and call.rev > old[1] and call.settled_by is None):
+        merged = call  # what merge_call gives: nothing of the stored record survives
+    else:
+        merged = merge_call(decode(old[0], CallRecord), call)
+    return encode(merged), merged.rev if replaced_whole(merged) else None
+
+
+def _stored_call(stored: StoredRun, call_id: str) -> tuple[bytes, int | None] | None:
+    """A call's stored bytes and, when they are replaced whole, their rev (see ``StoredRun``)."""
+    data = stored.calls.get(call_id)
+    if data is None:
+        return None
+    whole = stored.whole.get(call_id)
+    return data, whole[0] if whole is not None and whole[1] is data else None
+
+
+def _put_call(stored: StoredRun, call_id: str, data: bytes, whole: int | None) -> None:
+    stored.calls[call_id] = data
+    if whole is None:
+        stored.whole.pop(call_id, None)
+    else:
+        stored.whole[call_id] = (whole, data)
 
 
 def _new_log(

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, TypeAlias, overload
 
 from steadyrun._errors import ToolDefinitionError, UsageError
@@ -15,6 +15,7 @@ from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import validate_tool_name
 from steadyrun.tools._render import render_result
 from steadyrun.tools._signature import Binding, analyse_function
+from steadyrun.tools._threads import run_in_thread
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "ConcurrencyKey", "Policy", "Retain", "Tool", "tool"]
 
@@ -140,8 +141,8 @@ class Tool:
     async def invoke(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
         """Call the function with validated arguments.
 
-        Sync functions run in a worker thread so they never block the event loop. Exceptions
-        propagate unchanged.
+        Sync functions run in a worker thread (``run_in_thread``) so they never block the event
+        loop. Exceptions propagate unchanged.
 
         Args:
             args: Validated arguments, as returned by ``validate``.
@@ -157,7 +158,7 @@ class Tool:
             kwargs[binding.context_param] = ctx
         if binding.is_async:
             return await binding.function(**kwargs)
-        result = await asyncio.to_thread(binding.function, **kwargs)
+        result = await run_in_thread(partial(binding.function, **kwargs))
         # A sync wrapper around an async function hands back an awaitable; finish it here.
         if inspect.isawaitable(result):
             result = await result

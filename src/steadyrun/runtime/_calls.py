@@ -230,7 +230,8 @@ class CallRunner:
         if started is None:
             started = self.begin(item)
             await self.save_starts([started])
-        await self.observers.emit("on_tool_start", self.state.run_id, replace(started))
+        # Records are never changed in place, and each observer gets a copy of its own.
+        await self.observers.emit("on_tool_start", self.state.run_id, started)
         request = started.input_request
         answered = request is not None and request.response is not None
         ctx = ToolContext(
@@ -276,10 +277,10 @@ class CallRunner:
         settled = scrub_record(self._annotated(settled, ctx))
         if settle_later is not None and settle_later():
             await self.save(settled, defer=True)
-            self.unannounced.append(replace(settled))  # observers hear of it once it is saved
+            self.unannounced.append(settled)  # observers hear of it (a copy) once it is saved
         else:
             await self.save(settled)
-            await self.observers.emit("on_tool_settle", self.state.run_id, replace(settled))
+            await self.observers.emit("on_tool_settle", self.state.run_id, settled)
         if self.extensions is not None:
             await self.extensions.notify("on_tool_outcome", self.state.run_id, replace(settled))
 

@@ -73,7 +73,8 @@ class MemoryStore(MemoryLifecycle):
         # Merge the call snapshots (after the step's removals) before changing anything, so a
         # snapshot that cannot be encoded leaves the stored run as it was.
         stored = self._runs.get(run_id)
-        log = _new_log(stored.context if stored else [], base, appended, step.context.start)
+        # Where the appended messages go (checked now), or the new log of a rewrite.
+        at = _append_at(stored.context if stored else [], base, step.context.start)
         history = stored.history if stored else MemoryHistory()
         entry = history.plan(step, len(stored.context) if stored else 0)
         written += len(entry.data)
@@ -97,7 +98,12 @@ class MemoryStore(MemoryLifecycle):
             _put_call(stored, call_id, data, whole)
         stored.blocks.update(blocks)
         history.apply(entry, stored.context)
-        stored.context = log
+        if base is not None:
+            stored.context = base + appended  # the old log stays with the history's archive
+        else:
+            # In place: a copy of the whole log per step made each save O(N).
+            del stored.context[at:]
+            stored.context.extend(appended)
         stored.run = run_b
         stored.checkpoint = cp_b
         self.leases.check(run_id, step.run.steps)  # logs the writer
@@ -275,13 +281,11 @@ def _put_call(stored: StoredRun, call_id: str, data: bytes, whole: int | None) -
         stored.whole[call_id] = (whole, data)
 
 
-def _new_log(
-    log: list[bytes], base: list[bytes] | None, appended: list[bytes], start: int | None
-) -> list[bytes]:
-    """The context log after a step: appended messages go to their positions."""
+def _append_at(log: list[bytes], base: list[bytes] | None, start: int | None) -> int:
+    """Where a step's appended messages go in ``log`` (after its new base, if it has one)."""
     if base is not None:
-        return base + appended
+        return len(base)
     at = len(log) if start is None else start
     if at > len(log):
         raise StoreError(f"context append at position {at} leaves a gap after {len(log)} messages")
-    return log[:at] + appended
+    return at

@@ -23,6 +23,8 @@ What is counted, and how:
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
   the SQL stores' call-row encoder ``stores._call_rows.encode_row``) and the bytes produced.
+* ``copies``: calls of ``dataclasses.replace`` by steadyrun's modules (each copies a record,
+  a checkpoint, a usage...): the runtime's own work per iteration, whatever the store.
 * ``written_bytes``: what the process passed to ``write()`` in the window (``/proc/self/io``,
   every thread): SQLite's WAL frames, and its checkpoints when one falls in the window (one
   per ~4 MB of WAL). Sends to a socket are not counted, so it is 0 for PostgreSQL.
@@ -34,6 +36,7 @@ keep these hooks pointed at it (the test fails loudly when a count drops to zero
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import sys
 import tempfile
@@ -73,6 +76,7 @@ class Counts:
     decodes: int = 0
     encoded_bytes: int = 0
     written_bytes: int = 0
+    copies: int = 0
     statement_log: list[str] = field(default_factory=list, repr=False)
 
     def per_iteration(self) -> dict[str, float]:
@@ -197,6 +201,21 @@ def _hook_codec(counter: Counter, stack: ExitStack) -> None:
         ):
             if getattr(module, name, None) is original:
                 stack.enter_context(_patched(module, name, counted))
+
+
+def _hook_copies(counter: Counter, stack: ExitStack) -> None:
+    """Count ``dataclasses.replace`` wherever a steadyrun module imported it by name."""
+    original = dataclasses.replace
+
+    def counted_replace(obj: Any, /, **changes: Any) -> Any:
+        counter.add("copies")
+        return original(obj, **changes)
+
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("steadyrun"):
+            continue
+        if getattr(module, "replace", None) is original:
+            stack.enter_context(_patched(module, "replace", counted_replace))
 
 
 def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
@@ -347,6 +366,7 @@ def counting(kind: str) -> Iterator[Counter]:
     counter = Counter()
     with ExitStack() as stack:
         _hook_codec(counter, stack)
+        _hook_copies(counter, stack)
         if kind == "sqlite":
             _hook_sqlite(counter, stack)
         elif kind == "postgres":

@@ -66,6 +66,7 @@ from steadyrun.chat import (
 )
 from steadyrun.context import ContextEvent, verbatim_refs
 from steadyrun.media import MediaOptions, MediaPreparer, MediaWatch, supplying
+from steadyrun.media._supply import current_supply
 from steadyrun.records import Block
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
@@ -306,8 +307,11 @@ class Execution:
 
     async def _respond(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
         """The model's response, with the media the request refers to supplied."""
-        supply = None
-        if self._media_watch.needs(self.state.context, self.state.generation, request):
+        if not self._media_watch.needs(self.state.context, self.state.generation, request):
+            if current_supply() is None:  # nothing to supply, nothing supplied around it
+                return await self._call_model(model_call_id, request)
+            supply = None
+        else:
             request, supply = await self.media.prepare(request, self.agent.client)
         with supplying(supply):
             return await self._call_model(model_call_id, request)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
@@ -68,12 +68,31 @@ class Observer:
         """An extension's published value (the ``planning`` extension's plan, say) changed."""
 
 
+_Target = tuple["Observer", Callable[..., Any], Callable[[str], bool] | None]
+
+
 @dataclass(slots=True)
 class ObserverSet:
     """Dispatches to several observers, counting the failures."""
 
     observers: Sequence[Observer]
     errors: int = 0
+    _targets: dict[str, list[_Target]] = field(default_factory=dict, repr=False)
+
+    def _for(self, method: str) -> list[_Target]:
+        """The observers that implement ``method``, with it and their ``wants_now``.
+
+        Found once per method: an execution emits the same few events on every iteration.
+        """
+        targets = self._targets.get(method)
+        if targets is None:
+            targets = self._targets[method] = [
+                (observer, fn, getattr(observer, "wants_now", None))
+                for observer in self.observers
+                if (fn := getattr(observer, method, None)) is not None
+                and _implements(observer, method)
+            ]
+        return targets
 
     def wants(self, method: str, run_id: str | None = None) -> bool:
         """Whether any observer implements ``method`` (so the runtime need not produce it).
@@ -81,10 +100,7 @@ class ObserverSet:
         With ``run_id``, an observer that has ``wants_now(run_id)`` (the live broadcaster,
         which listens only while someone follows) counts only when that returns true.
         """
-        for observer in self.observers:
-            if not _implements(observer, method):
-                continue
-            now = getattr(observer, "wants_now", None)
+        for _, _, now in self._for(method):
             if run_id is not None and now is not None and not now(run_id):
                 continue
             return True
@@ -95,11 +111,7 @@ class ObserverSet:
 
         An observer with ``wants_now`` is skipped while that says no for the run (``args[0]``).
         """
-        for observer in self.observers:
-            fn = getattr(observer, method, None)
-            if fn is None or not _implements(observer, method):
-                continue  # not implemented: skip the copies
-            now = getattr(observer, "wants_now", None)
+        for observer, fn, now in self._for(method):  # not implemented: skipped, no copies
             if now is not None and args and not now(args[0]):
                 continue  # told nothing now (the live feed, unfollowed): a copy is the context
             try:

@@ -23,8 +23,9 @@ What is counted, and how:
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
   the SQL stores' call-row encoder ``stores._call_rows.encode_row``) and the bytes produced.
-* ``copies``: calls of ``dataclasses.replace`` by steadyrun's modules (each copies a record,
-  a checkpoint, a usage...): the runtime's own work per iteration, whatever the store.
+* ``copies``: calls of ``dataclasses.replace`` and of its faster ``records._copy.copied`` by
+  steadyrun's modules (each copies a record, a checkpoint, a usage...): the runtime's own work
+  per iteration, whatever the store.
 * ``written_bytes``: what the process passed to ``write()`` in the window (``/proc/self/io``,
   every thread): SQLite's WAL frames, and its checkpoints when one falls in the window (one
   per ~4 MB of WAL). Sends to a socket are not counted, so it is 0 for PostgreSQL.
@@ -50,6 +51,7 @@ import steadyrun as sr
 from steadyrun import _codec
 from steadyrun._sqlite_thread import SqliteThread
 from steadyrun.chat import ToolResultPart
+from steadyrun.records import _copy
 from steadyrun.stores import _call_rows
 from steadyrun.testing import FunctionModel, call, text, tool_calls
 
@@ -204,18 +206,19 @@ def _hook_codec(counter: Counter, stack: ExitStack) -> None:
 
 
 def _hook_copies(counter: Counter, stack: ExitStack) -> None:
-    """Count ``dataclasses.replace`` wherever a steadyrun module imported it by name."""
-    original = dataclasses.replace
+    """Count ``dataclasses.replace`` and ``records._copy.copied`` wherever a steadyrun module
+    imported them by name."""
+    for name, original in (("replace", dataclasses.replace), ("copied", _copy.copied)):
 
-    def counted_replace(obj: Any, /, **changes: Any) -> Any:
-        counter.add("copies")
-        return original(obj, **changes)
+        def counted(obj: Any, /, _original: Any = original, **changes: Any) -> Any:
+            counter.add("copies")
+            return _original(obj, **changes)
 
-    for module in list(sys.modules.values()):
-        if not getattr(module, "__name__", "").startswith("steadyrun"):
-            continue
-        if getattr(module, "replace", None) is original:
-            stack.enter_context(_patched(module, "replace", counted_replace))
+        for module in list(sys.modules.values()):
+            if not getattr(module, "__name__", "").startswith("steadyrun"):
+                continue
+            if getattr(module, name, None) is original:
+                stack.enter_context(_patched(module, name, counted))
 
 
 def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:

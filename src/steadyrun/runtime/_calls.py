@@ -31,6 +31,7 @@ from steadyrun.control import (
     Submit,
 )
 from steadyrun.records import CallCompletion, CallRecord, InputRequest
+from steadyrun.records._copy import copied
 from steadyrun.runtime._extension import ToolCall
 from steadyrun.runtime._extset import EXT_STATE, ExtensionSet
 from steadyrun.runtime._observers import ObserverSet
@@ -198,7 +199,7 @@ class CallRunner:
         so no body starts once the run's claim is lost.
         """
         ensure_held()
-        started = replace(
+        started = copied(
             item.record, rev=item.record.rev + 1, status="running", started_at=self.clock()
         )
         started = scrub_record(started)
@@ -250,7 +251,7 @@ class CallRunner:
         )
         try:
             body = self._body(
-                ToolCall(record=replace(started), tool=item.tool, args=item.args, context=ctx)
+                ToolCall(record=copied(started), tool=item.tool, args=item.args, context=ctx)
             )
             if item.tool.timeout is not None:
                 value = await asyncio.wait_for(body, item.tool.timeout)
@@ -334,7 +335,7 @@ class CallRunner:
         original = record.notes.get(ORIGINAL_ARGUMENTS)
         if original is not None:
             text = self.texts.edited_arguments.format(arguments=str(record.arguments)) + text
-        return replace(
+        return copied(
             record,
             rev=record.rev + 1,
             status="succeeded",

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 from functools import partial
 
@@ -68,6 +67,7 @@ from steadyrun.context import ContextEvent, verbatim_refs
 from steadyrun.media import MediaOptions, MediaPreparer, MediaWatch, supplying
 from steadyrun.media._supply import current_supply
 from steadyrun.records import Block
+from steadyrun.records._copy import copied
 from steadyrun.runtime._admission import open_batch, record_message, scrub_response, tools_usage
 from steadyrun.runtime._agent import Agent
 from steadyrun.runtime._batch import BatchRunner
@@ -324,7 +324,7 @@ class Execution:
         if self.ext is not None:
             await self.ext.notify("on_model_output", state.run_id, model_call_id, response)
         # The runtime counts requests itself: a provider's usage may leave them out.
-        self._response_usage = replace(response.usage, requests=1)
+        self._response_usage = copied(response.usage, requests=1)
         state.run.usage = state.run.usage + self._response_usage
         state.cp.extra[FINISH_REASON] = response.finish_reason
         match admit_by_finish(response, correct_length_cut=self.agent.correct_length_cut):

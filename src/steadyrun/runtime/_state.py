@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from dataclasses import replace
 from datetime import datetime
 
 from steadyrun.chat import Message
@@ -16,6 +15,7 @@ from steadyrun.records import (
     RunSnapshot,
     Step,
 )
+from steadyrun.records._copy import copied
 from steadyrun.records._stored import StoredSnapshot
 
 __all__ = ["RunState"]
@@ -143,8 +143,8 @@ class RunState:
         self.run.updated_at = now
         self.run.steps += 1
         step = Step(
-            run=replace(self.run),
-            checkpoint=replace(
+            run=copied(self.run),
+            checkpoint=copied(
                 self.cp, batch=list(self.cp.batch), seen_inputs=list(self.cp.seen_inputs)
             ),
             context=ContextChange(

@@ -124,3 +124,20 @@ def test_a_forked_child_runs_sync_bodies() -> None:
     proc.join(20)
     assert proc.exitcode == 0
     assert parent.recv() == 7
+
+
+async def test_a_body_that_runs_a_loop_of_its_own_gets_a_thread_when_all_are_taken() -> None:
+    # The threads serve every loop of the process: a sync body that runs a loop of its own
+    # (asyncio.run) whose sync body waits for a thread must not wait for itself.
+    barrier = threading.Barrier(MAX_THREADS, timeout=10)
+
+    def outer() -> int:
+        barrier.wait()  # every thread of the pool is taken now
+        return asyncio.run(asyncio.wait_for(run_in_thread(lambda: 1), 10))
+
+    assert (
+        await asyncio.wait_for(
+            asyncio.gather(*(run_in_thread(outer) for _ in range(MAX_THREADS))), 20
+        )
+        == [1] * MAX_THREADS
+    )

@@ -10,8 +10,11 @@ What ``to_thread`` gives is kept: the body runs in a copy of the caller's contex
 calls overlap, on up to as many threads as asyncio's default executor would use, and wait in
 order beyond that; a cancelled caller stops waiting while the body runs to its end (a thread
 cannot be stopped); exceptions reach the caller unchanged. The threads are shared by every
-event loop of the process and are daemon threads: an idle one never holds up the exit. A
-child process made by ``fork`` starts with no threads and a new pool.
+event loop of the process, so a body that runs an event loop of its own and calls a sync tool
+there gets a thread even past the bound (asyncio's per-loop executors gave it one). They are
+daemon threads: an idle one never holds up the exit (unlike ``to_thread``'s, a body still
+running when the process exits is not waited for). A child process made by ``fork`` starts
+with no threads and a new pool.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ _Job = tuple[
 ]
 
 
+_worker = threading.local()  # ``on`` in the pool's own threads
+
+
 class _Pool:
     """Worker threads waiting on one queue; one is started when none is idle (up to a bound)."""
 
@@ -52,18 +58,21 @@ class _Pool:
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((loop, future, contextvars.copy_context(), fn))
         if not self._idle.acquire(blocking=False):
-            self._start_one()
+            # A body of the pool asking (it runs a loop of its own) gets a thread past the
+            # bound: with every thread taken by such bodies, its job would wait for itself.
+            self._start_one(beyond=getattr(_worker, "on", False))
         return future
 
-    def _start_one(self) -> None:
+    def _start_one(self, *, beyond: bool) -> None:
         with self._lock:
-            if self._threads >= self._max:
+            if self._threads >= self._max and not beyond:
                 return  # the job waits for the first thread to go idle
             self._threads += 1
             name = f"steadyrun-tool-{self._threads}"
         threading.Thread(target=self._work, name=name, daemon=True).start()
 
     def _work(self) -> None:
+        _worker.on = True
         jobs, idle = self._jobs, self._idle
         while True:
             _run(jobs.get())  # a function of its own: nothing of a job outlives it

@@ -75,18 +75,21 @@ class _Pool:
         _worker.on = True
         jobs, idle = self._jobs, self._idle
         while True:
-            _run(jobs.get())  # a function of its own: nothing of a job outlives it
-            idle.release()
+            _run(jobs.get(), idle)  # a function of its own: nothing of a job outlives it
 
 
-def _run(job: _Job) -> None:
+def _run(job: _Job, idle: threading.Semaphore) -> None:
     loop, future, context, fn = job
     try:
         result = context.run(fn)
     except BaseException as exc:  # the caller's to see, as to_thread shows it
-        _hand_back(loop, future, None, exc)
+        outcome: tuple[Any, BaseException | None] = (None, exc)
     else:
-        _hand_back(loop, future, result, None)
+        outcome = (result, None)
+    # Idle before the hand-back: once the loop is woken, this thread only goes back to wait
+    # (the woken loop waits for the GIL as long as this thread runs Python code).
+    idle.release()
+    _hand_back(loop, future, *outcome)
 
 
 def _hand_back(

@@ -482,6 +482,7 @@ COLUMNS = (
     "decodes",
     "encoded_bytes",
     "written_bytes",
+    "copies",
 )
 
 

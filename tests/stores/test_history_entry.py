@@ -15,7 +15,13 @@ from steadyrun.records import Checkpoint, StepCall, StepEnding, StepEntry
 from steadyrun.stores._history import encode_entry
 
 texts = st.text(max_size=8)
-plain = st.none() | st.booleans() | st.integers() | texts | st.floats(allow_nan=False)
+plain = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | texts
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
 values = st.recursive(
     plain, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3)
 )

@@ -31,6 +31,8 @@ from temporalio.bridge.proto.workflow_activation import RemoveFromCache, Workflo
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
+from steadyrun.temporal import _folds
+from steadyrun.temporal._folds import UPDATES_LAST, Folds, foldable
 from steadyrun.temporal._handover_order import (
     Search,
     after_failure,
@@ -46,6 +48,7 @@ __all__ = [
     "AheadAwareRunner",
     "Kind",
     "activation_kind",
+    "forget",
     "on_activation",
     "refusing_updates",
 ]
@@ -61,6 +64,13 @@ AHEAD_NOTE = "a legacy query ran the workflow ahead of its history"
 _log = logging.getLogger("steadyrun.temporal")
 _REFUSING: set[str] = set()  # run ids whose current activation refuses updates
 _SEARCHES: dict[str, Search] = {}  # runs that failed to replay here: see _handover_order
+_FOLDS: dict[str, Folds] = {}  # runs that failed to replay here: see _folds
+
+
+def forget(run_id: str) -> None:
+    """Drop what this process learnt from failed replays of ``run_id`` (tests replay afresh)."""
+    _SEARCHES.pop(run_id, None)
+    _FOLDS.pop(run_id, None)
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,9 @@ def refusing_updates(run_id: str) -> bool:
 class _Instance(WorkflowInstance):
     """A workflow instance that tracks ``Ahead`` around the SDK's instance.
 
-    It also replays histories written before the refusal (``_handover_order``).
+    It also hands updates over after their activation's other jobs in runs that carry the
+    ``UPDATES_LAST`` marker, and replays histories written before the refusal
+    (``_handover_order``) or before the marker (``_folds``).
     """
 
     def __init__(self, inner: WorkflowInstance) -> None:
@@ -135,6 +147,11 @@ class _Instance(WorkflowInstance):
         self._state = Ahead()
         self._others: dict[int, int] = {}  # candidate -> its other jobs, in this replay
         self._last_candidate: int | None = None  # the last activation's, if it was one
+        self._marked = False  # the run's history carries UPDATES_LAST
+        self._held: WorkflowActivation | None = None  # a replayed activation folded forward
+        self._quiet_at: int | None = None  # last activation: replayed, foldable, no command
+        self._fold_candidate: int | None = None  # last: updates alone, after quiet at this
+        self._merged_at: int | None = None  # last activation carried the held one from this
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         kind = activation_kind(act)
@@ -151,22 +168,65 @@ class _Instance(WorkflowInstance):
         if refuse:
             _REFUSING.add(act.run_id)
         try:
-            return self._handed_over(act, kind)
+            if kind in ("query", "legacy_query", "evict"):
+                return self._inner.activate(act)
+            return self._folded(act, kind)
         finally:
             _REFUSING.discard(act.run_id)
             self._state = after
 
-    def _handed_over(self, act: WorkflowActivation, kind: Kind) -> WorkflowActivationCompletion:
+    def _folded(self, act: WorkflowActivation, kind: Kind) -> WorkflowActivationCompletion:
+        """``act`` handed over, held back or with a held one (``_folds``)."""
         kinds: list[str] = [job.WhichOneof("variant") or "" for job in act.jobs]
-        others = other_jobs(kinds) if kind == "jobs" and act.is_replaying else 0
+        if any(job.notify_has_patch.patch_id == UPDATES_LAST for job in act.jobs):
+            self._marked = True
+        quiet_before, self._quiet_at = self._quiet_at, None
+        self._fold_candidate = self._merged_at = None
+        replayed_quiet = act.is_replaying and kind == "jobs" and foldable(kinds)
+        folds = _FOLDS.get(act.run_id)
+        if replayed_quiet and folds is not None and act.history_length in folds.at:
+            self._held = act
+            held = WorkflowActivationCompletion()
+            held.successful.SetInParent()  # as the live worker did: no command there
+            return held
+        if self._held is not None:
+            merged = WorkflowActivation()
+            merged.CopyFrom(act)
+            del merged.jobs[:]
+            merged.jobs.extend(self._held.jobs)
+            merged.jobs.extend(act.jobs)
+            self._merged_at = self._held.history_length
+            self._held = None
+            self._last_candidate = None
+            return self._inner.activate(merged)
+        if kind == "updates" and act.is_replaying:
+            self._fold_candidate = quiet_before
+        completion = self._handed_over(act, kind, kinds)
+        if not completion.HasField("successful"):
+            return completion
+        commands = completion.successful.commands
+        if replayed_quiet and not commands:
+            self._quiet_at = act.history_length
+        if any(c.set_patch_marker.patch_id == UPDATES_LAST for c in commands):
+            self._marked = True
+        return completion
+
+    def _handed_over(
+        self, act: WorkflowActivation, kind: Kind, kinds: list[str]
+    ) -> WorkflowActivationCompletion:
+        others = other_jobs(kinds) if kind == "jobs" else 0
         self._last_candidate = None
-        if not others:
-            return self._inner.activate(act)
-        candidate = len(self._others)
-        self._others[candidate] = others
-        self._last_candidate = candidate
-        search = _SEARCHES.get(act.run_id)
-        split = split_for(search, candidate) if search is not None else 0
+        if self._marked:
+            # Updates last, live and on replay alike (``_folds``).
+            split = others
+        elif others and act.is_replaying:
+            candidate = len(self._others)
+            self._others[candidate] = others
+            self._last_candidate = candidate
+            search = _SEARCHES.get(act.run_id)
+            split = split_for(search, candidate) if search is not None else 0
+        else:
+            split = 0
         if not split:
             return self._inner.activate(act)
         completion = WorkflowActivationCompletion()
@@ -191,7 +251,19 @@ class _Instance(WorkflowInstance):
         reason = next(
             j.remove_from_cache.reason for j in act.jobs if j.HasField("remove_from_cache")
         )
+        self._held = None
         if reason != RemoveFromCache.EvictionReason.NONDETERMINISM:
+            return
+        before_folds = _FOLDS.get(act.run_id, Folds())
+        folds = _folds.after_failure(before_folds, self._fold_candidate, self._merged_at)
+        if folds != before_folds:
+            _FOLDS[act.run_id] = folds
+            _log.warning(
+                "run %s did not replay; next, a replayed task without commands is handed over "
+                "with the updates after it (a history a worker recorded after folding them): %s",
+                act.run_id,
+                folds,
+            )
             return
         before = _SEARCHES.get(act.run_id, Search())
         found = after_failure(before, self._last_candidate, self._others)

@@ -6,7 +6,23 @@ import pytest
 
 pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
+import asyncio  # noqa: E402
+import sys  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from temporalio.api.enums.v1 import EventType  # noqa: E402
+from test_temporal_engine import connect, eventually  # noqa: E402
+
+import steadyrun as sr  # noqa: E402
+from steadyrun.records import Step  # noqa: E402
+from steadyrun.temporal import TemporalApp, TemporalOptions, TemporalRuns, _ahead  # noqa: E402
 from steadyrun.temporal._folds import Folds, after_failure, foldable  # noqa: E402
+from steadyrun.temporal._payloads import SendArgs  # noqa: E402
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+WFT_COMPLETED = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
 
 
 def test_only_an_activation_of_events_is_held_back() -> None:
@@ -35,3 +51,87 @@ def test_a_fold_that_fails_too_is_given_up() -> None:
     given_up = after_failure(Folds(at=frozenset({49, 80})), None, 80)
     assert given_up == Folds(at=frozenset({49}), exhausted=True)
     assert after_failure(given_up, 90, None) == given_up
+
+
+# -- on a server ----------------------------------------------------------------------------
+
+
+def _quiet(history: Any) -> bool:
+    """Every activity scheduled has completed and the last workflow task sent no command."""
+    events = list(history.events)
+    scheduled = {
+        e.event_id for e in events if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    done = {
+        e.activity_task_completed_event_attributes.scheduled_event_id
+        for e in events
+        if e.HasField("activity_task_completed_event_attributes")
+    }
+    return bool(events) and scheduled <= done and events[-1].event_type == WFT_COMPLETED
+
+
+class SlowToSuspend(sr.MemoryStore):
+    """The app's store, slow to save a suspended step: its record activity stays in flight."""
+
+    async def save_step(self, run_id: str, step: Step) -> None:
+        if step.run.status == "suspended":
+            await asyncio.sleep(3)  # the signal below comes meanwhile, even on a busy machine
+        await super().save_step(run_id, step)
+
+
+async def test_an_approval_taken_by_a_cold_worker_replays(
+    temporal_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``order-00081`` situation, made on purpose. A run waits for an approval; while its
+    record activity (the suspended step) is in flight, a workflow task without commands
+    comes (here a signal the workflow drops; in ``order-00081`` a task the worker's kill left),
+    then the record's completion in another task without commands. The worker stops, the
+    approval comes, and a new worker (an empty cache) takes it: SDK core hands it the record's
+    completion and the update in one activation (two tasks without commands in a row are
+    folded), while replay hands them over in two. With the run's updates handed over last
+    (``_folds``), the history replays on the first try; without, the record activity and the
+    tool were scheduled in the other order and the replay failed as ``order-00081``'s."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from scale_kit import build_agent, order_input
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    client = await connect(temporal_server)
+    queue = f"q-{uuid.uuid4().hex}"
+    app = TemporalApp(
+        agents=[build_agent(tmp_path / "ledger")],
+        store=SlowToSuspend(),
+        options=TemporalOptions(task_queue=queue),
+    )
+    runs = TemporalRuns(client, task_queue=queue)
+    live: list[list[str]] = []
+    real = _ahead._Instance.activate
+
+    def seen(self: Any, act: Any) -> Any:
+        if not act.is_replaying:
+            live.append([job.WhichOneof("variant") or "" for job in act.jobs])
+        return real(self, act)
+
+    monkeypatch.setattr(_ahead._Instance, "activate", seen)
+    async with app.worker(client):
+        handle = await runs.start("scale", run_id="fold-1", input=order_input("order-1", True))
+        pending = await eventually(lambda: runs.pending("fold-1"), lambda p: len(p) == 1)
+        await handle.signal("input", SendArgs(id="", content="dropped: no id"))
+        await eventually(handle.fetch_history, _quiet)
+    # The worker is gone; the approval waits for the next one, which has no cache.
+    decided = asyncio.ensure_future(runs.decide("fold-1", pending[0].call_id, approve=True))
+    await asyncio.sleep(3)  # past the sticky queue's timeout: any worker takes the task
+    live.clear()
+    async with app.worker(client):
+        record = await decided
+        assert record.decision is not None and record.decision.approve
+        result = await handle.result()
+    assert result.status == "completed"
+    folded = [kinds for kinds in live if "do_update" in kinds]
+    assert folded and "resolve_activity" in folded[0], live  # the situation was made
+    history = await handle.fetch_history()
+    try:
+        replayed = await app.replayer().replay_workflow(history, raise_on_replay_failure=False)
+    finally:
+        _ahead.forget(history.run_id)
+    assert replayed.replay_failure is None, str(replayed.replay_failure)

@@ -13,12 +13,20 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.bridge.proto.workflow_activation import (  # noqa: E402
+    RemoveFromCache,
+    WorkflowActivation,
+)
+from temporalio.bridge.proto.workflow_completion import (  # noqa: E402
+    WorkflowActivationCompletion,
+)
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 from steadyrun.records import Step  # noqa: E402
 from steadyrun.temporal import TemporalApp, TemporalOptions, TemporalRuns, _ahead  # noqa: E402
-from steadyrun.temporal._folds import Folds, after_failure, foldable  # noqa: E402
+from steadyrun.temporal._ahead import AheadAwareRunner  # noqa: E402
+from steadyrun.temporal._folds import UPDATES_LAST, Folds, after_failure, foldable  # noqa: E402
 from steadyrun.temporal._payloads import SendArgs  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -51,6 +59,105 @@ def test_a_fold_that_fails_too_is_given_up() -> None:
     given_up = after_failure(Folds(at=frozenset({49, 80})), None, 80)
     assert given_up == Folds(at=frozenset({49}), exhausted=True)
     assert after_failure(given_up, 90, None) == given_up
+
+
+# -- the runner -----------------------------------------------------------------------------
+
+
+class Jobs:
+    """A stand-in for the SDK's instance: notes each activation's jobs; a start records the
+    marker when ``marks`` (as ``AgentWorkflow`` does)."""
+
+    def __init__(self, marks: bool = False) -> None:
+        self.marks = marks
+        self.seen: list[list[str]] = []
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        kinds = [job.WhichOneof("variant") or "" for job in act.jobs]
+        self.seen.append(kinds)
+        done = WorkflowActivationCompletion(run_id=act.run_id)
+        done.successful.SetInParent()
+        if self.marks and "initialize_workflow" in kinds:
+            done.successful.commands.add().set_patch_marker.patch_id = UPDATES_LAST
+        return done
+
+
+class Runner:
+    def __init__(self, inner: Jobs) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: Any) -> None:
+        pass
+
+    def create_instance(self, det: Any) -> Any:
+        return self.inner
+
+    def set_worker_level_failure_exception_types(self, types: Any) -> None:
+        pass
+
+
+def instance(inner: Jobs) -> Any:
+    return AheadAwareRunner(Runner(inner)).create_instance(None)  # type: ignore[arg-type]
+
+
+def act(length: int, *kinds: str, replaying: bool = False) -> WorkflowActivation:
+    out = WorkflowActivation(run_id="r-fold", history_length=length, is_replaying=replaying)
+    for kind in kinds:
+        job = out.jobs.add()
+        if kind == "initialize_workflow":
+            job.initialize_workflow.workflow_id = "w"
+        elif kind == "notify_has_patch":
+            job.notify_has_patch.patch_id = UPDATES_LAST
+        elif kind == "do_update":
+            job.do_update.id = "u1"
+            job.do_update.name = "decide"
+        elif kind == "resolve_activity":
+            job.resolve_activity.seq = 7
+        elif kind == "remove_from_cache":
+            job.remove_from_cache.reason = RemoveFromCache.EvictionReason.NONDETERMINISM
+    return out
+
+
+@pytest.mark.parametrize("replaying", [False, True])
+def test_a_marked_run_gets_its_updates_after_the_other_jobs(replaying: bool) -> None:
+    # Live, the workflow records the marker at its start; on replay core notifies it.
+    inner = Jobs(marks=not replaying)
+    run = instance(inner)
+    start = ["initialize_workflow", *(["notify_has_patch"] if replaying else [])]
+    run.activate(act(3, *start, replaying=replaying))
+    run.activate(act(54, "do_update", "resolve_activity", replaying=replaying))
+    assert inner.seen[1:] == [["resolve_activity"], ["do_update"]]
+
+
+def test_a_run_without_the_marker_keeps_the_sdks_order() -> None:
+    inner = Jobs()
+    run = instance(inner)
+    run.activate(act(3, "initialize_workflow"))
+    run.activate(act(54, "do_update", "resolve_activity"))
+    assert inner.seen[1:] == [["do_update", "resolve_activity"]]
+
+
+def test_a_failed_replay_folds_the_quiet_activation_into_the_updates() -> None:
+    """``order-00081``: the first replay fails at the update after the quiet activation (49);
+    the next holds 49 back (no command, as the live worker sent none there) and hands its
+    jobs over with the update."""
+    try:
+        inner = Jobs()
+        run = instance(inner)
+        run.activate(act(3, "initialize_workflow", replaying=True))
+        run.activate(act(49, "resolve_activity", replaying=True))
+        run.activate(act(54, "do_update", replaying=True))
+        run.activate(act(57, "remove_from_cache"))
+        assert _ahead._FOLDS["r-fold"] == Folds(at=frozenset({49}))
+        inner = Jobs()
+        run = instance(inner)
+        run.activate(act(3, "initialize_workflow", replaying=True))
+        held = run.activate(act(49, "resolve_activity", replaying=True))
+        assert held.HasField("successful") and not held.successful.commands
+        run.activate(act(54, "do_update", replaying=True))
+        assert inner.seen == [["initialize_workflow"], ["resolve_activity", "do_update"]]
+    finally:
+        _ahead.forget("r-fold")
 
 
 # -- on a server ----------------------------------------------------------------------------

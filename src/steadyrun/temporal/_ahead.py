@@ -186,6 +186,7 @@ class _Instance(WorkflowInstance):
         folds = _FOLDS.get(act.run_id)
         if replayed_quiet and folds is not None and act.history_length in folds.at:
             self._held = act
+            self._last_candidate = None
             held = WorkflowActivationCompletion()
             held.successful.SetInParent()  # as the live worker did: no command there
             return held

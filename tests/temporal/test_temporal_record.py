@@ -10,6 +10,10 @@ import pytest
 
 pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
 from steadyrun._codec import to_plain  # noqa: E402
 from steadyrun.records import (  # noqa: E402
     CallDecision,
@@ -20,10 +24,12 @@ from steadyrun.records import (  # noqa: E402
     RunRecord,
     Step,
 )
-from steadyrun.stores import MemoryStore  # noqa: E402
+from steadyrun.stores import MemoryStore, SqliteStore  # noqa: E402
 from steadyrun.temporal import TemporalApp  # noqa: E402
 from steadyrun.temporal._activities import Activities  # noqa: E402
 from steadyrun.temporal._payloads import RecordInput, RecordOp, update_to_plain  # noqa: E402
+
+DATA = Path(__file__).with_name("data")
 
 
 def _op(update: CallUpdate) -> RecordOp:
@@ -59,3 +65,35 @@ async def test_a_replayed_batch_of_writes_lands_once_and_does_not_fail() -> None
         "paid",
         CallDecision(approve=True),
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (found by benchmarks/scale.py on 26d2fc0): a SQLite or PostgreSQL call row "
+    "refers to the log part its step wrote; replaying the batch writes an earlier step again "
+    "and the row's reference no longer resolves (StoreError), so the record activity fails on "
+    "every retry and the run never completes",
+)
+async def test_a_replayed_batch_of_a_recorded_run_lands_on_sqlite(tmp_path: Path) -> None:
+    """``order-00079`` (scale.py, Temporal, 1 worker, a SIGKILL every 5 s, every second run
+    approved; 4 of 100 runs stuck so): the record activity's inputs from its history. The
+    third batch (the suspended step, the decision, the charge and its result) was applied once
+    by a worker that was then killed; its retry replays every write and fails at the update of
+    the approved call: "the result of call 'm2.c1' lie in part 0 of message 4 of segment 0 of
+    the log, which does not hold them"."""
+    batches = json.loads((DATA / "scale_record_batches_00079.json").read_text())
+    store = SqliteStore(tmp_path / "runs.db")
+    activities = Activities(TemporalApp(agents=[], store=store))
+
+    def batch(plain: dict[str, Any]) -> RecordInput:
+        return RecordInput(run_id=plain["run_id"], ops=[RecordOp(**op) for op in plain["ops"]])
+
+    try:
+        for plain in batches:
+            await activities.record(batch(plain))
+        run_id = batches[-1]["run_id"]
+        once = await store.load(run_id)
+        await activities.record(batch(batches[-1]))  # a retry replays every write
+        assert await store.load(run_id) == once
+    finally:
+        await store.close()

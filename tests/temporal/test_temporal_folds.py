@@ -26,7 +26,13 @@ import steadyrun as sr  # noqa: E402
 from steadyrun.records import Step  # noqa: E402
 from steadyrun.temporal import TemporalApp, TemporalOptions, TemporalRuns, _ahead  # noqa: E402
 from steadyrun.temporal._ahead import AheadAwareRunner  # noqa: E402
-from steadyrun.temporal._folds import UPDATES_LAST, Folds, after_failure, foldable  # noqa: E402
+from steadyrun.temporal._folds import (  # noqa: E402
+    ONE_JOB_EACH,
+    Folds,
+    after_failure,
+    foldable,
+    one_by_one,
+)
 from steadyrun.temporal._payloads import SendArgs  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -78,7 +84,7 @@ class Jobs:
         done = WorkflowActivationCompletion(run_id=act.run_id)
         done.successful.SetInParent()
         if self.marks and "initialize_workflow" in kinds:
-            done.successful.commands.add().set_patch_marker.patch_id = UPDATES_LAST
+            done.successful.commands.add().set_patch_marker.patch_id = ONE_JOB_EACH
         return done
 
 
@@ -107,12 +113,14 @@ def act(length: int, *kinds: str, replaying: bool = False) -> WorkflowActivation
         if kind == "initialize_workflow":
             job.initialize_workflow.workflow_id = "w"
         elif kind == "notify_has_patch":
-            job.notify_has_patch.patch_id = UPDATES_LAST
+            job.notify_has_patch.patch_id = ONE_JOB_EACH
         elif kind == "do_update":
             job.do_update.id = "u1"
             job.do_update.name = "decide"
         elif kind == "resolve_activity":
             job.resolve_activity.seq = 7
+        elif kind == "signal_workflow":
+            job.signal_workflow.signal_name = "input"
         elif kind == "remove_from_cache":
             job.remove_from_cache.reason = RemoveFromCache.EvictionReason.NONDETERMINISM
     return out
@@ -129,12 +137,56 @@ def test_a_marked_run_gets_its_updates_after_the_other_jobs(replaying: bool) -> 
     assert inner.seen[1:] == [["resolve_activity"], ["do_update"]]
 
 
+@pytest.mark.parametrize("replaying", [False, True])
+def test_a_marked_run_gets_one_job_per_activation(replaying: bool) -> None:
+    """However core groups them (a legacy query's activation, then the task's; or all in
+    one on replay), the workflow sees the same sequence."""
+    inner = Jobs(marks=not replaying)
+    run = instance(inner)
+    start = ["initialize_workflow", *(["notify_has_patch"] if replaying else [])]
+    run.activate(act(3, *start, replaying=replaying))
+    kinds = ["do_update", "resolve_activity", "signal_workflow", "resolve_activity"]
+    run.activate(act(57, *kinds, replaying=replaying))
+    assert inner.seen[1:] == [
+        ["resolve_activity"],
+        ["signal_workflow"],
+        ["resolve_activity"],
+        ["do_update"],
+    ]
+
+
+def test_a_start_is_never_split() -> None:
+    inner = Jobs()
+    run = instance(inner)
+    run.activate(
+        act(
+            3,
+            "initialize_workflow",
+            "notify_has_patch",
+            "signal_workflow",
+            "signal_workflow",
+            replaying=True,
+        )
+    )
+    assert inner.seen == [
+        ["initialize_workflow", "notify_has_patch", "signal_workflow", "signal_workflow"]
+    ]
+
+
+def test_one_by_one_parts() -> None:
+    assert one_by_one([]) == []
+    assert one_by_one(["update_random_seed"]) == [[0]]
+    assert one_by_one(["do_update"]) == [[0]]
+    assert one_by_one(["update_random_seed", "do_update", "resolve_activity"]) == [[0, 2], [1]]
+    assert one_by_one(["resolve_activity", "do_update", "resolve_activity"]) == [[0], [2], [1]]
+
+
 def test_a_run_without_the_marker_keeps_the_sdks_order() -> None:
     inner = Jobs()
     run = instance(inner)
     run.activate(act(3, "initialize_workflow"))
-    run.activate(act(54, "do_update", "resolve_activity"))
-    assert inner.seen[1:] == [["do_update", "resolve_activity"]]
+    run.activate(act(54, "do_update", "resolve_activity", "resolve_activity"))
+    assert inner.seen[1:] == [["do_update", "resolve_activity", "resolve_activity"]]
 
 
 def test_a_failed_replay_folds_the_quiet_activation_into_the_updates() -> None:

@@ -32,7 +32,7 @@ from temporalio.bridge.proto.workflow_completion import WorkflowActivationComple
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
 from steadyrun.temporal import _folds
-from steadyrun.temporal._folds import UPDATES_LAST, Folds, foldable
+from steadyrun.temporal._folds import ONE_JOB_EACH, Folds, foldable, one_by_one
 from steadyrun.temporal._handover_order import (
     Search,
     after_failure,
@@ -137,8 +137,8 @@ def refusing_updates(run_id: str) -> bool:
 class _Instance(WorkflowInstance):
     """A workflow instance that tracks ``Ahead`` around the SDK's instance.
 
-    It also hands updates over after their activation's other jobs in runs that carry the
-    ``UPDATES_LAST`` marker, and replays histories written before the refusal
+    It also hands jobs over one per activation, updates last, in runs that carry the
+    ``ONE_JOB_EACH`` marker, and replays histories written before the refusal
     (``_handover_order``) or before the marker (``_folds``).
     """
 
@@ -147,7 +147,7 @@ class _Instance(WorkflowInstance):
         self._state = Ahead()
         self._others: dict[int, int] = {}  # candidate -> its other jobs, in this replay
         self._last_candidate: int | None = None  # the last activation's, if it was one
-        self._marked = False  # the run's history carries UPDATES_LAST
+        self._marked = False  # the run's history carries ONE_JOB_EACH
         self._held: WorkflowActivation | None = None  # a replayed activation folded forward
         self._quiet_at: int | None = None  # last activation: replayed, foldable, no command
         self._fold_candidate: int | None = None  # last: updates alone, after quiet at this
@@ -178,7 +178,7 @@ class _Instance(WorkflowInstance):
     def _folded(self, act: WorkflowActivation, kind: Kind) -> WorkflowActivationCompletion:
         """``act`` handed over, held back or with a held one (``_folds``)."""
         kinds: list[str] = [job.WhichOneof("variant") or "" for job in act.jobs]
-        if any(job.notify_has_patch.patch_id == UPDATES_LAST for job in act.jobs):
+        if any(job.notify_has_patch.patch_id == ONE_JOB_EACH for job in act.jobs):
             self._marked = True
         quiet_before, self._quiet_at = self._quiet_at, None
         self._fold_candidate = self._merged_at = None
@@ -208,7 +208,7 @@ class _Instance(WorkflowInstance):
         commands = completion.successful.commands
         if replayed_quiet and not commands:
             self._quiet_at = act.history_length
-        if any(c.set_patch_marker.patch_id == UPDATES_LAST for c in commands):
+        if any(c.set_patch_marker.patch_id == ONE_JOB_EACH for c in commands):
             self._marked = True
         return completion
 
@@ -217,21 +217,24 @@ class _Instance(WorkflowInstance):
     ) -> WorkflowActivationCompletion:
         others = other_jobs(kinds) if kind == "jobs" else 0
         self._last_candidate = None
-        if self._marked:
-            # Updates last, live and on replay alike (``_folds``).
-            split = others
+        parts: list[list[int]]
+        if self._marked and "initialize_workflow" not in kinds:
+            # One job each, updates last, live and on replay alike (``_folds``). A start is
+            # never split: live, the marker is only known after it.
+            parts = one_by_one(kinds)
         elif others and act.is_replaying:
             candidate = len(self._others)
             self._others[candidate] = others
             self._last_candidate = candidate
             search = _SEARCHES.get(act.run_id)
             split = split_for(search, candidate) if search is not None else 0
+            parts = list(split_jobs(kinds, split)) if split else []
         else:
-            split = 0
-        if not split:
+            parts = []
+        if len(parts) < 2:
             return self._inner.activate(act)
         completion = WorkflowActivationCompletion()
-        for part in split_jobs(kinds, split):
+        for part in parts:
             sub = WorkflowActivation()
             sub.CopyFrom(act)
             del sub.jobs[:]

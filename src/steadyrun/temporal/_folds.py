@@ -1,7 +1,11 @@
-"""One order for an update and its workflow task's events, live and on replay (issue 24).
+"""One order for a run's events and updates, live and on replay (issue 24).
 
-SDK core sometimes hands a live worker an update in the same activation as events that a
-replay of the history hands over earlier, in an activation of their own. A worker that takes
+SDK core does not always group a workflow task's jobs into activations the same way live and
+on replay, and the workflow's commands can depend on the grouping: two coroutines (the loop
+and the record flusher) woken in one activation run in another order than when woken in two.
+
+Updates: SDK core sometimes hands a live worker an update in the same activation as events
+that a replay of the history hands over earlier, in an activation of their own. A worker that takes
 over a run cold (after its worker was lost) and gets an update folds the task before, if that
 task sent no command, into the update's: one activation, the update first (the Python SDK
 runs updates and signals before the other jobs). Replay, seeing the update's sequencing
@@ -12,15 +16,20 @@ the workflow's commands depended on the order (the record activity and the appro
 scheduled the other way round) the history no longer replayed and the run was stuck
 (``order-00081`` in ``benchmarks/scale.py``).
 
+Events: a query that comes while a workflow task waits is answered as a legacy query, over
+the events no task has handled yet, in an activation of their own; the task then brings the
+rest. Replay hands all of them over in one activation. ``order-00017`` (a record activity's
+and a model call's completions) scheduled the record and the tool in one order live and in
+the other on replay, and was stuck the same way.
+
 Two parts:
 
-* **Updates last** (histories with the ``UPDATES_LAST`` marker, which ``AgentWorkflow``
-  records when a run starts): a worker hands every activation's updates to the workflow
-  after its other jobs, as two activations, live and on replay alike. The folded live
-  activation then runs as replay runs it (the events, then the update), and so does one whose
-  update and events share a task on both sides (a legacy query had run the workflow over those
-  events first: ``steadyrun.temporal._ahead``). Histories without the marker (written before
-  it) keep the SDK's order: they replay as they ran.
+* **One job each** (histories with the ``ONE_JOB_EACH`` marker, which ``AgentWorkflow``
+  records when a run starts): a worker hands an activation's jobs to the workflow one per
+  activation, in the activation's order with its updates last, live and on replay alike.
+  However core groups them (a folded task, a legacy query), the workflow sees the same
+  sequence. Histories without the marker (written before it) keep the SDK's grouping: they
+  replay as they ran.
 * **Folds** (histories written before the marker): after a replay of a run fails at an
   activation of updates alone that followed a replayed activation without commands, the next
   try holds that activation back and hands its jobs over with the updates, as the live worker
@@ -31,10 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["UPDATES_LAST", "Folds", "after_failure", "foldable"]
+__all__ = ["ONE_JOB_EACH", "Folds", "after_failure", "foldable", "one_by_one"]
 
-UPDATES_LAST = "steadyrun.updates-after-events"
-"""The patch marker of runs whose updates are handed over after their activation's events."""
+ONE_JOB_EACH = "steadyrun.one-job-per-activation"
+"""The patch marker of runs whose jobs are handed over one per activation, updates last."""
+
+# Jobs every activation starts with: they go with the first part.
+_FIRST = frozenset({"initialize_workflow", "notify_has_patch", "update_random_seed"})
 
 # Jobs that never wait for the next activation: the start, updates, queries, evictions and
 # patch notices (which must reach the workflow in their own activation).
@@ -54,6 +66,22 @@ class Folds:
 
     at: frozenset[int] = field(default_factory=frozenset)
     exhausted: bool = False
+
+
+def one_by_one(kinds: list[str]) -> list[list[int]]:
+    """Indexes of an activation's jobs, one part per activation, for ``ONE_JOB_EACH`` runs.
+
+    ``kinds`` are the jobs' variant names. The jobs every activation starts with (start,
+    patches, seed) go with the first part; every other job gets a part of its own, in the
+    activation's order, the updates after all the others.
+    """
+    first = [i for i, k in enumerate(kinds) if k in _FIRST]
+    others = [i for i, k in enumerate(kinds) if k not in _FIRST and k != "do_update"]
+    updates = [i for i, k in enumerate(kinds) if k == "do_update"]
+    rest = others + updates
+    if not rest:
+        return [first] if first else []
+    return [first + rest[:1], *([i] for i in rest[1:])]
 
 
 def foldable(kinds: list[str]) -> bool:

@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.stream import DisplaySnapshot, display_from_run
     from steadyrun.temporal._ahead import refusing_updates
     from steadyrun.temporal._background import SIGNAL_TASK_UPDATES, TaskUpdates
-    from steadyrun.temporal._folds import UPDATES_LAST
+    from steadyrun.temporal._folds import ONE_JOB_EACH
     from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
         ACTIVITY_LOAD,
@@ -147,11 +147,12 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, inp: RunInput) -> RunOutput:
         """Drive the run until it completes or fails, waiting inside for whatever it awaits."""
-        # The marker tells this run's workers to hand its updates over after their
-        # activation's other jobs, live and on replay alike, so that an update a cold worker
-        # folds into an empty task's activation replays (``steadyrun.temporal._folds``).
-        # Histories from before it have no marker and keep the SDK's order.
-        workflow.patched(UPDATES_LAST)
+        # The marker tells this run's workers to hand its jobs over one per activation,
+        # updates last, live and on replay alike: however SDK core groups them (an update a
+        # cold worker folds into an empty task's activation, events a legacy query applied
+        # first), the commands are the same (``steadyrun.temporal._folds``). Histories from
+        # before it have no marker and keep the SDK's grouping.
+        workflow.patched(ONE_JOB_EACH)
         app = app_for(workflow.info().task_queue)
         options = app.options
         self._run_id = inp.run_id

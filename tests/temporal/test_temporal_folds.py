@@ -247,9 +247,10 @@ async def test_an_approval_taken_by_a_cold_worker_replays(
     then the record's completion in another task without commands. The worker stops, the
     approval comes, and a new worker (an empty cache) takes it: SDK core hands it the record's
     completion and the update in one activation (two tasks without commands in a row are
-    folded), while replay hands them over in two. With the run's updates handed over last
-    (``_folds``), the history replays on the first try; without, the record activity and the
-    tool were scheduled in the other order and the replay failed as ``order-00081``'s."""
+    folded), while replay hands them over in two. With the run's jobs handed over one per
+    activation, updates last (``_folds``), the history replays on the first try; without the
+    marker, the record activity and the tool were scheduled in the other order and the replay
+    failed as ``order-00081``'s."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         from scale_kit import build_agent, order_input

@@ -24,7 +24,8 @@ from steadyrun.records import (  # noqa: E402
     RunRecord,
     Step,
 )
-from steadyrun.stores import MemoryStore, SqliteStore  # noqa: E402
+import pgkit  # noqa: E402
+from steadyrun.stores import MemoryStore, PostgresStore, SqliteStore, Store  # noqa: E402
 from steadyrun.temporal import TemporalApp  # noqa: E402
 from steadyrun.temporal._activities import Activities  # noqa: E402
 from steadyrun.temporal._payloads import RecordInput, RecordOp, update_to_plain  # noqa: E402
@@ -67,22 +68,29 @@ async def test_a_replayed_batch_of_writes_lands_once_and_does_not_fail() -> None
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (found by benchmarks/scale.py on 26d2fc0): a SQLite or PostgreSQL call row "
-    "refers to the log part its step wrote; replaying the batch writes an earlier step again "
-    "and the row's reference no longer resolves (StoreError), so the record activity fails on "
-    "every retry and the run never completes",
+pg_dsn = pgkit.database_fixture(prefix="steadyrun_record")
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(strict=True, reason="open"))],
 )
-async def test_a_replayed_batch_of_a_recorded_run_lands_on_sqlite(tmp_path: Path) -> None:
+async def test_a_replayed_batch_of_a_recorded_run_lands_on_sql_stores(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """``order-00079`` (scale.py, Temporal, 1 worker, a SIGKILL every 5 s, every second run
     approved; 4 of 100 runs stuck so): the record activity's inputs from its history. The
     third batch (the suspended step, the decision, the charge and its result) was applied once
     by a worker that was then killed; its retry replays every write and fails at the update of
     the approved call: "the result of call 'm2.c1' lie in part 0 of message 4 of segment 0 of
-    the log, which does not hold them"."""
+    the log, which does not hold them": the retry of an earlier step deleted the log after it
+    while a later call row still referred there."""
     batches = json.loads((DATA / "scale_record_batches_00079.json").read_text())
-    store = SqliteStore(tmp_path / "runs.db")
+    store: Store = (
+        SqliteStore(tmp_path / "runs.db")
+        if kind == "sqlite"
+        else PostgresStore(request.getfixturevalue("pg_dsn"))
+    )
     activities = Activities(TemporalApp(agents=[], store=store))
 
     def batch(plain: dict[str, Any]) -> RecordInput:

@@ -48,6 +48,8 @@ __all__ = [
     "Ref",
     "Spots",
     "decode_rows",
+    "detached",
+    "detaching",
     "digest",
     "encode_row",
     "needs",
@@ -260,6 +262,23 @@ def resolve(
             setattr(record, name, _text(record, name, message(seg, idx), (seg, idx, j), sum_))
         out.append(record)
     return out
+
+
+def detaching(rows: Iterable[CallRow], segment: int, at: int) -> list[CallRow]:
+    """The rows that refer to a message from index ``at`` on in ``segment``.
+
+    A retried step deletes the log after its start before it writes its messages again, and a
+    later step's row may refer to a message it deletes: such rows take their texts back first
+    (``detached``), so no reference ever points at a message the store no longer holds.
+    """
+    return [row for row in rows if any(s == segment and i >= at for _, s, i, _, _ in row.refs)]
+
+
+def detached(row: CallRow, segment: int, at: int) -> bytes:
+    """The stored document of ``row`` (resolved) keeping the texts it referred to from
+    index ``at`` of ``segment`` on, and its other references."""
+    kept = [ref for ref in row.refs if not (ref[1] == segment and ref[2] >= at)]
+    return encode_row(row.record, NO_SPOTS.carrying(CallRow(row.record, kept)))
 
 
 def _text(record: CallRecord, name: str, msg: Message | None, place: Place, sum_: str) -> str:

@@ -14,7 +14,15 @@ from steadyrun._codec import FORMAT, decode
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord, RunSnapshot
 from steadyrun.records._stored import StoredSnapshot
-from steadyrun.stores._call_rows import CALL_ROW_FORMAT, CallRow, decode_rows, needs, resolve
+from steadyrun.stores._call_rows import (
+    CALL_ROW_FORMAT,
+    CallRow,
+    decode_rows,
+    detached,
+    detaching,
+    needs,
+    resolve,
+)
 from steadyrun.stores._history_sql import sql
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "keep_calls",
     "lookups",
     "sqlite_calls",
+    "sqlite_detach",
     "sqlite_resolved",
 ]
 
@@ -104,6 +113,24 @@ def sqlite_resolved(
         if row is not None:
             messages[place] = decode(row[0], Message)
     return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))
+
+
+def sqlite_detach(conn: sqlite3.Connection, run_id: str, segment: int, at: int) -> None:
+    """Give the call rows that refer to the log from index ``at`` of ``segment`` their texts
+    back, before a retried step deletes those messages (see ``detaching``)."""
+    raws = [
+        raw
+        for (raw,) in conn.execute("SELECT record FROM calls WHERE run_id = ?", (run_id,))
+        if bytes(raw).startswith(_REFS_HEAD)
+    ]
+    rows = detaching(decode_rows(raws), segment, at)
+    if not rows:
+        return
+    sqlite_resolved(conn, run_id, rows, None, segment)  # the texts read while the log holds them
+    conn.executemany(
+        "UPDATE calls SET record = ? WHERE run_id = ? AND call_id = ?",
+        [(detached(row, segment, at), run_id, row.record.id) for row in rows],
+    )
 
 
 # The first bytes of the call documents this release reads, as its writers frame them.

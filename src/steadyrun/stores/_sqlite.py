@@ -29,7 +29,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
-from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_resolved
+from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_detach, sqlite_resolved
 from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
@@ -222,7 +222,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                     " block = excluded.block",
                     [(run_id, *b) for b in blocks],
                 )
-            end, at = _write_log(conn, run_id, step, base, appended)
+            end, at = _write_log(conn, run_id, step, base, appended, segment)
             # The calls after the log: a row may refer to the messages the step just wrote.
             spots = Spots()
             spots.add_messages([*(step.context.base or []), *step.context.append], segment, at)
@@ -443,6 +443,7 @@ def _write_log(
     step: Step,
     base: list[bytes] | None,
     appended: list[bytes],
+    segment: int,
 ) -> tuple[int, int]:
     """Write the step's messages; returns the log's length before them and where they begin."""
     log = (base or []) + appended
@@ -460,6 +461,7 @@ def _write_log(
     if at > end:
         raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
     if at < end:  # the same step again (a retry): its messages replace themselves
+        sqlite_detach(conn, run_id, segment, at)  # a later step's rows may refer past ``at``
         conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
     if log:
         conn.executemany(

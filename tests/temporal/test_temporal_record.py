@@ -14,6 +14,7 @@ import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
+import pgkit  # noqa: E402
 from steadyrun._codec import to_plain  # noqa: E402
 from steadyrun.records import (  # noqa: E402
     CallDecision,
@@ -24,7 +25,6 @@ from steadyrun.records import (  # noqa: E402
     RunRecord,
     Step,
 )
-import pgkit  # noqa: E402
 from steadyrun.stores import MemoryStore, PostgresStore, SqliteStore, Store  # noqa: E402
 from steadyrun.temporal import TemporalApp  # noqa: E402
 from steadyrun.temporal._activities import Activities  # noqa: E402

@@ -275,8 +275,11 @@ def detaching(rows: Iterable[CallRow], segment: int, at: int) -> list[CallRow]:
 
 
 def detached(row: CallRow, segment: int, at: int) -> bytes:
-    """The stored document of ``row`` (resolved) keeping the texts it referred to from
-    index ``at`` of ``segment`` on, and its other references."""
+    """The stored document of ``row`` (resolved), its texts from ``at`` of ``segment`` kept.
+
+    The texts it referred to from index ``at`` of ``segment`` on are kept in the row; its
+    other references stay.
+    """
     kept = [ref for ref in row.refs if not (ref[1] == segment and ref[2] >= at)]
     return encode_row(row.record, NO_SPOTS.carrying(CallRow(row.record, kept)))
 

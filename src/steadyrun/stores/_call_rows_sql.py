@@ -116,8 +116,10 @@ def sqlite_resolved(
 
 
 def sqlite_detach(conn: sqlite3.Connection, run_id: str, segment: int, at: int) -> None:
-    """Give the call rows that refer to the log from index ``at`` of ``segment`` their texts
-    back, before a retried step deletes those messages (see ``detaching``)."""
+    """Give the rows referring to the log from ``at`` of ``segment`` on their texts back.
+
+    Called before a retried step deletes those messages (see ``detaching``).
+    """
     raws = [
         raw
         for (raw,) in conn.execute("SELECT record FROM calls WHERE run_id = ?", (run_id,))

@@ -16,6 +16,7 @@ trusted.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,7 +119,7 @@ def fast_step(
     spots = Spots()
     spots.add_messages(step.context.append, segment, at)
     new: list[tuple[CallRecord, bytes]] = []
-    merged: list[tuple[CallRecord, bytes, bytes]] = []
+    merged: list[tuple[CallRecord, bytes, bytes]] = []  # (merged, row, the row it replaces)
     for call in step.calls:
         raw = held.get(run_id, call.id)
         if raw is None:
@@ -151,24 +152,41 @@ def fast_step(
         fence.run_id if fence else None,
         fence.owner if fence else None,
         fence.token if fence else None,
-        list(step.removed_blocks),
-        list(step.removed_calls),
+        _array(step.removed_blocks),
+        _array(step.removed_calls),
         segment,
         at,
-        enc.append,
-        [c.id for c, _ in new],
-        [c.rev for c, _ in new],
-        [c.status for c, _ in new],
-        [r for _, r in new],
-        [c.id for c, _, _ in merged],
-        [c.rev for c, _, _ in merged],
-        [c.status for c, _, _ in merged],
-        [r for _, r, _ in merged],
-        [h for _, _, h in merged],
-        block_ids,
-        [b[1] for b in enc.blocks],
-        [b[2] for b in enc.blocks],
+        _array(enc.append),
+        *_calls(new, 4),
+        *_calls(merged, 5),
+        *_calls(enc.blocks, 3),
         entry,
     )
     rows = new + [(c, r) for c, r, _ in merged]
     return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))
+
+
+def _array(values: Sequence[Any]) -> list[Any] | None:
+    """An array argument, ``None`` (SQL ``NULL``) when empty: cheaper to send."""
+    return list(values) if values else None
+
+
+def _calls(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any] | None]:
+    """Column arrays of ``rows``: calls ``(record, row[, held])`` or blocks ``(id, at, doc)``.
+
+    A call gives its id, rev, status, row (and held row); ``width`` arrays, ``None`` each when
+    there are no rows.
+    """
+    if not rows:
+        return [None] * width
+    if width == 3:  # blocks: already columns
+        return [[r[i] for r in rows] for i in range(3)]
+    cols: list[list[Any] | None] = [
+        [r[0].id for r in rows],
+        [r[0].rev for r in rows],
+        [r[0].status for r in rows],
+        [r[1] for r in rows],
+    ]
+    if width == 5:
+        cols.append([r[2] for r in rows])
+    return cols

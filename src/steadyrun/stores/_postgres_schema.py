@@ -193,14 +193,17 @@ MIGRATIONS: tuple[str, ...] = (
             INSERT INTO {s}.work_log (root, run_id, steps, owner, token)
                 VALUES (p_fence_run, p_run, p_steps, p_fence_owner, p_fence_token);
         END IF;
-        -- The run row next: steps of one run never interleave.
-        INSERT INTO {s}.runs AS r (run_id, agent, status, created_us, updated_us, steps, record,
-                checkpoint)
-            VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
-                p_checkpoint)
-            ON CONFLICT (run_id) DO UPDATE SET agent = excluded.agent, status = excluded.status,
-                updated_us = excluded.updated_us, steps = excluded.steps,
-                record = excluded.record, checkpoint = excluded.checkpoint;
+        -- The run row next: steps of one run never interleave. It is there but for a run's
+        -- first step (an UPDATE first: no speculative insertion into the key).
+        UPDATE {s}.runs SET agent = p_agent, status = p_status, updated_us = p_updated,
+                steps = p_steps, record = p_record, checkpoint = p_checkpoint
+            WHERE run_id = p_run;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps, record,
+                    checkpoint)
+                VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
+                    p_checkpoint);
+        END IF;
         IF cardinality(p_removed_blocks) > 0 THEN
             DELETE FROM {s}.blocks WHERE run_id = p_run AND block_id = ANY(p_removed_blocks);
         END IF;

@@ -411,3 +411,20 @@ async def test_a_version_5_database_gets_the_function_and_keeps_its_runs(
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
         cur = await conn.execute("SELECT max(version) FROM steadyrun.steadyrun_schema")
         assert await cur.fetchone() == (6,)
+
+
+async def test_a_store_that_loaded_the_run_writes_its_next_step_in_one_statement(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = loop_steps(2)
+    async with PostgresStore(pg_dsn) as store:
+        for s in steps[:3]:
+            await store.save_step("r", s)
+    spy = Spy(monkeypatch)
+    async with PostgresStore(pg_dsn) as resumed:  # a new process resumes the run
+        assert await resumed.load("r") is not None
+        for s in steps[3:]:
+            await resumed.save_step("r", s)
+        snap = await resumed.load("r")
+    assert spy.answers == [True, True, True]  # the load told it the run's log segment
+    assert snap is not None and [c.status for c in snap.calls] == ["succeeded", "succeeded"]

@@ -359,6 +359,9 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             # the first model call reads all of it anyway.
             snap.context  # noqa: B018
             current = None if row[0][2] is None else int(row[0][2])
+            # The next step's segment, as write_step would find it: its first step is then
+            # one statement too (a run without history entries starts at 0).
+            self._remember_segment(run_id, current or 0)
             if not keep_calls(snap, [(c[0], bytes(c[1])) for c in calls], current):
                 # Texts of replaced segments cost a statement each, in this snapshot.
                 snap.calls = await pg_resolved(

@@ -1,7 +1,8 @@
 """``PostgresStore``: the store several processes share, one PostgreSQL database.
 
 psycopg 3 in async mode over a connection pool, opened on first use. Each step is one
-transaction, sent in pipeline mode (a round trip only where a result is needed). Writers in
+transaction: a loop step one statement (``_postgres_fast``), any other in pipeline mode (a round
+trip only where a result is needed). Writers in
 several processes stay correct: a call snapshot is merged with ``merge_call`` against the
 stored row locked ``FOR UPDATE``; feed numbering is serialised per run by a transaction-scoped
 advisory lock, and a unique index deduplicates input; an append commits a ``NOTIFY`` that wakes

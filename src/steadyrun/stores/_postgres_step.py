@@ -1,4 +1,7 @@
-"""``PostgresStore.save_step`` in two round trips: everything sent, one wait, the rest, commit.
+"""``PostgresStore.save_step`` in one pipeline: everything sent, one wait, the rest, commit.
+
+The loop's steps go out as one statement (``_postgres_fast``) when the store knows what they
+assume; this path writes those it does not know enough for, and those the statement refused.
 
 The loop's steps append to the context at a position the executor knows and carry call records
 the store mostly does not hold yet (starts) or holds as the executor left them (settles). So

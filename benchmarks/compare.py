@@ -282,7 +282,8 @@ def header(recs: list[Rec]) -> str:
             f"PostgreSQL {'/'.join(servers)} with synchronous_commit={'/'.join(commit)}: "
             "LangGraph = PostgresSaver (autocommit, default 'async' durability); PydanticAI "
             "= a full-history snapshot row per step; baseline = an append-only log, one "
-            "INSERT per step; steadyrun = PostgresStore (its pool, pipeline mode). Commits per "
+            "INSERT per step; steadyrun = PostgresStore (its pool; a loop step is one "
+            "statement, a call of its save_loop_step function). Commits per "
             "iteration come from the server's transaction counter (server-wide); server CPU "
             "is the CPU of the backends behind each framework's connections."
         )

@@ -131,6 +131,8 @@ def _wchar() -> int:
 # -- classifying SQL ---------------------------------------------------------------------------
 
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "UPSERT")
+_WRITING_FUNCTIONS = ("SAVE_LOOP_STEP(",)
+"""Server functions of the stores that write: a ``SELECT`` of one is a write (a commit)."""
 
 
 def _verb(sql: str) -> str:
@@ -144,6 +146,8 @@ def _is_write(sql: str) -> bool:
         return any(f"{w} " in upper for w in _WRITES)
     if verb == "SELECT":
         upper = sql.upper()
+        if any(f in upper for f in _WRITING_FUNCTIONS):
+            return True
         return "FOR UPDATE" in upper or "FOR SHARE" in upper  # row locks take a transaction id
     return verb in _WRITES
 

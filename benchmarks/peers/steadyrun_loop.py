@@ -37,7 +37,8 @@ How steadyrun is driven:
   psycopg-pool) in the harness's database (``--dsn``): ``_common.PgSchema`` creates the schema
   ``peers_steadyrun_<pid>`` (and the database if missing), the store keeps its tables there
   (``schema=``) and the schema is dropped at exit unless ``--keep-db``. The store's defaults
-  are kept (a pool of 1 to 10 connections, pipeline mode); no server setting is changed. The
+  are kept (a pool of 1 to 10 connections; a loop step is one statement, a call of the schema's
+  ``save_loop_step`` function: one round trip and one commit); no server setting is changed. The
   pool is opened before the timer (``list_runs(limit=1)``), as the peers connect before theirs.
   ``server_cpu_s`` sums the CPU of every server backend of the store's connections (they carry
   ``application_name=peers_steadyrun_<pid>``); the other postgres fields are the harness's.

@@ -51,9 +51,10 @@ BUDGET: dict[str, dict[str, float]] = {
     "postgres": {
         "commits": 2,  # 4
         "transactions": 2,  # 4
-        "statements": 23,  # 32
-        "selects": 4,  # 6
-        "round_trips": 10,  # 23: per commit BEGIN, one wait, COMMIT; 1 per feed read
+        "statements": 4,  # 32; 23 with one pipelined transaction per step
+        "selects": 2,  # 6: the two feed reads
+        "round_trips": 4,  # 23; 10 pipelined: per commit one statement (save_loop_step),
+        # and 1 per feed read
         "encodes": 9,  # 10
         "decodes": 1,  # 2
         "encoded_bytes": 8_400,  # 9_400
@@ -138,6 +139,9 @@ async def test_postgres_store_per_iteration(pg_dsn: str) -> None:
     assert counts.round_trips > 0, "the psycopg hooks counted nothing: is countkit still wired?"
     assert per["commits"] >= MIN_COMMITS
     assert over_budget("postgres", counts) == []
+    # Each commit is one statement, so one round trip; the other round trips are feed reads.
+    assert counts.statements - counts.selects == counts.commits
+    assert counts.round_trips - counts.selects == counts.commits
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

@@ -1,7 +1,8 @@
 """``PostgresStore``: the store several processes share, one PostgreSQL database.
 
 psycopg 3 in async mode over a connection pool, opened on first use. Each step is one
-transaction, sent in pipeline mode (a round trip only where a result is needed). Writers in
+transaction: a loop step one statement (``_postgres_fast``), any other in pipeline mode (a round
+trip only where a result is needed). Writers in
 several processes stay correct: a call snapshot is merged with ``merge_call`` against the
 stored row locked ``FOR UPDATE``; feed numbering is serialised per run by a transaction-scoped
 advisory lock, and a unique index deduplicates input; an append commits a ``NOTIFY`` that wakes
@@ -37,7 +38,7 @@ from steadyrun.records import (
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
 from steadyrun.stores._call_rows_postgres import held_row, pg_resolved
 from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
-from steadyrun.stores._encoded import decode_snapshot, encode_step
+from steadyrun.stores._encoded import EncodedStep, decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
 from steadyrun.stores._history_sql import sql as history_sql
 from steadyrun.stores._leases import late_outcome
@@ -47,6 +48,7 @@ from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
+from steadyrun.stores._postgres_fast import CallRows, fast_sql, fast_step, refused
 from steadyrun.stores._postgres_step import pipelined, write_call, write_step
 from steadyrun.stores._sql_values import from_us, to_us
 
@@ -121,6 +123,8 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         self.leases = PostgresLeases(self)
         self.bytes_written = 0
         self._segments: dict[str, int] = {}  # run -> log segment of the last step written here
+        self._rows = CallRows()  # the call rows written here last, for the next merge
+        self._fast_sql = fast_sql(self._s)
         self.step_bytes: list[int] = []
 
     # -- plumbing (the store's code and its mixins reach the database through these) -------
@@ -169,17 +173,20 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         run_b, cp_b, base, appended = enc.run, enc.checkpoint, enc.base, enc.append
         written, blocks = enc.size, enc.blocks
         times = (to_us(run.created_at), to_us(run.updated_at))
-        if pipelined(step, enc):  # the loop's steps: two round trips, nothing read first
+        if pipelined(step, enc):  # the loop's steps: nothing read first
+            hint = self._segments.get(run_id)
+            if await self._save_fast(run_id, step, enc, hint):
+                return
+            self._rows.forget(run_id, [c.id for c in step.calls])
             async with self.database.write_transaction() as tx:
-                wrote, segment = await write_step(
-                    tx, s, run_id, step, enc, self._segments.get(run_id)
-                )
+                wrote, segment = await write_step(tx, s, run_id, step, enc, hint, self._rows)
                 written += wrote
             self._remember_segment(run_id, segment)
             self.bytes_written += written
             self.step_bytes.append(written)
             return
 
+        self._rows.forget(run_id, [c.id for c in step.calls])  # merged below, not learned
         async with self._transaction() as conn:
             cur = conn.cursor()
             await fence_check(cur, s, run_id, run.steps)  # a worker's lost lease: refused
@@ -246,6 +253,26 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         self.bytes_written += written
         self.step_bytes.append(written)
 
+    async def _save_fast(self, run_id: str, step: Step, enc: EncodedStep, hint: int | None) -> bool:
+        """The step in one statement (``_postgres_fast``); ``False``: the general path writes it."""
+        fast = fast_step(run_id, step, enc, hint, self._rows)
+        if fast is None:
+            return False
+        try:
+            async with self._connection() as conn:
+                await conn.execute(self._fast_sql, fast.params, prepare=True)
+        except StoreError as exc:
+            if refused(exc.__cause__):
+                return False
+            raise
+        self._rows.forget(run_id, step.removed_calls)
+        for call, row in fast.rows:
+            self._rows.wrote(run_id, call, row)
+        written = enc.size + fast.written
+        self.bytes_written += written
+        self.step_bytes.append(written)
+        return True
+
     def _remember_segment(self, run_id: str, segment: int) -> None:
         # A hint only (write_step checks it): forgetting costs a start's arguments stored twice.
         if len(self._segments) >= _SEGMENT_HINTS and run_id not in self._segments:
@@ -258,7 +285,9 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             async with self.database.write_transaction() as tx:
                 # A lost claim starts nothing; an outcome is a fact.
                 fenced = not late_outcome(call)
-                self.bytes_written += await write_call(tx, self._s, run_id, call, fenced=fenced)
+                self.bytes_written += await write_call(
+                    tx, self._s, run_id, call, fenced=fenced, rows=self._rows
+                )
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.ForeignKeyViolation):
                 raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}") from exc
@@ -267,6 +296,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
     async def update_call(self, run_id: str, call_id: str, update: CallUpdate) -> CallRecord:
         """Apply a host write with ``overlay_external``, against the stored row locked."""
         s = self._s
+        self._rows.forget(run_id, [call_id])  # the host's write changes the row
         async with self._transaction() as conn:
             await wake_in(conn.cursor(), s, run_id)  # first: the lock order of fenced writes
             cur = await conn.execute(
@@ -330,6 +360,9 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             # the first model call reads all of it anyway.
             snap.context  # noqa: B018
             current = None if row[0][2] is None else int(row[0][2])
+            # The next step's segment, as write_step would find it: its first step is then
+            # one statement too (a run without history entries starts at 0).
+            self._remember_segment(run_id, current or 0)
             if not keep_calls(snap, [(c[0], bytes(c[1])) for c in calls], current):
                 # Texts of replaced segments cost a statement each, in this snapshot.
                 snap.calls = await pg_resolved(

@@ -24,6 +24,10 @@ Versions:
     5: call rows may refer to the context log for their arguments, result and error (call
        documents of format 2, see ``steadyrun.stores._call_rows``); as in SQLite's version 5,
        no table changes and no row is rewritten: rows of format 1 read as before.
+    6: the function ``save_loop_step``: a loop step (run row, fence, context append, call rows,
+       blocks, history entry) in one statement, so one round trip and one commit; it refuses
+       (SQLSTATE ``SR001``, or a unique violation) whatever it cannot write without reading
+       first, and the store then takes its general path. No table changes.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 import psycopg
 
 from steadyrun._errors import FormatVersionError
-from steadyrun.stores._sql_values import statements, to_us
+from steadyrun.stores._sql_values import to_us
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "VERSION_TABLE", "migrate"]
 
@@ -160,6 +164,103 @@ MIGRATIONS: tuple[str, ...] = (
     """
     SELECT 1;
     """,
+    # 6: one statement per loop step (see above and ``_postgres_fast``). Each check refuses
+    # the whole step (its statement rolls back) rather than reading something to decide.
+    """
+    CREATE FUNCTION {s}.save_loop_step(
+        p_run TEXT, p_agent TEXT, p_status TEXT, p_created BIGINT, p_updated BIGINT,
+        p_steps BIGINT, p_record BYTEA, p_checkpoint BYTEA,
+        p_fence_run TEXT, p_fence_owner TEXT, p_fence_token BIGINT,
+        p_removed_blocks TEXT[], p_removed_calls TEXT[],
+        p_segment BIGINT, p_at BIGINT, p_messages BYTEA[],
+        p_new_ids TEXT[], p_new_revs BIGINT[], p_new_statuses TEXT[], p_new_records BYTEA[],
+        p_set_ids TEXT[], p_set_revs BIGINT[], p_set_statuses TEXT[], p_set_records BYTEA[],
+        p_set_held BYTEA[],
+        p_block_ids TEXT[], p_block_positions BIGINT[], p_blocks BYTEA[],
+        p_entry BYTEA
+    ) RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        changed BIGINT;
+    BEGIN
+        -- The lease row first, FOR SHARE: a takeover waits for this step (fence_check's order).
+        IF p_fence_run IS NOT NULL THEN
+            PERFORM 1 FROM {s}.work WHERE run_id = p_fence_run AND token = p_fence_token
+                FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'lease of % is not token %', p_fence_run, p_fence_token
+                    USING ERRCODE = 'SR001';
+            END IF;
+            INSERT INTO {s}.work_log (root, run_id, steps, owner, token)
+                VALUES (p_fence_run, p_run, p_steps, p_fence_owner, p_fence_token);
+        END IF;
+        -- The run row next: steps of one run never interleave. It is there but for a run's
+        -- first step (an UPDATE first: no speculative insertion into the key).
+        UPDATE {s}.runs SET agent = p_agent, status = p_status, updated_us = p_updated,
+                steps = p_steps, record = p_record, checkpoint = p_checkpoint
+            WHERE run_id = p_run;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps, record,
+                    checkpoint)
+                VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
+                    p_checkpoint);
+        END IF;
+        IF cardinality(p_removed_blocks) > 0 THEN
+            DELETE FROM {s}.blocks WHERE run_id = p_run AND block_id = ANY(p_removed_blocks);
+        END IF;
+        IF cardinality(p_removed_calls) > 0 THEN
+            DELETE FROM {s}.calls WHERE run_id = p_run AND call_id = ANY(p_removed_calls);
+        END IF;
+        -- The call rows refer to the appended messages in the segment the writer expects.
+        IF COALESCE((SELECT segment FROM {s}.step_history WHERE run_id = p_run
+                AND step < p_steps ORDER BY step DESC LIMIT 1), 0) <> p_segment THEN
+            RAISE EXCEPTION 'run % is not in segment %', p_run, p_segment
+                USING ERRCODE = 'SR001';
+        END IF;
+        -- The append continues the log: a gap refuses, a retry of the step violates the key.
+        IF p_at > 0 AND NOT EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run
+                AND idx = p_at - 1) THEN
+            RAISE EXCEPTION 'run % has no message %', p_run, p_at - 1 USING ERRCODE = 'SR001';
+        END IF;
+        IF cardinality(p_messages) > 0 THEN
+            INSERT INTO {s}.context (run_id, idx, message)
+                SELECT p_run, p_at + u.o - 1, u.m
+                FROM unnest(p_messages) WITH ORDINALITY AS u(m, o) ORDER BY u.o;
+        ELSIF EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run AND idx >= p_at) THEN
+            RAISE EXCEPTION 'run % has messages from %', p_run, p_at USING ERRCODE = 'SR001';
+        END IF;
+        -- Calls the writer does not know stored: a held one violates the key.
+        IF cardinality(p_new_ids) > 0 THEN
+            INSERT INTO {s}.calls (run_id, call_id, rev, status, record)
+                SELECT p_run, u.i, u.r, u.st, u.rec
+                FROM unnest(p_new_ids, p_new_revs, p_new_statuses, p_new_records)
+                    WITH ORDINALITY AS u(i, r, st, rec, o)
+                ORDER BY u.o;
+        END IF;
+        -- Calls merged with the row the writer last wrote: refused when it changed since.
+        IF cardinality(p_set_ids) > 0 THEN
+            UPDATE {s}.calls AS c SET rev = u.r, status = u.st, record = u.rec
+                FROM unnest(p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held)
+                    AS u(i, r, st, rec, held)
+                WHERE c.run_id = p_run AND c.call_id = u.i AND c.record = u.held;
+            GET DIAGNOSTICS changed = ROW_COUNT;
+            IF changed <> cardinality(p_set_ids) THEN
+                RAISE EXCEPTION 'a call of run % changed', p_run USING ERRCODE = 'SR001';
+            END IF;
+        END IF;
+        IF cardinality(p_block_ids) > 0 THEN
+            INSERT INTO {s}.blocks (run_id, block_id, position, block)
+                SELECT p_run, u.i, u.p, u.b
+                FROM unnest(p_block_ids, p_block_positions, p_blocks) AS u(i, p, b)
+                ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,
+                    block = excluded.block;
+        END IF;
+        INSERT INTO {s}.step_history (run_id, step, segment, entry)
+            VALUES (p_run, p_steps, p_segment, p_entry)
+            ON CONFLICT (run_id, step) DO UPDATE SET segment = excluded.segment,
+                entry = excluded.entry;
+    END
+    $$;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -193,6 +294,23 @@ async def migrate(conn: psycopg.AsyncConnection[Any], schema: str, where: str) -
                 f"INSERT INTO {s}.steadyrun_schema (version, applied_us) VALUES (%s, %s)",
                 (number, now),
             )
+
+
+def statements(script: str) -> list[str]:
+    """The statements of a script, split at the semicolons outside ``$$`` quotes."""
+    out: list[str] = []
+    current = ""
+    for i, piece in enumerate(script.split("$$")):
+        if i % 2:  # a function body: its semicolons are its own
+            current += f"$${piece}$$"
+            continue
+        *ended, rest = piece.split(";")
+        for part in ended:
+            out.append(current + part)
+            current = ""
+        current += rest
+    out.append(current)
+    return [s.strip() for s in out if s.strip()]
 
 
 async def _version(conn: psycopg.AsyncConnection[Any], s: str, where: str) -> int:

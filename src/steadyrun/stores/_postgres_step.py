@@ -1,4 +1,7 @@
-"""``PostgresStore.save_step`` in two round trips: everything sent, one wait, the rest, commit.
+"""``PostgresStore.save_step`` in one pipeline: everything sent, one wait, the rest, commit.
+
+The loop's steps go out as one statement (``_postgres_fast``) when the store knows what they
+assume; this path writes those it does not know enough for, and those the statement refused.
 
 The loop's steps append to the context at a position the executor knows and carry call records
 the store mostly does not hold yet (starts) or holds as the executor left them (settles). So
@@ -28,6 +31,7 @@ from steadyrun.stores._history_postgres import pg_entry
 from steadyrun.stores._history_sql import PREVIOUS, sql
 from steadyrun.stores._leases import Fence, LeaseLostError, current_fence
 from steadyrun.stores._postgres_db import WriteTransaction
+from steadyrun.stores._postgres_fast import CallRows
 from steadyrun.stores._sql_values import to_us
 
 __all__ = ["pipelined", "write_call", "write_step"]
@@ -48,6 +52,7 @@ async def write_step(
     step: Step,
     enc: EncodedStep,
     segment_hint: int | None = None,
+    rows: CallRows | None = None,
 ) -> tuple[int, int]:
     """Send the step inside ``tx``; returns the bytes written and the step's log segment.
 
@@ -55,6 +60,7 @@ async def write_step(
     does not hold are inserted before the one wait, before the segment is read: their rows
     refer to the step's messages in the hinted segment, and are written again in the rare
     case the segment read turns out another (another process rewrote the context meanwhile).
+    ``rows`` learns the call rows written (what ``_postgres_fast`` merges the next step with).
     """
     conn, run = tx.conn, step.run
     fence = await _send_fence(tx, s, run_id, run.steps)
@@ -130,7 +136,7 @@ async def write_step(
     spots.add_messages(step.context.append, segment, at)
     stale = segment_hint is not None and segment_hint != segment
     written = await _merge_held(
-        conn.cursor(), s, run_id, step.calls, inserts, held, spots, rewrite=stale
+        conn.cursor(), s, run_id, step.calls, inserts, held, spots, rewrite=stale, learn=rows
     )
     if log:
         if len(await appended.fetchall()) != len(log):
@@ -149,12 +155,18 @@ async def write_step(
 
 
 async def write_call(
-    tx: WriteTransaction, s: str, run_id: str, call: CallRecord, *, fenced: bool
+    tx: WriteTransaction,
+    s: str,
+    run_id: str,
+    call: CallRecord,
+    *,
+    fenced: bool,
+    rows: CallRows | None = None,
 ) -> int:
     """``save_call`` inside ``tx`` in two round trips; returns the bytes written.
 
     The insert of a call the store does not hold and the read of the row of one it does go out
-    together; only a held call is then merged and updated.
+    together; only a held call is then merged and updated. ``rows`` learns the row written.
     """
     fence = await _send_fence(tx, s, run_id, None) if fenced else None
     # Two writers may make a call's first write at once: each tries the insert.
@@ -166,7 +178,9 @@ async def write_call(
     )
     await tx.answers()
     await _check_fence(fence, run_id)
-    return await _merge_held(tx.conn.cursor(), s, run_id, [call], inserts, held, NO_SPOTS)
+    return await _merge_held(
+        tx.conn.cursor(), s, run_id, [call], inserts, held, NO_SPOTS, learn=rows
+    )
 
 
 async def _send_fence(
@@ -216,14 +230,14 @@ async def _insert_calls(
     spots: Spots,
     *,
     settled_too: bool = False,
-) -> list[tuple[Cursor, int] | None]:
+) -> list[tuple[Cursor, int, bytes] | None]:
     """Insert the calls the store does not hold (``DO NOTHING`` for the others).
 
     A step's settled snapshot is not tried (``None``) unless ``settled_too``: the store mostly
     holds its call already (the start), so it is merged with the row read, or inserted after it
     when there is none (steps of one run are serialised by the run row's lock).
     """
-    sent: list[tuple[Cursor, int] | None] = []
+    sent: list[tuple[Cursor, int, bytes] | None] = []
     for call in calls:
         if call.settled and not settled_too:
             sent.append(None)
@@ -235,7 +249,7 @@ async def _insert_calls(
             " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
             (run_id, call.id, call.rev, call.status, data),
         )
-        sent.append((cur, len(data)))
+        sent.append((cur, len(data), data))
     return sent
 
 
@@ -244,27 +258,31 @@ async def _merge_held(
     s: str,
     run_id: str,
     calls: list[CallRecord],
-    inserts: list[tuple[Cursor, int] | None],
+    inserts: list[tuple[Cursor, int, bytes] | None],
     held: Cursor,
     spots: Spots,
     *,
     rewrite: bool = False,
+    learn: CallRows | None = None,
 ) -> int:
     """Merge the calls the store held with their rows (locked); returns the bytes written.
 
     A row refers to the texts ``spots`` hold; ``rewrite``: the rows just inserted referred to
-    a wrong segment and are written again.
+    a wrong segment and are written again. ``learn`` is told each call's row as it now is.
     """
     if not calls:
         return 0
     rows = {r[0]: (r[1], r[2]) for r in await held.fetchall()}
     written = 0
+    learn = learn if learn is not None else CallRows()
     for call, tried in zip(calls, inserts, strict=True):
         if tried is not None and await tried[0].fetchone() is not None:
             if not rewrite:
+                learn.wrote(run_id, call, tried[2])
                 written += tried[1]
                 continue
             data = encode_row(merge_call(None, call), spots)
+            learn.wrote(run_id, call, data)
             await cur.execute(
                 f"UPDATE {s}.calls SET record = %s WHERE run_id = %s AND call_id = %s",
                 (data, run_id, call.id),
@@ -280,10 +298,12 @@ async def _merge_held(
                 " VALUES (%s, %s, %s, %s, %s)",
                 (run_id, call.id, call.rev, call.status, data),
             )
+            learn.wrote(run_id, call, data)
             written += len(data)
             continue
         rev, record = rows[call.id]
         if call.rev <= rev:
+            learn.forget(run_id, [call.id])  # not this store's row
             continue  # an older or equal snapshot changes nothing
         stored, carried = await held_row(cur, s, run_id, record, spots)
         merged = merge_call(stored, call)
@@ -293,6 +313,7 @@ async def _merge_held(
             " WHERE run_id = %s AND call_id = %s",
             (merged.rev, merged.status, data, run_id, call.id),
         )
+        learn.wrote(run_id, merged, data)
         written += len(data)
     return written
 

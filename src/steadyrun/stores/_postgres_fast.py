@@ -1,0 +1,192 @@
+"""The loop's steps as one statement: ``save_loop_step`` (schema version 6), one round trip.
+
+A step of the loop appends to the context where the executor knows it ends, starts calls the
+store does not hold yet, and settles calls this store wrote last. Everything the general path
+(``_postgres_step``) reads before it writes is then known in advance: the run's log segment
+(the store's hint), the stored rows of the settled calls (the rows this store wrote, kept in
+``CallRows``), and that the append fits. So the whole step goes out as one call of a server
+function, in autocommit: one round trip and one commit, like the floor's one ``INSERT``.
+
+The function checks what was assumed and refuses the step (SQLSTATE ``SR001``, or a unique
+violation when a call or message is already there), rolling back everything; the store then
+writes the step again by the general path, which reads, merges and reports as before. A
+refusal costs one round trip more, never a wrong row: a guess is only ever compared, never
+trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from steadyrun.records import CallRecord, Step, merge_call
+from steadyrun.stores._call_rows import Spots, decode_rows, encode_row
+from steadyrun.stores._encoded import EncodedStep
+from steadyrun.stores._history import encode_entry, entry_of
+from steadyrun.stores._leases import current_fence
+from steadyrun.stores._sql_values import to_us
+
+__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused"]
+
+REFUSED = "SR001"
+"""The SQLSTATE of ``save_loop_step``'s checks."""
+
+_UNIQUE_VIOLATION = "23505"
+_CALL_ROWS = 10_000  # rows a store remembers (calls not yet settled, in practice)
+
+
+def fast_sql(s: str) -> str:
+    """The call of ``save_loop_step`` in schema ``s`` (quoted), its arguments typed."""
+    run = "text text text bigint bigint bigint bytea bytea"  # the run row
+    fence = "text text bigint"
+    context = "text[] text[] bigint bigint bytea[]"  # removals, segment, append
+    calls = "text[] bigint[] text[] bytea[] text[] bigint[] text[] bytea[] bytea[]"
+    rest = "text[] bigint[] bytea[] bytea"  # blocks, history entry
+    types = " ".join((run, fence, context, calls, rest)).split(" ")
+    return f"SELECT {s}.save_loop_step({', '.join(f'%s::{t}' for t in types)})"
+
+
+def refused(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is ``save_loop_step`` declining the step (the general path writes it)."""
+    return isinstance(exc, psycopg.Error) and exc.sqlstate in (REFUSED, _UNIQUE_VIOLATION)
+
+
+class CallRows:
+    """The call rows this store wrote last, of calls not settled: what a settle merges with.
+
+    Only a guess: ``save_loop_step`` updates a row only while it still holds these bytes.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], bytes] = {}
+
+    def get(self, run_id: str, call_id: str) -> bytes | None:
+        """The row last written for the call, if this store wrote one and remembers it."""
+        return self._rows.get((run_id, call_id))
+
+    def wrote(self, run_id: str, call: CallRecord, row: bytes) -> None:
+        """Remember ``row`` as written for ``call`` (forgotten once the call settles)."""
+        key = (run_id, call.id)
+        if call.settled:
+            self._rows.pop(key, None)
+            return
+        if len(self._rows) >= _CALL_ROWS and key not in self._rows:
+            self._rows.clear()  # a guess only: forgetting costs one general-path write
+        self._rows[key] = row
+
+    def forget(self, run_id: str, call_ids: list[str] | tuple[str, ...]) -> None:
+        """Forget the rows of these calls (written elsewhere, or removed)."""
+        for call_id in call_ids:
+            self._rows.pop((run_id, call_id), None)
+
+
+@dataclass(slots=True)
+class FastStep:
+    """The arguments of ``save_loop_step`` for one step, and what it writes.
+
+    Attributes:
+        params: The function's arguments, in order.
+        rows: ``(call, row)`` of every call row the step writes.
+        written: Bytes of the call rows and the history entry.
+    """
+
+    params: tuple[Any, ...]
+    rows: list[tuple[CallRecord, bytes]] = field(default_factory=list)
+    written: int = 0
+
+
+def fast_step(
+    run_id: str, step: Step, enc: EncodedStep, segment: int | None, held: CallRows
+) -> FastStep | None:
+    """The step as ``save_loop_step``'s arguments; ``None`` when the general path must write it.
+
+    Args:
+        run_id: The run.
+        step: The step; it appends at a known position (``_postgres_step.pipelined``).
+        enc: The step encoded.
+        segment: The run's log segment as this store last wrote it (``None``: unknown).
+        held: The rows this store wrote last.
+    """
+    at = step.context.start
+    if segment is None or at is None or enc.base is not None:
+        return None
+    block_ids = [b[0] for b in enc.blocks]
+    if len(set(block_ids)) != len(block_ids):
+        return None  # one upsert statement cannot write a block twice
+    spots = Spots()
+    spots.add_messages(step.context.append, segment, at)
+    new: list[tuple[CallRecord, bytes]] = []
+    merged: list[tuple[CallRecord, bytes, bytes]] = []  # (merged, row, the row it replaces)
+    for call in step.calls:
+        raw = held.get(run_id, call.id)
+        if raw is None:
+            if call.settled:
+                return None  # its stored row is unknown here: read and merged by the other path
+            new.append((call, encode_row(merge_call(None, call), spots)))
+            continue
+        (row,) = decode_rows([raw])
+        stored = row.record
+        if row.refs and (stored.settled or stored.handover):
+            return None  # the merge keeps texts the row refers to: they must be read
+        if call.rev <= stored.rev:
+            continue  # an older or equal snapshot changes nothing
+        record = merge_call(stored, call)
+        merged.append((record, encode_row(record, spots.carrying(row)), raw))
+    entry = encode_entry(entry_of(step, segment, at))
+    run = step.run
+    fence = current_fence()
+    if fence is not None and not fence.covers(run_id):
+        fence = None
+    params = (
+        run_id,
+        run.agent,
+        run.status,
+        to_us(run.created_at),
+        to_us(run.updated_at),
+        run.steps,
+        enc.run,
+        enc.checkpoint,
+        fence.run_id if fence else None,
+        fence.owner if fence else None,
+        fence.token if fence else None,
+        _array(step.removed_blocks),
+        _array(step.removed_calls),
+        segment,
+        at,
+        _array(enc.append),
+        *_calls(new, 4),
+        *_calls(merged, 5),
+        *_calls(enc.blocks, 3),
+        entry,
+    )
+    rows = new + [(c, r) for c, r, _ in merged]
+    return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))
+
+
+def _array(values: Sequence[Any]) -> list[Any] | None:
+    """An array argument, ``None`` (SQL ``NULL``) when empty: cheaper to send."""
+    return list(values) if values else None
+
+
+def _calls(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any] | None]:
+    """Column arrays of ``rows``: calls ``(record, row[, held])`` or blocks ``(id, at, doc)``.
+
+    A call gives its id, rev, status, row (and held row); ``width`` arrays, ``None`` each when
+    there are no rows.
+    """
+    if not rows:
+        return [None] * width
+    if width == 3:  # blocks: already columns
+        return [[r[i] for r in rows] for i in range(3)]
+    cols: list[list[Any] | None] = [
+        [r[0].id for r in rows],
+        [r[0].rev for r in rows],
+        [r[0].status for r in rows],
+        [r[1] for r in rows],
+    ]
+    if width == 5:
+        cols.append([r[2] for r in rows])
+    return cols

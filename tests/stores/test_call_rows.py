@@ -25,8 +25,11 @@ from steadyrun.stores._call_rows import (
     CallRow,
     Spots,
     decode_rows,
+    detached,
+    detaching,
     digest,
     encode_row,
+    gone,
     resolve,
 )
 from steadyrun.stores._call_rows_sql import MESSAGE_NOW, MESSAGE_PAST, lookups
@@ -332,3 +335,34 @@ def test_lookups_takes_each_referred_text_once_from_the_log_or_a_statement(
             assert statement == MESSAGE_NOW and params == ("r", idx)
         else:
             assert statement == MESSAGE_PAST and params == ("r", seg, idx)
+
+
+@given(
+    old=st.lists(st.binary(max_size=3), max_size=8),
+    at=st.integers(0, 8),
+    log=st.lists(st.binary(max_size=3), max_size=8),
+)
+def test_a_retried_step_loses_exactly_the_messages_it_does_not_write_again(
+    old: list[bytes], at: int, log: list[bytes]
+) -> None:
+    stored = list(enumerate(old))[at:]
+    lost = gone(stored, at, log)
+    for idx, raw in stored:
+        again = idx - at < len(log) and log[idx - at] == raw
+        assert (idx in lost) is not again
+
+
+def test_a_row_referring_to_a_lost_message_takes_its_text_back_and_keeps_its_other_refs() -> None:
+    record = CallRecord(
+        id="m2.c1", name="charge", provider_call_id="p1", arguments="{}", result="ok", rev=2
+    )
+    spots = Spots()
+    spots.texts[("call", "p1")] = [("{}", (0, 3, 0))]
+    spots.texts[("result", "p1")] = [("ok", (0, 4, 0))]
+    (row,) = decode_rows([encode_row(record, spots)])
+    assert detaching([row], 0, {4}) == [row]
+    assert detaching([row], 0, {5}) == detaching([row], 1, {4}) == []
+    row.record.arguments, row.record.result = "{}", "ok"  # resolved
+    (again,) = decode_rows([detached(row, 0, {4})])
+    assert [ref[:3] for ref in again.refs] == [("arguments", 0, 3)]
+    assert again.record.result == "ok"

@@ -71,10 +71,7 @@ async def test_a_replayed_batch_of_writes_lands_once_and_does_not_fail() -> None
 pg_dsn = pgkit.database_fixture(prefix="steadyrun_record")
 
 
-@pytest.mark.parametrize(
-    "kind",
-    ["sqlite", pytest.param("postgres", marks=pytest.mark.xfail(strict=True, reason="open"))],
-)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 async def test_a_replayed_batch_of_a_recorded_run_lands_on_sql_stores(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

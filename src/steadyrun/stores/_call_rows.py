@@ -51,6 +51,7 @@ __all__ = [
     "detached",
     "detaching",
     "digest",
+    "gone",
     "encode_row",
     "needs",
     "resolve",
@@ -264,23 +265,32 @@ def resolve(
     return out
 
 
-def detaching(rows: Iterable[CallRow], segment: int, at: int) -> list[CallRow]:
-    """The rows that refer to a message from index ``at`` on in ``segment``.
+def gone(old: Iterable[tuple[int, bytes]], at: int, log: Sequence[bytes]) -> set[int]:
+    """The indexes of ``old`` messages that writing ``log`` from ``at`` does not write again.
+
+    ``old``: the stored ``(index, message)`` from ``at`` on, which a retried step deletes.
+    """
+    return {idx for idx, raw in old if not (0 <= idx - at < len(log) and log[idx - at] == raw)}
+
+
+def detaching(rows: Iterable[CallRow], segment: int, lost: set[int]) -> list[CallRow]:
+    """The rows that refer to a message of ``segment`` at an index in ``lost``.
 
     A retried step deletes the log after its start before it writes its messages again, and a
-    later step's row may refer to a message it deletes: such rows take their texts back first
-    (``detached``), so no reference ever points at a message the store no longer holds.
+    later step's row may refer to a message it does not write again: such rows take their
+    texts back first (``detached``), so no reference ever points at a message the store no
+    longer holds.
     """
-    return [row for row in rows if any(s == segment and i >= at for _, s, i, _, _ in row.refs)]
+    return [row for row in rows if any(s == segment and i in lost for _, s, i, _, _ in row.refs)]
 
 
-def detached(row: CallRow, segment: int, at: int) -> bytes:
-    """The stored document of ``row`` (resolved), its texts from ``at`` of ``segment`` kept.
+def detached(row: CallRow, segment: int, lost: set[int]) -> bytes:
+    """The stored document of ``row`` (resolved), its texts at ``lost`` of ``segment`` kept.
 
-    The texts it referred to from index ``at`` of ``segment`` on are kept in the row; its
-    other references stay.
+    The texts it referred to at those indexes of ``segment`` are kept in the row; its other
+    references stay.
     """
-    kept = [ref for ref in row.refs if not (ref[1] == segment and ref[2] >= at)]
+    kept = [ref for ref in row.refs if not (ref[1] == segment and ref[2] in lost)]
     return encode_row(row.record, NO_SPOTS.carrying(CallRow(row.record, kept)))
 
 

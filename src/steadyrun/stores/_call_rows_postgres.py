@@ -13,11 +13,19 @@ from psycopg.rows import TupleRow
 from steadyrun._codec import decode
 from steadyrun.chat import Message
 from steadyrun.records import CallRecord
-from steadyrun.stores._call_rows import CallRow, Spots, decode_rows, resolve
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, UNKNOWN, lookups
+from steadyrun.stores._call_rows import (
+    CallRow,
+    Spots,
+    decode_rows,
+    detached,
+    detaching,
+    gone,
+    resolve,
+)
+from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, REFS_HEAD, UNKNOWN, lookups
 from steadyrun.stores._history_sql import sql
 
-__all__ = ["UNKNOWN", "held_row", "pg_resolved"]
+__all__ = ["UNKNOWN", "held_row", "pg_detach", "pg_resolved"]
 
 Cursor = AsyncCursor[TupleRow]
 
@@ -70,3 +78,34 @@ async def held_row(
     if held.refs and (stored.settled or stored.handover):
         (stored,) = await pg_resolved(cur, s, run_id, [held])
     return stored, spots.carrying(held)
+
+
+async def pg_detach(
+    cur: Cursor, s: str, run_id: str, segment: int, at: int, log: Sequence[bytes]
+) -> None:
+    """Give the rows referring to messages a retried step deletes their texts back.
+
+    The step writes ``log`` from ``at`` of ``segment`` after deleting the messages there; a row
+    that refers to one it does not write again keeps its text (see ``detaching``).
+    """
+    await cur.execute(
+        f"SELECT idx, message FROM {s}.context WHERE run_id = %s AND idx >= %s",
+        (run_id, at),
+        binary=True,
+    )
+    lost = gone([(int(i), bytes(m)) for i, m in await cur.fetchall()], at, log)
+    if not lost:
+        return
+    await cur.execute(
+        f"SELECT record FROM {s}.calls WHERE run_id = %s AND substring(record FROM 1 FOR %s) = %s",
+        (run_id, len(REFS_HEAD), REFS_HEAD),
+        binary=True,
+    )
+    rows = detaching(decode_rows([bytes(raw) for (raw,) in await cur.fetchall()]), segment, lost)
+    if not rows:
+        return
+    await pg_resolved(cur, s, run_id, rows, None, segment)  # read while the log holds them
+    await cur.executemany(
+        f"UPDATE {s}.calls SET record = %s WHERE run_id = %s AND call_id = %s",
+        [(detached(row, segment, lost), run_id, row.record.id) for row in rows],
+    )

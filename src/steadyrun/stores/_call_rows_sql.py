@@ -20,6 +20,7 @@ from steadyrun.stores._call_rows import (
     decode_rows,
     detached,
     detaching,
+    gone,
     needs,
     resolve,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "CURRENT_SEGMENT",
     "MESSAGE_NOW",
     "MESSAGE_PAST",
+    "REFS_HEAD",
     "UNKNOWN",
     "keep_calls",
     "lookups",
@@ -115,23 +117,32 @@ def sqlite_resolved(
     return resolve(rows, current, lambda seg, idx: messages.get((seg, idx)))
 
 
-def sqlite_detach(conn: sqlite3.Connection, run_id: str, segment: int, at: int) -> None:
-    """Give the rows referring to the log from ``at`` of ``segment`` on their texts back.
+def sqlite_detach(
+    conn: sqlite3.Connection, run_id: str, segment: int, at: int, log: Sequence[bytes]
+) -> None:
+    """Give the rows referring to messages a retried step deletes their texts back.
 
-    Called before a retried step deletes those messages (see ``detaching``).
+    The step writes ``log`` from ``at`` of ``segment`` after deleting the messages there; a row
+    that refers to one it does not write again keeps its text (see ``detaching``).
     """
+    old = conn.execute(
+        "SELECT idx, message FROM context WHERE run_id = ? AND idx >= ?", (run_id, at)
+    )
+    lost = gone(((i, m.encode() if isinstance(m, str) else bytes(m)) for i, m in old), at, log)
+    if not lost:
+        return
     raws = [
         raw
         for (raw,) in conn.execute("SELECT record FROM calls WHERE run_id = ?", (run_id,))
-        if bytes(raw).startswith(_REFS_HEAD)
+        if bytes(raw).startswith(REFS_HEAD)
     ]
-    rows = detaching(decode_rows(raws), segment, at)
+    rows = detaching(decode_rows(raws), segment, lost)
     if not rows:
         return
     sqlite_resolved(conn, run_id, rows, None, segment)  # the texts read while the log holds them
     conn.executemany(
         "UPDATE calls SET record = ? WHERE run_id = ? AND call_id = ?",
-        [(detached(row, segment, at), run_id, row.record.id) for row in rows],
+        [(detached(row, segment, lost), run_id, row.record.id) for row in rows],
     )
 
 
@@ -140,7 +151,7 @@ _PLAIN_HEADS = (
     b'{"format":%d,"data":' % CALL_ROW_FORMAT,
     b'{"format":%d,"data":' % FORMAT,
 )
-_REFS_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+REFS_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
 
 
 def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int | None) -> bool:
@@ -162,7 +173,7 @@ def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int |
     for _, raw in calls:
         if type(raw) is not bytes:
             return False
-        if raw.startswith(_REFS_HEAD):
+        if raw.startswith(REFS_HEAD):
             refs = True
         elif not raw.startswith(_PLAIN_HEADS):
             return False

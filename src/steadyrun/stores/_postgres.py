@@ -36,7 +36,7 @@ from steadyrun.records import (
     overlay_external,
 )
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
-from steadyrun.stores._call_rows_postgres import held_row, pg_resolved
+from steadyrun.stores._call_rows_postgres import held_row, pg_detach, pg_resolved
 from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
 from steadyrun.stores._encoded import EncodedStep, decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
@@ -235,6 +235,9 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                     f"context append at position {at} leaves a gap after {end} messages"
                 )
             if at < end:  # the same step again (a retry): its messages replace themselves
+                await pg_detach(
+                    cur, s, run_id, segment, at, log
+                )  # later rows may refer past ``at``
                 await cur.execute(
                     f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at)
                 )

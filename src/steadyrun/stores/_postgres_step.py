@@ -24,7 +24,7 @@ from psycopg.rows import TupleRow
 from steadyrun._errors import StoreError
 from steadyrun.records import CallRecord, Step, merge_call
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, encode_row
-from steadyrun.stores._call_rows_postgres import held_row
+from steadyrun.stores._call_rows_postgres import held_row, pg_detach
 from steadyrun.stores._encoded import EncodedStep
 from steadyrun.stores._history import next_segment
 from steadyrun.stores._history_postgres import pg_entry
@@ -140,13 +140,14 @@ async def write_step(
     )
     if log:
         if len(await appended.fetchall()) != len(log):
-            await _append_again(conn.cursor(), s, run_id, at, log)
+            await _append_again(conn.cursor(), s, run_id, at, log, segment)
     else:
         row = await appended.fetchone()
         end = int(row[0]) if row is not None else 0
         if at > end:
             raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
         if at < end:  # the same step again: the messages after its start go
+            await pg_detach(conn.cursor(), s, run_id, segment, at, [])
             await conn.execute(
                 f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at)
             )
@@ -318,7 +319,9 @@ async def _merge_held(
     return written
 
 
-async def _append_again(cur: Cursor, s: str, run_id: str, at: int, log: list[bytes]) -> None:
+async def _append_again(
+    cur: Cursor, s: str, run_id: str, at: int, log: list[bytes], segment: int
+) -> None:
     """An append that did not fit: a gap fails; the same step again replaces its messages."""
     await cur.execute(
         f"SELECT COALESCE(MAX(idx) + 1, 0) FROM {s}.context WHERE run_id = %s", (run_id,)
@@ -327,6 +330,7 @@ async def _append_again(cur: Cursor, s: str, run_id: str, at: int, log: list[byt
     end = int(row[0]) if row is not None else 0
     if at > end:
         raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
+    await pg_detach(cur, s, run_id, segment, at, log)  # a later step's rows may refer past ``at``
     await cur.execute(f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at))
     await cur.executemany(
         f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",

@@ -461,7 +461,7 @@ def _write_log(
     if at > end:
         raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
     if at < end:  # the same step again (a retry): its messages replace themselves
-        sqlite_detach(conn, run_id, segment, at)  # a later step's rows may refer past ``at``
+        sqlite_detach(conn, run_id, segment, at, log)  # a later step's rows may refer past ``at``
         conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
     if log:
         conn.executemany(

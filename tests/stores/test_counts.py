@@ -47,7 +47,9 @@ BUDGET: dict[str, dict[str, float]] = {
         "encodes": 9,  # 10
         "decodes": 1,  # 2
         "encoded_bytes": 8_400,  # 9_400
-        "written_bytes": 130_000,  # WAL frames: 4 KiB pages; no checkpoint falls in the window
+        # WAL frames: 4 KiB pages; no checkpoint falls in the window. 123_600 before schema 6
+        # (work_log one b-tree: 102_400 measured)
+        "written_bytes": 108_000,
     },
     "postgres": {
         "commits": 2,  # 4

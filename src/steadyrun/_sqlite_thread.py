@@ -93,6 +93,7 @@ class SqliteThread:
         self._wconn: sqlite3.Connection | None = None
         self._wexecutor: ThreadPoolExecutor | None = None
         self._busy_ms = 0
+        self._wal = True
         self._queued: list[_Job] = []
         self._writing = False  # a group is in flight (its statements, its commit or both)
         self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -238,7 +239,7 @@ class SqliteThread:
         when the file is locked, or when the group's jobs come from more than one loop.
         """
         conn = self._wconn
-        if conn is None or any(job.loop is not jobs[0].loop for job in jobs):
+        if conn is None or not self._wal or any(job.loop is not jobs[0].loop for job in jobs):
             self._hand_off(self._writer_pool(), self._on_thread, jobs)
             return
         try:
@@ -263,25 +264,33 @@ class SqliteThread:
             self._done(jobs)
 
     def _on_thread(self, jobs: list[_Job]) -> None:
-        """On the writer's thread: the whole group, waiting for the file's lock if need be."""
+        """On the writer's thread: the whole group, waiting for the file's lock if need be.
+
+        The busy timeout the connection was opened with holds for the whole group (without
+        WAL a ``COMMIT`` may wait for readers too); it is 0 again afterwards, for the loop.
+        """
         try:
             conn = self._writer()
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            finally:
-                conn.execute("PRAGMA busy_timeout = 0")
         except BaseException as exc:
-            if self._wconn is not None:
-                _rollback(self._wconn)
             for job in jobs:
                 job.error = _store_error(self.what, exc)
             self._done(jobs)
             return
-        with self._lock:  # the jobs that queued while the lock was awaited join the group
-            jobs, self._queued = jobs + self._queued, []
-        if self._run_jobs(conn, jobs):
-            self._commit(conn, jobs)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            _rollback(conn)
+            for job in jobs:
+                job.error = _store_error(self.what, exc)
+        else:
+            with self._lock:  # the jobs that queued while the lock was awaited join the group
+                jobs, self._queued = jobs + self._queued, []
+            if self._run_jobs(conn, jobs):
+                self._commit(conn, jobs)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA busy_timeout = 0")
         self._done(jobs)
 
     def _writer(self) -> sqlite3.Connection:
@@ -291,6 +300,10 @@ class SqliteThread:
             try:
                 self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
                 conn.execute("PRAGMA busy_timeout = 0")
+                # Without WAL (a file system that has no shared memory) a COMMIT waits for
+                # the readers: the loop must not hold a transaction open, so groups stay here.
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                self._wal = str(mode).lower() == "wal"
             except BaseException:
                 conn.close()
                 raise

@@ -140,3 +140,32 @@ async def test_a_write_waits_for_another_process_lock_on_the_thread(tmp_path: Pa
         await store.save_step("t", _step("t"))
         await store._db.write(lambda conn: conn.set_trace_callback(None))
         assert seen[0] == ("BEGIN", threading.current_thread().name)
+
+
+async def test_without_wal_every_write_group_stays_on_the_writer_thread(tmp_path: Path) -> None:
+    # Without WAL a COMMIT may have to wait for readers: no transaction is left open on the
+    # loop, and the writer's thread waits with the connection's own busy timeout.
+    from steadyrun._sqlite_thread import SqliteThread
+
+    path = tmp_path / "plain.db"
+
+    def open_plain() -> sqlite3.Connection:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5)
+        conn.execute("PRAGMA journal_mode = DELETE")
+        conn.execute("CREATE TABLE IF NOT EXISTS t (a INTEGER)")
+        return conn
+
+    db = SqliteThread(open_plain, "test", "steadyrun-sqlite")
+    try:
+        threads: list[str] = []
+
+        def insert(conn: sqlite3.Connection) -> None:
+            threads.append(threading.current_thread().name)
+            conn.execute("INSERT INTO t VALUES (1)")
+
+        for _ in range(3):
+            await db.write(insert)
+        assert all(t.startswith("steadyrun-sqlite-writer") for t in threads), threads
+        assert await db.read(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()[0]) == 3
+    finally:
+        await db.close()

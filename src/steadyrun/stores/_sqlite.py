@@ -4,8 +4,9 @@ The event loop never waits for a disk sync: each write is one job of a ``BEGIN I
 transaction whose statements run on the loop, on a writer connection of the store's own, and
 whose ``COMMIT`` (the fsync) runs on the writer's thread; the writes of other runs that queued
 meanwhile share the next one (group commit: one fsync for all, see ``SqliteThread.write``).
-Reads between writes use the idle writer's connection on the loop; the rest (lifecycle
-operations, history) runs on a second connection on a thread of its own.
+Reads between writes use the idle writer's connection on the loop, reads while a commit is in
+flight a read-only connection on the loop; the rest (lifecycle operations, history) runs on a
+second connection on a thread of its own.
 Other processes may read the same file at any time (WAL) and write to it (they wait up to
 ``busy_timeout``).
 """
@@ -91,12 +92,13 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             self._open,
             f"SQLite store {self.path}",
             "steadyrun-sqlite",
-            # Reads go to the idle writer's connection on the loop, else to the thread (the
-            # service's hops per run: 21 before, 9 now). A reader connection for the reads
-            # made while a commit is in flight (open_reader=self._open_reader) saves one more
-            # hop a run; it once left the retention test's file unshrunk (a statement open on
-            # the reader through the truncating checkpoint). Off until that is found.
-            open_reader=None,
+            # Reads go to the idle writer's connection on the loop, else (a commit in flight)
+            # to this reader connection, on the loop too. The reader was once off: with it the
+            # retention test's file stayed unshrunk. That was the test stopping the worker
+            # before its reclaim (reads on the loop made it see the empty list sooner; the
+            # test now waits for the whole pass), not a statement left open: it passes with
+            # every read forced onto the reader.
+            open_reader=self._open_reader,
         )
         self._waiters = FeedWaiters()
         self.leases = SqliteLeases(self._db)

@@ -50,6 +50,15 @@ async def _held(store: sr.SqliteStore) -> tuple[threading.Event, asyncio.Future[
     return release, held
 
 
+async def _queued(store: sr.SqliteStore, count: int) -> None:
+    """Until ``count`` writes wait behind the one waiting for the lock (none is answered)."""
+    for _ in range(1000):
+        if len(store._db._queued) >= count:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{len(store._db._queued)} writes queued, not {count}")
+
+
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
     """What another connection sees in the file: what was committed."""
     with sqlite3.connect(path) as conn:
@@ -62,7 +71,7 @@ async def test_queued_writes_of_many_runs_share_one_commit(tmp_path: Path) -> No
         release, held = await _held(store)
         before = store._db.commits
         saves = [asyncio.ensure_future(store.save_step(f"r{i}", _step(f"r{i}"))) for i in range(8)]
-        await asyncio.sleep(0.01)
+        await _queued(store, 7)
         assert not any(s.done() for s in saves)  # nobody is answered before the commit
         release.set()
         await asyncio.gather(held, *saves)
@@ -82,6 +91,7 @@ async def test_a_failing_job_does_not_take_the_others_down(tmp_path: Path) -> No
         bad = asyncio.ensure_future(store.save_step("bad", _step("bad", start=5, calls=[bad_call])))
         more = [asyncio.ensure_future(store.save_step(f"s{i}", _step(f"s{i}"))) for i in range(3)]
         orphan = asyncio.ensure_future(store.save_call("nobody", bad_call))  # unknown run
+        await _queued(store, 7)
         release.set()
         await asyncio.gather(held, *good, *more)
         with pytest.raises(sr.StoreError, match="gap"):

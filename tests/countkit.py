@@ -15,10 +15,11 @@ What is counted, and how:
 * ``statements``: every SQL statement the store runs, ``BEGIN`` and ``COMMIT`` included
   (SQLite: ``set_trace_callback``; trigger bodies are not counted). ``selects`` is the part of
   them that only reads.
-* ``hops``: calls of ``SqliteThread.run`` and ``SqliteThread.write``, i.e. jobs the event loop
-  hands to the SQLite thread (write jobs queued together share one transaction). Reads through
-  ``SqliteThread.read`` run on the loop itself (a reader connection): no hop, but their
-  statements are counted.
+* ``hops``: functions handed to a SQLite thread (``SqliteThread._hand_off``): each
+  ``SqliteThread.run`` call, and per write group its ``COMMIT`` (the group's statements run on
+  the loop) or, when the file was locked, the whole group. Write jobs queued together share
+  one hop. Reads through ``SqliteThread.read`` run on the loop itself (a reader connection): no
+  hop, but their statements are counted.
 * ``round_trips`` (PostgreSQL): the times the client must wait for the server's answer: each
   statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
@@ -41,7 +42,7 @@ import dataclasses
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -259,20 +260,13 @@ def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
         return conn
 
     stack.enter_context(_patched(sqlite3, "connect", traced_connect))
-    run = SqliteThread.run
+    hand_off = SqliteThread._hand_off
 
-    async def counted_run(self: SqliteThread, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        counter.add("hops")
-        return await run(self, fn)
+    def counted_hand_off(self: SqliteThread, pool: Any, fn: Any, *args: Any) -> None:
+        counter.add("hops")  # a function handed to a thread: a run call, a commit, a group
+        hand_off(self, pool, fn, *args)
 
-    stack.enter_context(_patched(SqliteThread, "run", counted_run))
-    write = SqliteThread.write
-
-    async def counted_write(self: SqliteThread, fn: Callable[[sqlite3.Connection], Any]) -> Any:
-        counter.add("hops")  # a write job handed to the thread (several may share a commit)
-        return await write(self, fn)
-
-    stack.enter_context(_patched(SqliteThread, "write", counted_write))
+    stack.enter_context(_patched(SqliteThread, "_hand_off", counted_hand_off))
 
 
 def _hook_postgres(counter: Counter, stack: ExitStack) -> None:

@@ -1,21 +1,31 @@
-"""One SQLite connection on a thread of its own, so blocking disk I/O never runs on the loop.
+"""SQLite connections for asyncio code: the blocking disk syncs never run on the event loop.
 
 Every SQLite-backed part of steadyrun (the run store, the task store, the memory bank) talks
-to its file through one of these: the connection opens lazily on the thread, a failing call
-rolls back what it left open, and SQLite's errors become ``StoreError`` with the file named.
+to its file through one of these: the connections open lazily, a failing call rolls back what
+it left open, and SQLite's errors become ``StoreError`` with the file named.
 
-Writes go through ``write``: one hop to the thread per transaction, and *group commit*: the
-write jobs that queued up while the thread was busy (the fsync of the previous commit, most
-often) run in one transaction, each inside its own savepoint, and share one commit and so one
-fsync. A job that raises rolls back to its savepoint only; the others commit. Every caller is
-answered after the commit its job was part of, so an awaited write is durable.
+``run`` hands a function of the connection to the thread: one hop there and back.
 
-Reads may go through ``read`` (given ``open_reader``): a second connection, used on the
-calling thread (the event loop), so a read neither queues behind a commit's fsync nor costs
-two thread switches. Only the commit's fsync is what must stay off the loop; a WAL read takes
-no lock that a writer holds and waits for no disk sync. It sees every transaction committed
-before it began, and a write is answered only after its commit, so what a caller wrote it
-then reads back.
+Writes go through ``write``, on a *writer* connection of their own. A write group's statements
+run right on the event loop (``BEGIN IMMEDIATE`` with a busy timeout of 0, then each job inside
+its own savepoint) and only its ``COMMIT``, the fsync, is handed to the writer's thread: the
+loop never waits for the disk, and the thread runs no Python between statements, so under
+load it does not wait for the busy loop to give the GIL back once per statement. This is
+*group commit*: the write jobs that queue up while a commit is in flight form the next group
+and share its commit and so one fsync. A job that raises rolls back to its savepoint only; the
+others commit. Every caller is answered after the commit its job was part of, so an awaited
+write is durable. When ``BEGIN IMMEDIATE`` finds the file locked (another process, or this
+process's ``run`` thread, is writing), the group is done whole on the writer's thread, which
+waits for the lock up to the busy timeout the connection was opened with; the jobs that queue
+meanwhile join it.
+
+Reads may go through ``read``: on the calling thread (the event loop), on the writer's
+connection while no write group is in flight (its page cache is warm: another connection's is
+emptied by each of the writer's commits), else on a reader connection (given ``open_reader``)
+or on the thread. A read thus neither queues behind a commit's fsync nor, most of the time,
+costs two thread switches. A WAL read takes no lock that a writer holds and waits for no disk
+sync. It sees every transaction committed before it began, and a write is answered only after
+its commit, so what a caller wrote it then reads back.
 """
 
 from __future__ import annotations
@@ -49,13 +59,16 @@ class SqliteThread:
     """Runs functions of a connection on the connection's own thread.
 
     Args:
-        open: Opens (and prepares) the connection; runs on the thread, on first use.
+        open: Opens (and prepares) a connection; called on a thread, on first use, once for
+            ``run``'s connection and once for the writer's.
         what: Names the file in errors (``"SQLite store runs.db"``).
-        thread_name: The thread's name prefix.
+        thread_name: The threads' name prefix.
+        open_reader: Opens a read-only connection for ``read`` (none: reads go through ``run``).
 
     Attributes:
         commits: Group commits made by ``write`` (each one transaction, one fsync).
         max_group: The most write jobs one commit has carried.
+        hand_offs: Functions handed to a thread so far (``run`` calls, commits, whole groups).
     """
 
     def __init__(
@@ -76,27 +89,63 @@ class SqliteThread:
         self._readers = threading.local()
         self._reader_conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # The writer: its connection, its thread, the jobs waiting for the group in flight.
+        self._wconn: sqlite3.Connection | None = None
+        self._wexecutor: ThreadPoolExecutor | None = None
+        self._busy_ms = 0
+        self._wal = True
         self._queued: list[_Job] = []
-        self._draining = False
+        self._writing = False  # a group is in flight (its statements, its commit or both)
+        self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.commits = 0
         self.max_group = 0
+        self.hand_offs = 0
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
         return self._executor
 
+    def _writer_pool(self) -> ThreadPoolExecutor:
+        if self._wexecutor is None:
+            self._wexecutor = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"{self._thread_name}-writer"
+            )
+        return self._wexecutor
+
+    def _hand_off(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> None:
+        """Every trip to a thread goes through here (``benchmarks/counts.py`` counts them)."""
+        self.hand_offs += 1
+        pool.submit(fn, *args)
+
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(connection)`` on the thread; ``fn`` manages its own transaction, if any."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool(), self._call, fn)
+        job = _Job(fn=fn, loop=loop, future=loop.create_future())
+        self._hand_off(self._pool(), self._call, job)
+        return await job.future  # type: ignore[no-any-return]
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(connection)`` on the reader connection, right here (``run`` without a reader).
+        """``fn(connection)`` right here, on the writer's connection while it is idle.
 
-        ``fn`` only reads; it may open and end a read transaction of its own, and must not
-        await (it runs synchronously, so no other read interleaves on the connection).
+        While a write group is in flight, on the reader connection (given ``open_reader``),
+        else on the thread (``run``). ``fn`` only reads; it may open and end a read transaction
+        of its own, and must not await (it runs synchronously, so nothing else uses the
+        connection meanwhile) nor leave a statement open.
         """
+        if self._wconn is not None:
+            with self._lock:
+                idle = not self._writing
+                if idle:
+                    self._writing = True  # no write group starts while the read runs
+            if idle:
+                try:
+                    return self._read_on_writer(fn)
+                except _Busy:
+                    pass  # a lock held by another connection for a moment: wait on the thread
+                finally:
+                    self._done([])  # the writes that queued meanwhile (other threads') start
+                return await self.run(fn)
         if self._open_reader is None:
             return await self.run(fn)
         conn: sqlite3.Connection | None = getattr(self._readers, "conn", None)
@@ -110,7 +159,7 @@ class SqliteThread:
             return fn(conn)
         except sqlite3.Error as exc:
             _rollback(conn)
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:
+            if _busy(exc):
                 # The reader never waits on the loop (its busy timeout is 0): a lock held by
                 # another process for a moment is waited for on the thread instead.
                 return await self.run(fn)
@@ -122,63 +171,151 @@ class SqliteThread:
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(connection)`` inside a write transaction; returns once that is committed.
 
-        ``fn`` issues no ``BEGIN``/``COMMIT`` of its own: it runs inside a savepoint of a
-        ``BEGIN IMMEDIATE`` transaction that other queued jobs may share (group commit). When
+        ``fn`` issues no ``BEGIN``/``COMMIT`` of its own and does not await: it runs inside a
+        savepoint of a ``BEGIN IMMEDIATE`` transaction that other queued jobs may share (group
+        commit), on the event loop or, when the file was locked, on the writer's thread. When
         ``fn`` raises, only its own changes are rolled back and the error reaches its caller.
         """
         loop = asyncio.get_running_loop()
         job = _Job(fn=fn, loop=loop, future=loop.create_future())
         with self._lock:
-            self._queued.append(job)
-            start = not self._draining
-            self._draining = True
+            if self._writing:
+                self._queued.append(job)
+                start = False
+            else:
+                self._writing = start = True
         if start:
-            self._pool().submit(self._drain)
+            self._start([job])
         return await job.future  # type: ignore[no-any-return]
 
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    def _read_on_writer(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` on the idle writer's connection; ``_Busy`` when the file was locked.
+
+        A read here shares the writer's page cache, which stays valid from one commit to the
+        next: on another connection each commit of the writer empties that connection's cache.
+        """
+        conn = self._wconn
+        assert conn is not None
         try:
-            return fn(self._connection())
+            return fn(conn)
         except sqlite3.Error as exc:
-            self._rollback()
+            _rollback(conn)
+            if _busy(exc):
+                raise _Busy from exc
             raise StoreError(f"{self.what}: {exc}") from exc
         except BaseException:
-            self._rollback()
+            _rollback(conn)
             raise
+
+    # -- the thread's side of run ------------------------------------------------------------
+
+    def _call(self, job: _Job) -> None:
+        try:
+            job.value = job.fn(self._connection())
+        except sqlite3.Error as exc:
+            self._rollback()
+            job.error = StoreError(f"{self.what}: {exc}")
+            job.error.__cause__ = exc
+        except BaseException as exc:
+            self._rollback()
+            job.error = exc
+        _answer([job])
 
     def _connection(self) -> sqlite3.Connection:
         if self.conn is None:
             self.conn = self._open()
         return self.conn
 
-    def _drain(self) -> None:
-        """On the thread: commit the write jobs queued now as one group.
+    def _rollback(self) -> None:
+        if self.conn is not None and self.conn.in_transaction:
+            self.conn.rollback()
 
-        Jobs queued meanwhile form the next group, behind the reads already waiting for the
-        thread, so a steady stream of writes never starves them.
+    # -- the writer ----------------------------------------------------------------------------
+
+    def _start(self, jobs: list[_Job]) -> None:
+        """On the jobs' loop: run the group's statements here, then hand its commit over.
+
+        The whole group goes to the writer's thread instead when the writer is not open yet,
+        when the file is locked, or when the group's jobs come from more than one loop.
         """
-        with self._lock:
-            jobs, self._queued = self._queued, []
+        conn = self._wconn
+        if conn is None or not self._wal or any(job.loop is not jobs[0].loop for job in jobs):
+            self._hand_off(self._writer_pool(), self._on_thread, jobs)
+            return
         try:
-            self._commit_group(jobs)
-        finally:
-            for job in jobs:
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
-                    job.loop.call_soon_threadsafe(_settle, job)
-            with self._lock:
-                again = bool(self._queued)
-                self._draining = again
-            if again:
-                self._pool().submit(self._drain)
-
-    def _commit_group(self, jobs: list[_Job]) -> None:
-        try:
-            conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            if _busy(exc):
+                self._hand_off(self._writer_pool(), self._on_thread, jobs)
+                return
+            for job in jobs:
+                job.error = _store_error(self.what, exc)
+            self._done(jobs)
+            return
+        except BaseException as exc:
+            for job in jobs:
+                job.error = exc
+            self._done(jobs)
+            return
+        if self._run_jobs(conn, jobs):
+            self._hand_off(self._writer_pool(), self._commit_on_thread, jobs)
+        else:
+            self._done(jobs)
+
+    def _on_thread(self, jobs: list[_Job]) -> None:
+        """On the writer's thread: the whole group, waiting for the file's lock if need be.
+
+        The busy timeout the connection was opened with holds for the whole group (without
+        WAL a ``COMMIT`` may wait for readers too); it is 0 again afterwards, for the loop.
+        """
+        try:
+            conn = self._writer()
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
         except BaseException as exc:
             for job in jobs:
                 job.error = _store_error(self.what, exc)
+            self._done(jobs)
             return
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            _rollback(conn)
+            for job in jobs:
+                job.error = _store_error(self.what, exc)
+        else:
+            with self._lock:  # the jobs that queued while the lock was awaited join the group
+                jobs, self._queued = jobs + self._queued, []
+            if self._run_jobs(conn, jobs):
+                self._commit(conn, jobs)
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA busy_timeout = 0")
+        self._done(jobs)
+
+    def _writer(self) -> sqlite3.Connection:
+        """The writer's connection, opened on its thread (busy timeout 0 between groups)."""
+        if self._wconn is None:
+            conn = self._open()
+            try:
+                self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+                conn.execute("PRAGMA busy_timeout = 0")
+                # Without WAL (a file system that has no shared memory) a COMMIT waits for
+                # the readers: the loop must not hold a transaction open, so groups stay here.
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                self._wal = str(mode).lower() == "wal"
+            except BaseException:
+                conn.close()
+                raise
+            self._wconn = conn
+        return self._wconn
+
+    def _run_jobs(self, conn: sqlite3.Connection, jobs: list[_Job]) -> bool:
+        """Inside the open transaction: each job in its savepoint; ``True`` to commit.
+
+        ``False`` when nothing is left to commit (the transaction is then rolled back and
+        every job has its answer set).
+        """
         alone = len(jobs) == 1  # a job alone needs no savepoint: its failure ends the group
         for job in jobs:
             try:
@@ -190,8 +327,8 @@ class SqliteThread:
             except BaseException as exc:
                 job.error = _store_error(self.what, exc)
                 if alone:
-                    self._rollback()
-                    return
+                    _rollback(conn)
+                    return False
                 if not conn.in_transaction:
                     break  # SQLite rolled the whole group back (disk full, I/O error)
                 conn.execute("ROLLBACK TO job")
@@ -201,20 +338,72 @@ class SqliteThread:
             for job in jobs:
                 if job.error is None:
                     job.error = lost
-            return
+            return False
+        return True
+
+    def _commit_on_thread(self, jobs: list[_Job]) -> None:
+        assert self._wconn is not None
+        self._commit(self._wconn, jobs)
+        self._done(jobs)
+
+    def _commit(self, conn: sqlite3.Connection, jobs: list[_Job]) -> None:
         try:
             conn.execute("COMMIT")
         except BaseException as exc:
-            self._rollback()
+            _rollback(conn)
             for job in jobs:
                 job.error = _store_error(self.what, exc)
             return
         self.commits += 1
         self.max_group = max(self.max_group, len(jobs))
 
-    def _rollback(self) -> None:
-        if self.conn is not None and self.conn.in_transaction:
-            self.conn.rollback()
+    def _done(self, jobs: list[_Job]) -> None:
+        """A group is over (committed or not): answer its callers, start the next group.
+
+        Runs on the writer's thread or on the loop. The next group's statements run on its
+        loop, after the answers of this one (one wake-up of the loop carries both).
+        """
+        with self._lock:
+            nxt, self._queued = self._queued, []
+            if not nxt:
+                self._writing = False
+                idle, self._idle = self._idle, []
+            else:
+                idle = []
+        for loop, future in idle:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+                loop.call_soon_threadsafe(_set_none, future)
+        if not nxt:
+            _answer(jobs)
+            return
+        loop = nxt[0].loop
+        same = all(job.loop is loop for job in nxt)
+        if same and _on_loop(loop):
+            _answer(jobs)
+            self._start(nxt)
+            return
+        if same:
+            try:
+                loop.call_soon_threadsafe(self._answer_and_start, jobs, nxt)
+                return
+            except RuntimeError:  # the loop is closed: its jobs still commit, on the thread
+                pass
+        _answer(jobs)
+        self._hand_off(self._writer_pool(), self._on_thread, nxt)
+
+    def _answer_and_start(self, jobs: list[_Job], nxt: list[_Job]) -> None:
+        _answer(jobs)
+        self._start(nxt)
+
+    async def _wait_idle(self) -> None:
+        """Until no write group is in flight (the writer's connection may then be closed)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if not self._writing:
+                return
+            self._idle.append((loop, future))
+        await future
 
     def drop_readers(self) -> None:
         """Close the reader connections (the next read opens one again).
@@ -229,8 +418,14 @@ class SqliteThread:
             conn.close()
 
     async def close(self) -> None:
-        """Close the connections and stop the thread; ``run`` opens them again if called."""
+        """Close the connections and stop the threads; a later call opens them again."""
         self.drop_readers()  # before the main one, whose close then checkpoints the WAL
+        await self._wait_idle()
+        if self._wexecutor is not None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._wexecutor, self._close_writer)
+            self._wexecutor.shutdown(wait=True)
+            self._wexecutor = None
         if self._executor is None:
             return
 
@@ -244,14 +439,36 @@ class SqliteThread:
         self._executor.shutdown(wait=True)
         self._executor = None
 
+    def _close_writer(self) -> None:
+        if self._wconn is not None:
+            self._wconn.close()
+            self._wconn = None
+
+
+class _Busy(Exception):
+    """A read on the writer's connection found the file locked (busy timeout 0)."""
+
 
 def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.rollback()
 
 
+def _busy(exc: BaseException) -> bool:
+    """Whether SQLite answered ``SQLITE_BUSY`` (another connection holds the lock)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+
+
 def _nothing(conn: sqlite3.Connection) -> None:
     """Opens the connection (``SqliteThread.read`` before the first read)."""
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread is running ``loop`` right now."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _store_error(what: str, exc: BaseException) -> BaseException:
@@ -261,6 +478,29 @@ def _store_error(what: str, exc: BaseException) -> BaseException:
         error.__cause__ = exc
         return error
     return exc
+
+
+def _answer(jobs: list[_Job]) -> None:
+    """From any thread: answer each job's caller on the caller's loop (one wake-up a loop)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
+    for job in jobs:
+        by_loop.setdefault(job.loop, []).append(job)
+    for loop, mine in by_loop.items():
+        if _on_loop(loop):
+            _settle_all(mine)
+            continue
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
+            loop.call_soon_threadsafe(_settle_all, mine)
+
+
+def _settle_all(jobs: list[_Job]) -> None:
+    for job in jobs:
+        _settle(job)
+
+
+def _set_none(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _settle(job: _Job) -> None:

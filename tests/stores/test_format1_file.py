@@ -50,7 +50,7 @@ async def test_the_file_migrates_and_reads_back_as_the_release_that_wrote_it_rea
     async with sr.SqliteStore(db) as store:
         got = await make.record(store)
     with sqlite3.connect(db) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     expected = _expected()
     for run_id in make.RUNS:
         # Compared part by part: a difference names the run and what differs.

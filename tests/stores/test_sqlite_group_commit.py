@@ -1,8 +1,10 @@
 """Group commit of SqliteStore: the writes of concurrent runs share one transaction and fsync.
 
-The store's thread is held busy while the writes queue up, so they form one group for sure;
-then one failing job must leave the others committed, and every caller must find its data in
-the file (read through a second connection) once its await returns.
+The file's write lock is held by another connection while the writes queue up: the first
+finds the file locked and waits for it on the writer's thread, and the others join its group,
+so they form one group for sure; then one failing job must leave the others committed, and
+every caller must find its data in the file (read through a second connection) once its
+await returns.
 """
 
 from __future__ import annotations
@@ -31,19 +33,30 @@ def _step(run_id: str, *, start: int = 0, calls: list[CallRecord] | None = None)
 
 
 async def _held(store: sr.SqliteStore) -> tuple[threading.Event, asyncio.Future[None]]:
-    """Keep the store's thread busy until the event is set (writes queue up meanwhile)."""
-    await store.list_runs(limit=1)  # the connection is open: the group's jobs are all queued
+    """Hold the file's write lock until the event is set (writes queue up meanwhile)."""
+    await store.save_step("opened", _step("opened"))  # the writer's connection is open
     release = threading.Event()
-    loop = asyncio.get_running_loop()
-    busy = asyncio.Event()
+    locked = threading.Event()
 
-    def hold(_: sqlite3.Connection) -> None:
-        loop.call_soon_threadsafe(busy.set)
-        release.wait(10)
+    def hold() -> None:
+        with sqlite3.connect(store.path, isolation_level=None) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            locked.set()
+            release.wait(10)
+            conn.execute("ROLLBACK")
 
-    held = asyncio.ensure_future(store._db.run(hold))
-    await busy.wait()
+    held = asyncio.ensure_future(asyncio.to_thread(hold))
+    await asyncio.to_thread(locked.wait, 10)
     return release, held
+
+
+async def _queued(store: sr.SqliteStore, count: int) -> None:
+    """Until ``count`` writes wait behind the one waiting for the lock (none is answered)."""
+    for _ in range(1000):
+        if len(store._db._queued) >= count:
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError(f"{len(store._db._queued)} writes queued, not {count}")
 
 
 def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -58,13 +71,13 @@ async def test_queued_writes_of_many_runs_share_one_commit(tmp_path: Path) -> No
         release, held = await _held(store)
         before = store._db.commits
         saves = [asyncio.ensure_future(store.save_step(f"r{i}", _step(f"r{i}"))) for i in range(8)]
-        await asyncio.sleep(0.01)
+        await _queued(store, 7)
         assert not any(s.done() for s in saves)  # nobody is answered before the commit
         release.set()
         await asyncio.gather(held, *saves)
         assert store._db.commits == before + 1
         assert store._db.max_group == 8
-        assert len(_rows(path, "SELECT run_id FROM runs")) == 8
+        assert len(_rows(path, "SELECT run_id FROM runs WHERE run_id != 'opened'")) == 8
 
 
 async def test_a_failing_job_does_not_take_the_others_down(tmp_path: Path) -> None:
@@ -78,6 +91,7 @@ async def test_a_failing_job_does_not_take_the_others_down(tmp_path: Path) -> No
         bad = asyncio.ensure_future(store.save_step("bad", _step("bad", start=5, calls=[bad_call])))
         more = [asyncio.ensure_future(store.save_step(f"s{i}", _step(f"s{i}"))) for i in range(3)]
         orphan = asyncio.ensure_future(store.save_call("nobody", bad_call))  # unknown run
+        await _queued(store, 7)
         release.set()
         await asyncio.gather(held, *good, *more)
         with pytest.raises(sr.StoreError, match="gap"):
@@ -85,7 +99,7 @@ async def test_a_failing_job_does_not_take_the_others_down(tmp_path: Path) -> No
         with pytest.raises(sr.StoreError, match="unknown run"):
             await orphan
         assert store._db.max_group == 8
-        runs = sorted(r[0] for r in _rows(path, "SELECT run_id FROM runs"))
+        runs = sorted(r[0] for r in _rows(path, "SELECT run_id FROM runs WHERE run_id != 'opened'"))
         assert runs == ["r0", "r1", "r2", "s0", "s1", "s2"]
         assert _rows(path, "SELECT call_id FROM calls") == []
         assert await store.load("bad") is None
@@ -119,8 +133,8 @@ async def test_a_write_whose_caller_stopped_waiting_still_commits(tmp_path: Path
         save.cancel()
         release.set()
         await held
-        # Reads do not queue behind writes (they run on the loop): wait for the thread first.
-        await store._db.run(lambda conn: None)
+        # Reads do not queue behind writes: wait for the writer first (a write queues behind).
+        await store._db.write(lambda conn: None)
         assert await store.load("r") is not None  # like a thread call: the write went on
 
 

@@ -159,3 +159,48 @@ async def test_a_version_2_feed_is_migrated_to_dedup_on_the_id_revision_pair(
         ]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_version_5_work_log_is_migrated_to_one_btree_keeping_the_write_order(
+    tmp_path: Path,
+) -> None:
+    from steadyrun.stores._leases import Fence
+    from steadyrun.stores._leases_sqlite import fence_check
+    from steadyrun.stores._sql_values import statements as _statements
+    from steadyrun.stores._sqlite_schema import MIGRATIONS
+
+    db = tmp_path / "runs.db"
+    lines = [  # two roots' lines interleaved, as concurrent executors wrote them
+        ("a", "a", 1, "w1", 1),
+        ("b", "b", 1, "w2", 1),
+        ("a", "a/c1", 1, "w1", 1),
+        ("a", "a", 2, "w3", 2),
+        ("b", "b", 2, "w2", 1),
+    ]
+    with sqlite3.connect(db) as conn:  # a file as version 5 wrote it
+        for script in MIGRATIONS[:5]:
+            for statement in _statements(script):
+                conn.execute(statement)
+        conn.execute("PRAGMA user_version = 5")
+        conn.executemany(
+            "INSERT INTO work_log (root, run_id, steps, owner, token) VALUES (?, ?, ?, ?, ?)",
+            lines,
+        )
+        conn.execute("INSERT INTO work (run_id, owner, token) VALUES ('a', 'w3', 2)")
+    async with sr.SqliteStore(db) as store:
+        writers = await store.leases.writers("a")
+        assert [(w.run_id, w.steps, w.owner, w.token) for w in writers] == [
+            (r, s, o, t) for root, r, s, o, t in lines if root == "a"
+        ]
+        fence = Fence(run_id="a", owner="w3", token=2)
+        await store._db.write(lambda conn: fence_check(conn, fence, "a", 3))
+        after = await store.leases.writers("a")
+        assert [(w.steps, w.owner) for w in after] == [(1, "w1"), (1, "w1"), (2, "w3"), (3, "w3")]
+        assert len(await store.leases.writers("b")) == 2
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        sql = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'work_log'").fetchone()[0]
+        assert "WITHOUT ROWID" in sql
+        assert conn.execute(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'work_log_by_root'"
+        ).fetchone() == (0,)

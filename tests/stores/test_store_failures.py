@@ -111,7 +111,7 @@ async def test_sqlite_disk_full_mid_run_then_resume(tmp_path: Path) -> None:
                 pages = conn.execute("PRAGMA page_count").fetchone()[0]
                 conn.execute(f"PRAGMA max_page_count = {pages}")
 
-            await store._run(fill)
+            await store._db.write(fill)  # the limit of the connection that writes
         return f"charge {n} done " + "x" * 20_000  # needs new pages
 
     billing = sr.Agent(name="billing", model=loop_model(), tools=[charge])

@@ -55,9 +55,11 @@ def fence_check(
             f"{fence.token} of {fence.run_id!r}, but the claim is now {holder}"
         )
     if steps is not None:
+        # One b-tree keyed (root, row_id): the root's next number is on the page written.
         conn.execute(
-            "INSERT INTO work_log (root, run_id, steps, owner, token) VALUES (?, ?, ?, ?, ?)",
-            (fence.run_id, run_id, steps, fence.owner, fence.token),
+            "INSERT INTO work_log (root, row_id, run_id, steps, owner, token) VALUES (?,"
+            " (SELECT COALESCE(MAX(row_id), 0) + 1 FROM work_log WHERE root = ?), ?, ?, ?, ?)",
+            (fence.run_id, fence.run_id, run_id, steps, fence.owner, fence.token),
         )
 
 

@@ -2,7 +2,8 @@
 """steadyrun under the peer-harness contract: runtime overhead of a durable agent loop.
 
     .venv/bin/python benchmarks/peers/steadyrun_loop.py N MODE [--tool echo|add] [--count K]
-                     [--resume-samples S] [--sqlite-sync FULL|NORMAL|OFF] [--async-tool]
+                     [--resume-samples S] [--sqlite-sync FULL|NORMAL|OFF]
+                     [--async-tool | --inline-tool]
 
 Prints ONE JSON line (contract: ``../shared/peers/README.md``), so ``run_all.sh`` runs it
 interleaved with LangGraph, PydanticAI and the plain baseline (``EXTRA_SCRIPTS``). The workload,
@@ -18,7 +19,9 @@ How steadyrun is driven:
   request in ``.requests``; the fake empties that list on each call, because the peers' fakes
   keep nothing.
 * The tool is a plain ``def`` (the runtime runs it in a worker thread), as in the peers'
-  default runs; ``--async-tool`` makes it ``async def``. ``Limits(max_iterations=N+5)``.
+  default runs; ``--async-tool`` makes it ``async def``; ``--inline-tool`` keeps the plain
+  ``def`` and declares it ``@tool(inline=True)`` (a user's choice for a body that never
+  blocks: it runs on the event loop, no thread hand-off). ``Limits(max_iterations=N+5)``.
 * ``memory`` uses ``MemoryStore``. It is not "no persistence": it encodes every step and call
   record with the same codec as the durable stores. steadyrun has no store-less mode.
 * ``sqlite`` uses ``SqliteStore`` with the same ``synchronous`` as the peers: ``--sqlite-sync``
@@ -127,7 +130,9 @@ def _step_of(tool: str, arguments: dict[str, Any]) -> int:
     return C.step_from_echo(arguments["text"])
 
 
-def make_tool(tool: str, pause_at: int | None, async_tool: bool) -> steadyrun.Tool:
+def make_tool(
+    tool: str, pause_at: int | None, async_tool: bool, inline: bool = False
+) -> steadyrun.Tool:
     """The workload's tool; the call of step ``pause_at`` waits for a person's approval."""
 
     def policy(view: CallView) -> Confirm | None:
@@ -136,6 +141,8 @@ def make_tool(tool: str, pause_at: int | None, async_tool: bool) -> steadyrun.To
         return None
 
     traits: dict[str, Any] = {"policy": policy if pause_at is not None else None}
+    if inline:
+        traits["inline"] = True
     if tool == "add":
         if async_tool:
 
@@ -181,11 +188,13 @@ def make_tool(tool: str, pause_at: int | None, async_tool: bool) -> steadyrun.To
     return steadyrun.tool(echo, **traits)
 
 
-def build_agent(fake: FakeLoop, pause_at: int | None, async_tool: bool) -> Agent:
+def build_agent(
+    fake: FakeLoop, pause_at: int | None, async_tool: bool, inline: bool = False
+) -> Agent:
     return Agent(
         name="loop",
         model=fake.model,
-        tools=[make_tool(fake.tool, pause_at, async_tool)],
+        tools=[make_tool(fake.tool, pause_at, async_tool, inline)],
         limits=Limits(max_iterations=fake.n + 5),
     )
 
@@ -273,12 +282,13 @@ class Env:
         self.tool: str = args.tool
         self.sync = sync
         self.async_tool: bool = args.async_tool
+        self.inline_tool: bool = args.inline_tool
 
     def store(self) -> SqliteStore:
         return SqliteStore(self.args.db, synchronous=self.sync)  # type: ignore[arg-type]
 
     def agent(self, fake: FakeLoop, pause_at: int | None) -> Agent:
-        return build_agent(fake, pause_at, self.async_tool)
+        return build_agent(fake, pause_at, self.async_tool, self.inline_tool)
 
 
 def expect(result: steadyrun.RunResult, status: str, text_: str | None = None) -> None:
@@ -505,7 +515,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         args.mode, f"SqliteStore/synchronous={sync}"
     )
     origin = "" if not on_sqlite else ("(set)" if args.sqlite_sync else "(as peers)")
-    tool_kind = "async-tool" if args.async_tool else "sync-tool"
+    tool_kind = (
+        "async-tool" if args.async_tool else "inline-tool" if args.inline_tool else "sync-tool"
+    )
     rec["variant"] = f"{tool_kind}/{store_kind}{origin}"
     if on_sqlite:
         rec["sqlite_synchronous"] = sync
@@ -531,10 +543,16 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     p = C.make_parser("steadyrun_loop.py", extra_modes=C.POSTGRES_MODES)
-    p.add_argument(
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument(
         "--async-tool",
         action="store_true",
         help="an async def tool (default: a plain def, run in a worker thread, as the peers)",
+    )
+    kind.add_argument(
+        "--inline-tool",
+        action="store_true",
+        help="the plain def declared @tool(inline=True): run on the event loop, no thread",
     )
     args = p.parse_args()
     if args.n < 2 and args.mode in ("resume", "suspended"):

@@ -37,6 +37,7 @@ _BOOL_TRAITS = (
     "main_only",
     "strict",
     "completion",
+    "inline",
 )
 
 Policy: TypeAlias = Callable[[Any], Any]
@@ -74,6 +75,10 @@ class Tool:
             A longer result is offloaded where the agent has a context policy (and the tool
             is not ``retain="intact"``), and truncated with a note otherwise; the call's
             record keeps it whole.
+        inline: Whether a sync function runs on the event loop itself instead of a worker
+            thread: for bodies that never block (a computation of microseconds), where the
+            hand-off to a thread would cost more than the body. A blocking inline body stalls
+            every run of the process; it cannot have a ``timeout``.
     """
 
     name: str
@@ -91,6 +96,7 @@ class Tool:
     policy: Policy | None = None
     timeout: float | None = None
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS
+    inline: bool = False
     _binding: Binding = field(repr=False)
     _definition: ToolDefinition = field(init=False, repr=False)
 
@@ -104,6 +110,7 @@ class Tool:
             policy=self.policy,
             timeout=self.timeout,
             max_result_chars=self.max_result_chars,
+            inline_async=self.inline is True and self._binding.is_async,
         )
         if problems:
             raise ToolDefinitionError(str(self.name), problems)
@@ -142,7 +149,7 @@ class Tool:
         """Call the function with validated arguments.
 
         Sync functions run in a worker thread (``run_in_thread``) so they never block the event
-        loop. Exceptions propagate unchanged.
+        loop, unless the tool is ``inline``. Exceptions propagate unchanged.
 
         Args:
             args: Validated arguments, as returned by ``validate``.
@@ -158,7 +165,10 @@ class Tool:
             kwargs[binding.context_param] = ctx
         if binding.is_async:
             return await binding.function(**kwargs)
-        result = await run_in_thread(partial(binding.function, **kwargs))
+        if self.inline:
+            result = binding.function(**kwargs)
+        else:
+            result = await run_in_thread(partial(binding.function, **kwargs))
         # A sync wrapper around an async function hands back an awaitable; finish it here.
         if inspect.isawaitable(result):
             result = await result
@@ -221,6 +231,7 @@ def tool(
     policy: Policy | None = None,
     timeout: float | None = None,
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    inline: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -241,6 +252,7 @@ def tool(
     policy: Policy | None = None,
     timeout: float | None = None,
     max_result_chars: int | None = DEFAULT_MAX_RESULT_CHARS,
+    inline: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a function into a tool; use as ``@tool`` or ``@tool(...)``.
 
@@ -269,6 +281,10 @@ def tool(
         max_result_chars: Most characters of a result the model sees (default
             ``DEFAULT_MAX_RESULT_CHARS``; ``None``: no bound): a longer one is offloaded (with
             a context policy) or truncated with a note.
+        inline: Run a sync function on the event loop instead of a worker thread. Only for
+            bodies that never block (microseconds of computation): the thread hand-off then
+            costs more than the body. A blocking inline body stalls every run of the process;
+            an inline tool cannot have a ``timeout``.
 
     Returns:
         The ``Tool``, or a decorator producing it when called with arguments only.
@@ -288,6 +304,7 @@ def tool(
         "policy": policy,
         "timeout": timeout,
         "max_result_chars": max_result_chars,
+        "inline": inline,
     }
 
     def decorate(fn: Callable[..., Any]) -> Tool:
@@ -314,6 +331,9 @@ def _make_tool(
         policy=traits["policy"],
         timeout=traits["timeout"],
         max_result_chars=traits["max_result_chars"],
+        inline_async=traits["inline"] is True
+        and analysis.binding is not None
+        and analysis.binding.is_async,
     )
     problems += analysis.problems
     if problems or analysis.binding is None:
@@ -337,8 +357,13 @@ def _trait_problems(
     policy: object = None,
     timeout: object = None,
     max_result_chars: object = None,
+    inline_async: bool = False,
 ) -> list[str]:
     problems: list[str] = []
+    if bools.get("inline") is True and timeout is not None:
+        problems.append("an inline tool cannot have a timeout: its body runs on the event loop")
+    if inline_async:
+        problems.append("inline applies to sync functions only (an async one runs on the loop)")
     if max_result_chars is not None and (
         isinstance(max_result_chars, bool)
         or not isinstance(max_result_chars, int)

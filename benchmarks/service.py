@@ -2,10 +2,19 @@
 
 The FastAPI app of ``steadyrun.service`` (``create_app`` over an ``App`` on a ``SqliteStore``
 in a temporary directory) is served by uvicorn on ``127.0.0.1`` on a free port, in this
-process. A client (``httpx.AsyncClient``, same process and event loop) starts the runs with
-``POST /runs``, keeping at most ``--concurrency`` runs in flight: a slot is freed when its run
-completed. Every ``--follow-every``-th run is followed from its start with
-``GET /runs/{id}/stream?until=done`` (server-sent events).
+process. A client (``httpx.AsyncClient``) starts the runs with ``POST /runs``, keeping at most
+``--concurrency`` runs in flight: a slot is freed when its run completed. Every
+``--follow-every``-th run is followed from its start with ``GET /runs/{id}/stream?until=done``
+(server-sent events).
+
+Where the client runs (``--client``): by default in a second process (``process``), so the
+figures measure the server: *CPU ms/run* is the serving process's alone, and the client's is
+printed beside it. The server tells the client of each run's completion over a pipe (the
+client needs no polling for runs it does not follow). With ``--client inline`` the client shares
+the server's process and event loop (and so one core at a time), as every figure before
+2026-12-06 was measured: its CPU and runs/s then include the client's own HTTP work (at 50 in
+flight about a third of the process's CPU, mostly ``httpcore``'s pool looking at each idle
+connection on each request).
 
 Each run: the model (a ``FunctionModel`` that sleeps ``--model-ms``, then answers) asks for one
 ``work`` call, then answers with a final text; so a run spends two model latencies waiting.
@@ -13,8 +22,9 @@ Each run: the model (a ``FunctionModel`` that sleeps ``--model-ms``, then answer
 Figures (figures only, never pass/fail):
 
 * **runs/s**: runs divided by the time from the first ``POST /runs`` to the last run completed;
-* **CPU ms/run**: the process's CPU time (every thread: client, server, SQLite) over the same
-  span, divided by the runs; less sensitive than runs/s to other jobs on the machine;
+* **CPU ms/run**: the serving process's CPU time (every thread: server, SQLite; and the
+  client's with ``--client inline``) over the same span, divided by the runs; less sensitive
+  than runs/s to other jobs on the machine; **client CPU ms/run**: the client process's;
 * **latency**: from sending a run's ``POST /runs`` to its completion, p50 / p95 / max, where
   completion is when the app's publisher learns the run stopped executing, completed (an
   in-process hook, so the client needs no polling for runs it does not follow);
@@ -26,15 +36,15 @@ Figures (figures only, never pass/fail):
 
 The app's embedded worker executes up to ``--worker-concurrency`` runs at once (by default as
 many as are in flight: with the app's default of 8, 50 runs in flight would mostly wait in the
-store for a slot). Client and server share one process and one event loop (and so one core
-at a time): the figures include the client's own work. The script exits non-zero when a run
-does not complete with its final text; it never asserts on timing. Bounded: ``--runs`` runs,
-and it gives up after ``--timeout`` seconds. Loopback only.
+store for a slot). The script exits non-zero when a run does not complete with its final
+text; it never asserts on timing. Bounded: ``--runs`` runs, and it gives up after
+``--timeout`` seconds. Loopback only.
 
 Usage::
 
     .venv/bin/python benchmarks/service.py                 # 1,000 runs, 50 in flight
     .venv/bin/python benchmarks/service.py --quick         # 100 runs: a smoke run
+    .venv/bin/python benchmarks/service.py --client inline # client in the server's process
     .venv/bin/python benchmarks/service.py --concurrency 200 --follow-every 5 --json
 """
 
@@ -43,14 +53,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +95,36 @@ class Timings:
     ended: dict[str, asyncio.Event] = field(default_factory=dict)
     posted: dict[str, float] = field(default_factory=dict)
     shown: dict[tuple[str, int], float] = field(default_factory=dict)  # SSE event received
-    missed: int = 0  # answers already in the stream's first snapshot (not measurable)
+    snapshots: dict[str, list[float]] = field(default_factory=dict)  # snapshot events received
     early_404: int = 0  # streams asked for before the run existed anywhere (asked again)
     statuses: dict[str, str] = field(default_factory=dict)
+    notify: Callable[[str], None] | None = None  # tells a client process a run ended
 
     def ended_event(self, run_id: str) -> asyncio.Event:
         """The event set when the run stopped executing in the app."""
         return self.ended.setdefault(run_id, asyncio.Event())
+
+    def client_side(self) -> dict[str, Any]:
+        """What the client noted (sent back by a client process)."""
+        return {
+            "posted": self.posted,
+            "shown": self.shown,
+            "snapshots": self.snapshots,
+            "early_404": self.early_404,
+        }
+
+    def missed(self) -> set[tuple[str, int]]:
+        """Answers already in a snapshot the follower got before any delta showed them.
+
+        Such an answer's stream latency is not measurable (the snapshot carried it).
+        """
+        out = set()
+        for (run_id, answer), at in self.answered.items():
+            shown = self.shown.get((run_id, answer))
+            for t in self.snapshots.get(run_id, ()):
+                if at <= t and (shown is None or t < shown):
+                    out.add((run_id, answer))
+        return out
 
 
 class TimingPublisher(Publisher):
@@ -108,6 +143,8 @@ class TimingPublisher(Publisher):
         if status in ("completed", "failed", "suspended", "cancelled"):
             self.timings.completed.setdefault(run_id, time.perf_counter())
             self.timings.ended_event(run_id).set()
+            if self.timings.notify is not None:
+                self.timings.notify(run_id)
 
 
 def make_agent(timings: Timings, model_seconds: float) -> sr.Agent:
@@ -186,11 +223,7 @@ async def read_stream(client: httpx.AsyncClient, run_id: str, timings: Timings) 
                 now = time.perf_counter()
                 data = json.loads(line[6:])["data"]
                 if kind == "snapshot":
-                    for answer in (1, 2):
-                        seen = timings.answered.get((run_id, answer))
-                        if seen is not None and (run_id, answer) not in timings.shown:
-                            timings.missed += 1
-                            timings.shown[(run_id, answer)] = -1.0
+                    timings.snapshots.setdefault(run_id, []).append(now)
                     continue
                 answer = shows(run_id, data["kind"], data)
                 if answer and (run_id, answer) not in timings.shown:
@@ -238,6 +271,134 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[rank] * 1000
 
 
+def client_limits(concurrency: int) -> httpx.Limits:
+    """The client's connection pool: a connection per slot, and some for the followers."""
+    return httpx.Limits(max_connections=concurrency + 10, max_keepalive_connections=None)
+
+
+async def drive(
+    port: int,
+    runs: Sequence[str],
+    timings: Timings,
+    opts: dict[str, int],
+    begin: Callable[[], Awaitable[None]],
+) -> float:
+    """The client: the warm-up, ``begin()``, then the measured runs; returns when they began."""
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}",
+        headers=AUTH,
+        limits=client_limits(opts["concurrency"]),
+        timeout=60.0,
+    ) as client:
+        warm = [f"warm-{i}" for i in range(WARM_UP)]
+        await load(client, warm, timings, WARM_UP, 1)
+        await begin()
+        t0 = time.perf_counter()
+        await load(client, runs, timings, opts["concurrency"], opts["follow_every"])
+    return t0
+
+
+def client_process(conn: Connection, port: int, runs: list[str], opts: dict[str, int]) -> None:
+    """The client in a process of its own (``--client process``); see the module."""
+    try:
+        result = asyncio.run(client_main(conn, port, runs, opts))
+    except BaseException as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+    conn.send(("result", result))
+
+
+async def client_main(
+    conn: Connection, port: int, runs: list[str], opts: dict[str, int]
+) -> dict[str, Any]:
+    """Drive the runs; the server sends ``("end", run_id)`` as each ends, ``("go",)`` once."""
+    timings = Timings()
+    go = asyncio.Event()
+
+    def readable() -> None:
+        while conn.poll():
+            message = conn.recv()
+            if message[0] == "end":
+                timings.ended_event(message[1]).set()
+            elif message[0] == "go":
+                go.set()
+
+    asyncio.get_running_loop().add_reader(conn.fileno(), readable)
+    cpu0 = 0.0
+
+    async def begin() -> None:
+        nonlocal cpu0
+        conn.send(("start",))
+        await go.wait()
+        cpu0 = time.process_time()
+
+    t0 = await drive(port, runs, timings, opts, begin)
+    return {**timings.client_side(), "t0": t0, "cpu": time.process_time() - cpu0}
+
+
+async def in_process_client(
+    port: int, runs: list[str], timings: Timings, opts: dict[str, int]
+) -> tuple[float, float, float | None]:
+    """The client on this process's loop: (t0, this process's CPU over the span, ``None``)."""
+    cpu0 = 0.0
+
+    async def begin() -> None:
+        nonlocal cpu0
+        cpu0 = time.process_time()
+
+    t0 = await drive(port, runs, timings, opts, begin)
+    return t0, time.process_time() - cpu0, None
+
+
+async def separate_client(
+    port: int, runs: list[str], timings: Timings, opts: dict[str, int]
+) -> tuple[float, float, float | None]:
+    """The client in a process of its own: (t0, this process's CPU, the client's CPU)."""
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=client_process, args=(theirs, port, runs, opts), daemon=True)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[dict[str, Any]] = loop.create_future()
+    cpu0 = 0.0
+
+    def readable() -> None:
+        nonlocal cpu0
+        try:
+            while mine.poll():
+                message = mine.recv()
+                if message[0] == "start":
+                    cpu0 = time.process_time()
+                    mine.send(("go",))
+                elif message[0] == "result" and not done.done():
+                    done.set_result(message[1])
+                elif message[0] == "error" and not done.done():
+                    done.set_exception(RuntimeError(f"the client failed: {message[1]}"))
+        except EOFError:
+            if not done.done():
+                done.set_exception(RuntimeError("the client process went away"))
+            loop.remove_reader(mine.fileno())
+
+    timings.notify = lambda run_id: mine.send(("end", run_id))
+    proc.start()
+    loop.add_reader(mine.fileno(), readable)
+    try:
+        result = await done
+        cpu = time.process_time() - cpu0
+    finally:
+        loop.remove_reader(mine.fileno())
+        timings.notify = None
+        if proc.is_alive():
+            proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+    timings.posted.update(result["posted"])
+    timings.shown.update(result["shown"])
+    timings.snapshots.update(result["snapshots"])
+    timings.early_404 += result["early_404"]
+    return result["t0"], cpu, result["cpu"]
+
+
 async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[str, Any]:
     """Serve the app, run the warm-up and the measured runs, check them, return the figures."""
     store = sr.SqliteStore(root / "runs.db")
@@ -267,18 +428,12 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         if serving.done():
             await serving  # raises what stopped it
         await asyncio.sleep(0.01)
-    limits = httpx.Limits(max_connections=args.concurrency + 10, max_keepalive_connections=None)
+    runs = [f"r{i:05d}" for i in range(args.runs)]
+    opts = {"concurrency": args.concurrency, "follow_every": args.follow_every}
+    client = separate_client if args.client == "process" else in_process_client
     try:
-        async with httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}", headers=AUTH, limits=limits, timeout=60.0
-        ) as client:
-            warm = [f"warm-{i}" for i in range(WARM_UP)]
-            await load(client, warm, timings, WARM_UP, 1)
-            runs = [f"r{i:05d}" for i in range(args.runs)]
-            t0, cpu0 = time.perf_counter(), time.process_time()
-            await load(client, runs, timings, args.concurrency, args.follow_every)
-            wall = max(timings.completed[r] for r in runs) - t0
-            cpu = time.process_time() - cpu0
+        t0, cpu, client_cpu = await client(port, runs, timings, opts)
+        wall = max(timings.completed[r] for r in runs) - t0
     finally:
         server.should_exit = True
         await serving
@@ -296,6 +451,9 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
 
     latency = [timings.completed[r] - timings.posted[r] for r in runs]
     followed = [r for i, r in enumerate(runs) if args.follow_every and i % args.follow_every == 0]
+    missed = [key for key in timings.missed() if key[0] in set(followed)]
+    for key in missed:
+        timings.shown[key] = -1.0
     stream = [
         timings.shown[(r, a)] - timings.answered[(r, a)]
         for r in followed
@@ -311,7 +469,9 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         "wall_s": wall,
         "runs_per_s": args.runs / wall,
         "worker_concurrency": app.concurrency,
+        "client": args.client,
         "cpu_ms_per_run": cpu * 1000 / args.runs,
+        "client_cpu_ms_per_run": None if client_cpu is None else client_cpu * 1000 / args.runs,
         "latency_p50_ms": pct(latency, 50),
         "latency_p95_ms": pct(latency, 95),
         "latency_max_ms": max(latency) * 1000,
@@ -319,7 +479,7 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         "stream_p50_ms": pct(stream, 50) if stream else None,
         "stream_p95_ms": pct(stream, 95) if stream else None,
         "stream_max_ms": max(stream) * 1000 if stream else None,
-        "stream_missed": timings.missed,
+        "stream_missed": len(missed),
         "stream_unseen": unseen,
         "stream_early_404": timings.early_404,
     }
@@ -334,15 +494,17 @@ def table(rec: dict[str, Any]) -> str:
 
     head = (
         "| runs | in flight | worker | followed | model | wall s | runs/s | CPU ms/run "
-        "| latency p50 / p95 / max ms | stream latency p50 / p95 / max ms (n) |"
+        "| client CPU ms/run | latency p50 / p95 / max ms | stream latency p50 / p95 / max ms (n) |"
     )
+    client = "(in it)" if rec["client_cpu_ms_per_run"] is None else ms("client_cpu_ms_per_run")
     return "\n".join(
         [
             head,
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             f"| {rec['runs']:,} | {rec['concurrency']} | {rec['worker_concurrency']} "
             f"| {rec['followed']} | {rec['model_ms']} ms "
             f"| {rec['wall_s']:.1f} | {rec['runs_per_s']:.1f} | {rec['cpu_ms_per_run']:.1f} "
+            f"| {client} "
             f"| {ms('latency_p50_ms')} / {ms('latency_p95_ms')} / {ms('latency_max_ms')} "
             f"| {ms('stream_p50_ms')} / {ms('stream_p95_ms')} / {ms('stream_max_ms')} "
             f"({rec['stream_n']}) |",
@@ -366,6 +528,12 @@ def main() -> None:
     p.add_argument("--model-ms", type=int, default=50, help="the simulated model's latency")
     p.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
     p.add_argument("--json", action="store_true", help="print one JSON line, no table")
+    p.add_argument(
+        "--client",
+        choices=("process", "inline"),
+        default="process",
+        help="the HTTP client in a second process (the figures are the server's) or in this one",
+    )
     p.add_argument("--tmp", default=None, help="directory for the SQLite file (a temp dir in it)")
     args = p.parse_args()
     if args.runs is None:
@@ -394,7 +562,12 @@ def main() -> None:
     print(
         f"steadyrun {steadyrun.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, uvicorn {uvicorn.__version__}, httpx {httpx.__version__}, "
-        f"SqliteStore (synchronous FULL); client and server in one process\n"
+        f"SqliteStore (synchronous FULL); "
+        + (
+            "client in a second process\n"
+            if args.client == "process"
+            else "client and server in one process\n"
+        )
     )
     print(table(rec))
     print(

@@ -42,10 +42,11 @@ import dataclasses
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import steadyrun as sr
@@ -504,18 +505,24 @@ class ServiceCounts:
 
     ``counts`` holds the SQLite counts (``hops``: jobs handed to the SQLite thread,
     ``commits``: durable write transactions); ``loads`` the ``Store.load`` calls, each a
-    whole run read and decoded.
+    whole run read and decoded; ``copies`` the deep copies made for observers (one per
+    observer and callback that gets copies), ``diffs`` the publisher's snapshot diffs,
+    ``live_sent`` the messages put on the store's live feed.
     """
 
     runs: int = 0
     loads: int = 0
+    copies: int = 0
+    diffs: int = 0
+    live_sent: int = 0
     counts: Counts = field(default_factory=Counts)
 
     def per_run(self) -> dict[str, float]:
         """Every count divided by the runs, ``loads`` included."""
         n = max(1, self.runs)
         per = {k: v * self.counts.iterations / n for k, v in self.counts.per_iteration().items()}
-        per["loads"] = self.loads / n
+        for name in ("loads", "copies", "diffs", "live_sent"):
+            per[name] = getattr(self, name) / n
         return per
 
 
@@ -538,18 +545,41 @@ def service_agent() -> sr.Agent:
     return sr.Agent(name="bench", model=FunctionModel(respond, name="svc"), tools=[sr.tool(work)])
 
 
-async def count_service(path: Path, *, runs: int = 4) -> ServiceCounts:
+async def count_service(
+    path: Path, *, runs: int = 4, observers: Sequence[sr.Observer] = (), elsewhere: bool = False
+) -> ServiceCounts:
     """Start ``runs`` runs one after another through an ``App`` on a SQLite file; count each.
 
     A run is counted from ``App.start`` to the moment its worker let it go (its claim
     released, its end published), so the app's worker, claims and publisher are all in.
+    ``observers`` are registered with the app's runtime besides its own. ``elsewhere``: a
+    follower here listens on the live feed for a run that another process executes.
     """
+    from steadyrun.runtime import _observers
     from steadyrun.service import App
+    from steadyrun.stores._live_open import live_feed
+    from steadyrun.stream import _publisher
 
     out = ServiceCounts()
-    with counting("sqlite") as counter:
+    with counting("sqlite") as counter, ExitStack() as stack:
         store = sr.SqliteStore(path)
         load = store.load
+
+        def tally(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                if counter.active:
+                    setattr(out, name, getattr(out, name) + 1)
+                return fn(*args, **kwargs)
+
+            return counted
+
+        copier = SimpleNamespace(deepcopy=tally("copies", _observers.copy.deepcopy))
+        stack.enter_context(_patched(_observers, "copy", copier))
+        stack.enter_context(_patched(_publisher, "diff", tally("diffs", _publisher.diff)))
+        feed: Any = live_feed(store)
+        feed.publish = tally("live_sent", feed.publish)
+        if elsewhere:
+            stack.callback((await feed.subscribe("elsewhere")).close)
 
         async def counted_load(run_id: str) -> Any:
             if counter.active:
@@ -558,6 +588,7 @@ async def count_service(path: Path, *, runs: int = 4) -> ServiceCounts:
 
         store.load = counted_load  # type: ignore[method-assign]
         app = App(store, agents=[service_agent()])
+        app.runtime._observers.extend(observers)
         engine: Any = app.engine  # the built-in engine's look at the claims
         busy = engine._busy
 

@@ -4,7 +4,7 @@ A ``LiveBroadcaster`` is an observer the runtime adds when its store has a live 
 ``steadyrun.stores._live``). It sends the model's fragments as they come and a short note after
 each step of the run, so a display in another process shows the words as they are written and
 reloads the run as soon as something is saved. It sends nothing while nobody follows, and the
-model is streamed for it only then (``wants_now``): a run nobody watches pays nothing.
+model is streamed for it only then (``wants_now``, per run): a run nobody watches pays nothing.
 """
 
 from __future__ import annotations
@@ -25,15 +25,33 @@ log = logging.getLogger("steadyrun.live")
 class LiveBroadcaster(Observer):
     """Publishes a run's progress on its store's live feed (see the module)."""
 
+    # Every method only reads what it is given, and sends it on as text at once.
+    shares = frozenset(
+        {
+            "on_run_start",
+            "on_run_end",
+            "on_model_request",
+            "on_model_delta",
+            "on_model_response",
+            "on_tool_start",
+            "on_tool_settle",
+            "on_publish",
+        }
+    )
+
     def __init__(self, feed: LiveFeed) -> None:
         self.feed = feed
 
     def wants_now(self, run_id: str) -> bool:
-        """Whether anyone may follow now (so the model is streamed for this observer)."""
-        return self.feed.followed()
+        """Whether anyone may follow the run now (so the model is streamed for this observer).
+
+        A follower of another run in this process does not count: the runs executing here
+        that nobody follows send nothing while it reads.
+        """
+        return self.feed.follows(run_id)
 
     async def _send(self, run_id: str, kind: str, **fields: Any) -> None:
-        if not self.feed.followed():
+        if not self.feed.follows(run_id):
             return
         try:
             await self.feed.publish({"run": run_id, "t": kind, **fields})

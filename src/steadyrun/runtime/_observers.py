@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.context import ContextEvent
@@ -30,7 +30,18 @@ class Observer:
     """Subclass and override what you need; methods may be sync or async.
 
     An observer that raises is isolated: the error is logged and counted in
-    ``RunResult.observer_errors``, and the run goes on unchanged. Observers get copies.
+    ``RunResult.observer_errors``, and the run goes on unchanged. Observers get copies
+    (except for the methods named in ``shares``).
+    """
+
+    shares: ClassVar[frozenset[str]] = frozenset()
+    """Methods given the runtime's own objects instead of copies.
+
+    Only for methods that neither change what they are given nor keep any of it: a copy of a
+    model request is a deep copy of the whole context, made at each model call, and one of a
+    fragment is made for each fragment. The library's own observers (the display publisher,
+    the live broadcaster) name the methods they only read; a subclass that overrides one of
+    them to change or keep its arguments must take it out.
     """
 
     def on_run_start(self, run_id: str, agent: str) -> Any:
@@ -115,8 +126,10 @@ class ObserverSet:
             if now is not None and args and not now(args[0]):
                 continue  # told nothing now (the live feed, unfollowed): a copy is the context
             try:
-                # Each observer gets its own copy, so one cannot change what another sees.
-                out = fn(*copy.deepcopy(args))
+                # Each observer gets its own copy, so one cannot change what another sees
+                # (nor the runtime's own objects), unless it only reads them.
+                shared = method in getattr(observer, "shares", ())
+                out = fn(*args) if shared else fn(*copy.deepcopy(args))
                 if inspect.isawaitable(out):
                     await out
             except Exception:

@@ -184,6 +184,12 @@ class LiveFeed(Protocol):
     def followed(self) -> bool:
         """Whether any process may follow runs of this store now (cheap, may be stale)."""
 
+    def follows(self, run_id: str) -> bool:
+        """Whether ``run_id`` may be followed now: here, or in any other process (cheap).
+
+        Another process's followers are not known by run: any of them counts.
+        """
+
     async def publish(self, message: dict[str, Any]) -> None:
         """Send one message (with ``run`` and ``t``) to every follower; never raises."""
 
@@ -247,6 +253,10 @@ class MemoryLive:
     def followed(self) -> bool:
         """Whether anything follows a run of this store."""
         return len(self.hub) > 0
+
+    def follows(self, run_id: str) -> bool:
+        """Whether anything follows ``run_id``."""
+        return self.hub.watched(run_id)
 
     async def publish(self, message: dict[str, Any]) -> None:
         """Deliver to this process's subscriptions of the run (none: not even encoded)."""

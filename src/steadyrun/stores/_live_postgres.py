@@ -74,6 +74,13 @@ class PostgresLive:
         """
         if len(self.hub):
             return True
+        return self._elsewhere()
+
+    def follows(self, run_id: str) -> bool:
+        """Whether ``run_id`` is followed here, or a process listens (as ``followed``)."""
+        return self.hub.watched(run_id) or self._elsewhere()
+
+    def _elsewhere(self) -> bool:
         self._asked = time.monotonic()
         if self._looking is None or self._looking.done():
             with contextlib.suppress(RuntimeError):  # no running loop: keep the last answer

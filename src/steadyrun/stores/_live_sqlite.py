@@ -58,6 +58,10 @@ class SqliteLive:
         """Whether a follower of this file may be listening (a socket in the directory)."""
         return len(self.hub) > 0 or self._others()
 
+    def follows(self, run_id: str) -> bool:
+        """Whether ``run_id`` is followed here, or another process's follower may listen."""
+        return self.hub.watched(run_id) or self._others()
+
     def _look(self) -> bool:
         try:
             self._names = [n for n in os.listdir(self.dir) if n != self._name]

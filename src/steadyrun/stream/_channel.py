@@ -105,6 +105,10 @@ class Channel:
         self.took = 0.0  # the same over the earlier wake-ups (smoothed)
         self.wake: asyncio.TimerHandle | None = None
         self.stale = False  # changed in the store since the snapshot; reloaded when read
+        # Live messages (a model call's start, its fragments) of a run executing here that
+        # nobody followed when they came: applied when somebody reads (``Publisher``), dropped
+        # when the execution ends unseen. Fragments of one part are joined as they come.
+        self.held: list[dict[str, Any]] = []
 
     def unwatched(self) -> bool:
         """Executing here with nobody following: a reload can wait until someone reads."""
@@ -112,6 +116,29 @@ class Channel:
             self.stale = True
             return True
         return False
+
+    def hold(self, message: dict[str, Any]) -> None:
+        """Keep a live message for later (see ``held``): a call's start replaces what was held.
+
+        Applying what is held gives the snapshot that applying each message as it came gave.
+        """
+        held = self.held
+        kind = message.get("t")
+        if kind == "call":
+            held.clear()  # its start drops the live blocks of any call before it
+        elif held and kind == "frag":
+            last = held[-1]
+            if last.get("t") == "frag" and all(
+                last.get(k) == message.get(k) for k in ("mc", "part", "index")
+            ):
+                name = last.get("name")
+                held[-1] = {
+                    **last,
+                    "text": f"{last.get('text') or ''}{message.get('text') or ''}",
+                    "name": name if isinstance(name, str) else message.get("name"),
+                }
+                return
+        held.append(message)
 
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}.{seq}"

@@ -65,6 +65,13 @@ class Publisher(Observer):
         ``publisher = Publisher(store); runtime = Runtime(store, observers=[publisher])``
     """
 
+    # Callbacks that keep nothing of what they are given (a fragment's text is a new string
+    # in the display): they share the runtime's objects, no copy made (``Observer.shares``).
+    # The tool callbacks keep the call's arguments in the display, so they get copies.
+    shares = frozenset(
+        {"on_run_start", "on_run_end", "on_model_request", "on_model_delta", "on_model_response"}
+    )
+
     def __init__(
         self,
         store: Store,
@@ -205,6 +212,7 @@ class Publisher(Observer):
             channel = self._channels.setdefault(run_id, Channel(first, self.buffer_size))
         channel.active = True
         channel.live = None  # an earlier execution's streaming call, if any, was lost
+        channel.held.clear()
         self._unlisten(channel)  # this process's callbacks show it now
         async with channel.lock:
             shown = without_live(channel.snapshot)
@@ -217,6 +225,7 @@ class Publisher(Observer):
             return
         channel.active = False
         channel.live = None
+        channel.held.clear()  # fragments nobody saw: the saved response stands for them
         if channel.followers:
             self._listen(channel, run_id)  # another process may execute it next
         try:
@@ -268,7 +277,9 @@ class Publisher(Observer):
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
         """Reload the run soon: its new blocks and usage are saved right after this."""
         channel = self._channels.get(run_id)
-        if channel is not None and channel.live is not None:
+        if channel is not None and channel.held:
+            channel.held.append({"t": "resp"})  # applies after what is held
+        elif channel is not None and channel.live is not None:
             channel.live.open = False
         if channel is None or channel.unwatched():
             return  # nobody reads it now: reloaded when somebody does, or when it ends
@@ -309,20 +320,14 @@ class Publisher(Observer):
         kind = message.get("t")
         mc = message.get("mc")
         if kind in ("call", "frag") and isinstance(mc, str):
+            if channel.unwatched():
+                # Nobody reads it now: applied when somebody does (``_refresh``), dropped when
+                # the execution ends unseen. Each fragment applied and diffed at once cost a
+                # service executing many runs nobody follows most of its time per fragment.
+                channel.hold(message)
+                return
             async with channel.lock:
-                snap = channel.snapshot
-                if channel.live is None or channel.live.model_call_id != mc or kind == "call":
-                    snap = without_live(snap)
-                    channel.live = LiveCall(model_call_id=mc, base=stored_end(snap))
-                if kind == "frag":
-                    snap = add_fragment(
-                        snap,
-                        channel.live,
-                        part=str(message.get("part", "")),
-                        index=int(message.get("index", 0) or 0),
-                        text=str(message.get("text") or ""),
-                        name=message.get("name") if isinstance(message.get("name"), str) else None,
-                    )
+                snap = self._live_applied(channel, channel.snapshot, message)
                 self._publish(channel, snap)
             return
         if kind == "resp":
@@ -334,6 +339,42 @@ class Publisher(Observer):
                 self._publish(channel, without_live(channel.snapshot))
         if kind in ("resp", "saved", "start", "end", "gap"):
             await self._refresh(channel, run_id)
+
+    @staticmethod
+    def _live_applied(
+        channel: Channel, snap: DisplaySnapshot, message: dict[str, Any]
+    ) -> DisplaySnapshot:
+        """``snap`` with a model call's start or fragment applied (``channel.live`` follows)."""
+        kind, mc = message.get("t"), message.get("mc")
+        if kind == "resp":  # held by ``on_model_response``: no more fragments of the call
+            if channel.live is not None:
+                channel.live.open = False
+            return snap
+        if not isinstance(mc, str):
+            return snap
+        if channel.live is None or channel.live.model_call_id != mc or kind == "call":
+            snap = without_live(snap)
+            channel.live = LiveCall(model_call_id=mc, base=stored_end(snap))
+        if kind == "frag":
+            snap = add_fragment(
+                snap,
+                channel.live,
+                part=str(message.get("part", "")),
+                index=int(message.get("index", 0) or 0),
+                text=str(message.get("text") or ""),
+                name=message.get("name") if isinstance(message.get("name"), str) else None,
+            )
+        return snap
+
+    def _catch_up(self, channel: Channel) -> None:
+        """Apply the live messages held while nobody read the run (one diff for them all)."""
+        if not channel.held:
+            return
+        held, channel.held = channel.held, []
+        snap = channel.snapshot
+        for message in held:
+            snap = self._live_applied(channel, snap, message)
+        self._publish(channel, snap)
 
     def _listen(self, channel: Channel, run_id: str) -> None:
         """Follow the run's messages on the store's live feed while anyone follows it here.
@@ -416,6 +457,7 @@ class Publisher(Observer):
     async def _refresh(self, channel: Channel, run_id: str) -> None:
         async with channel.lock:
             channel.stale = False  # a change from now on marks it again
+            self._catch_up(channel)
             snap = await self.store.load(run_id)
             if snap is None:
                 return

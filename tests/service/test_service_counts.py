@@ -11,9 +11,15 @@ holds today's figures as upper bounds: lower them with a change that lowers a fi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import httpx
+import pytest
 
 import countkit
 import steadyrun as sr
+from steadyrun.service import App, create_app
 
 # Upper bounds per run, measured on the code of 2026-12-01 after issue 20 item 6. Before it
 # (the same workload): loads 9, hops 29-33, commits 8, statements 117-121. Hops are the jobs
@@ -71,3 +77,35 @@ async def test_an_observer_of_the_users_still_gets_copies(tmp_path: Path) -> Non
     counted = await countkit.count_service(tmp_path / "svc.db", runs=4, observers=[Requests()])
     per = counted.per_run()
     assert per["copies"] == BUDGET["copies"] + 2, per  # two model calls per run
+
+
+async def test_requests_take_no_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FastAPI runs a plain function (a dependency, an endpoint) in a worker thread: two thread
+    # switches per request, and the GIL handed back and forth with the event loop.
+    handed: list[object] = []
+    run_sync = anyio.to_thread.run_sync
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        handed.append(fn)
+        return await run_sync(fn, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
+    store = sr.SqliteStore(tmp_path / "svc.db")
+    app = App(store, agents=[countkit.service_agent()])
+    api = create_app(app, tokens=["t"])
+    transport = httpx.ASGITransport(app=api)
+    auth = {"Authorization": "Bearer t"}
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://x", headers=auth) as c:
+            r = await c.post("/runs", json={"run_id": "r", "agent": "bench", "input": "go"})
+            assert r.status_code == 202, r.text
+            await app.wait("r")
+            assert (await c.get("/runs/r")).json()["data"]["status"] == "completed"
+            assert (await c.post("/runs/r/messages", json={"text": "more"})).status_code < 300
+            await app.wait("r")
+    finally:
+        await app.close()
+        await store.close()
+    assert handed == []

@@ -10,6 +10,7 @@ holds today's figures as upper bounds: lower them with a change that lowers a fi
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import pytest
 import countkit
 import steadyrun as sr
 from steadyrun.service import App, create_app
+from steadyrun.service._worker import AGENT_META, Worker
+from steadyrun.stores import FeedMessage
 
 # Upper bounds per run, measured on the code of 2026-12-01 after issue 20 item 6. Before it
 # (the same workload): loads 9, hops 29-33, commits 8, statements 117-121. Hops are the jobs
@@ -109,3 +112,35 @@ async def test_requests_take_no_worker_thread(
         await app.close()
         await store.close()
     assert handed == []
+
+
+async def test_the_worker_takes_the_claims_of_runs_woken_together_at_once() -> None:
+    # Each claim taken is a write (on SQLite, a commit's fsync): taken one after another, the
+    # fifth run woken with four others waited for five commits before it began.
+    store = sr.MemoryStore()
+    for i in range(5):
+        meta = {AGENT_META: "bench"}
+        await store.append(f"r{i}", FeedMessage(id=f"r{i}:input", content="go", meta=meta))
+    leases = store.leases
+    taking = most = 0
+
+    class Counted:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(leases, name)
+
+        async def acquire(self, *args: Any, **kwargs: Any) -> Any:
+            nonlocal taking, most
+            taking += 1
+            most = max(most, taking)
+            try:
+                await asyncio.sleep(0)  # a store's commit takes a moment
+                return await leases.acquire(*args, **kwargs)
+            finally:
+                taking -= 1
+
+    worker = Worker(sr.Runtime(store, agents=[countkit.service_agent()]), Counted(), concurrency=8)
+    await asyncio.wait_for(worker.run_until_idle(), 30)
+    assert most == 5
+    for i in range(5):
+        snap = await store.load(f"r{i}")
+        assert snap is not None and snap.run.status == "completed"

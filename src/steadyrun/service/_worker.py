@@ -197,6 +197,12 @@ class Worker:
         )
 
     async def _fill(self) -> int:
+        """Take runnable runs up to the free slots; how many tries at a claim began.
+
+        Each run gets its task at once, which takes the claim and then executes the run: the
+        claims of runs woken together are taken together (on SQLite they share one commit
+        and its fsync), not one commit after another before the last run may begin.
+        """
         free = self.concurrency - len(self._tasks)
         if free <= 0:
             return 0
@@ -210,15 +216,42 @@ class Worker:
                 continue
             if run_id in self._backoff and now < self._backoff[run_id][0]:
                 continue  # it raised here a moment ago: tried again after its backoff
-            # Through the claims, so no other executor of this process takes the claim for
-            # one left behind before the task below holds it.
-            lease = await self._claims.acquire(run_id)
-            if lease is None:
-                continue  # another worker was quicker
-            task = asyncio.create_task(self._execute(lease), name=f"steadyrun-run-{run_id}")
+            task = asyncio.create_task(self._take(run_id), name=f"steadyrun-run-{run_id}")
             self._tasks[run_id] = task
             started += 1
         return started
+
+    async def _take(self, run_id: str) -> None:
+        """Take the run's claim and execute it; give the slot back when another was quicker."""
+        lease = None
+        try:
+            # Through the claims, so no other executor of this process takes the claim for
+            # one left behind before this task holds it.
+            lease = await self._claims.acquire(run_id)
+        except Exception:
+            # A store failing for a moment: this run is tried again after its backoff (no
+            # task awaits this one, so the error must not be left in it).
+            self._failed(
+                run_id,
+                "run %r: worker %s could not take its claim (failure %d); tried again in %.1f s",
+            )
+        finally:
+            if lease is None:  # another worker was quicker, or the store failed
+                self._tasks.pop(run_id, None)
+                self._freed.set()
+        if lease is not None:
+            await self._execute(lease)
+
+    def _failed(self, run_id: str, message: str) -> None:
+        """Count a failure of ``run_id`` here, log ``message``, and set when it is tried again.
+
+        ``message`` takes the run, this worker, the failures so far and the delay.
+        """
+        self.stats.errors += 1
+        failures = self._backoff.get(run_id, (0.0, 0))[1] + 1
+        delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (failures - 1))
+        self._backoff[run_id] = (time.monotonic() + delay, failures)
+        log.exception(message, run_id, self.owner, failures, delay)
 
     async def _idle(self) -> None:
         self._freed.clear()
@@ -285,17 +318,7 @@ class Worker:
             elif not self._stopping.is_set():
                 raise
         except Exception:
-            self.stats.errors += 1
-            failures = self._backoff.get(run_id, (0.0, 0))[1] + 1
-            delay = min(RETRY_MAX, RETRY_FIRST * 2 ** (failures - 1))
-            self._backoff[run_id] = (time.monotonic() + delay, failures)
-            log.exception(
-                "run %r raised in worker %s (failure %d); tried again in %.1f s",
-                run_id,
-                self.owner,
-                failures,
-                delay,
-            )
+            self._failed(run_id, "run %r raised in worker %s (failure %d); tried again in %.1f s")
         finally:
             self._tasks.pop(run_id, None)
             self._freed.set()

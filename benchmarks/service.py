@@ -134,11 +134,9 @@ class TimingPublisher(Publisher):
         super().__init__(store)
         self.timings = timings
 
-    async def run_ended(self, run_id: str) -> None:
-        """Reload the run as usual, then note the time and its status."""
-        channel = self._channels.get(run_id)  # kept: an idle run may be dropped from memory
-        await super().run_ended(run_id)
-        status = channel.snapshot.status if channel is not None else "?"
+    async def on_run_end(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Do what the publisher does when an execution ends, then note the time and status."""
+        await super().on_run_end(run_id, status, error)
         self.timings.statuses[run_id] = status
         if status in ("completed", "failed", "suspended", "cancelled"):
             self.timings.completed.setdefault(run_id, time.perf_counter())

@@ -28,11 +28,14 @@ from steadyrun.stores import FeedMessage
 # (the same workload): loads 9, hops 29-33, commits 8, statements 117-121. Hops are the jobs
 # handed to the SQLite thread (reads and writes; the worker's looks for runnable runs vary).
 BUDGET: dict[str, float] = {
-    "loads": 3,  # 9: start, the worker's resume, the publisher once at the end
+    # 9; 3 on 2026-12-01: start, the worker's resume, and the publisher once at the end, which
+    # now marks a run nobody follows stale instead (reloaded when read, as any run not
+    # executing here is).
+    "loads": 2,
     "hops": 9,  # 29; 21-22 before the writer's statements ran on the loop (8 measured: one
     # per commit; the reads use the idle writer's or the reader connection, on the loop)
     "commits": 8,  # 8: runs one at a time share no commit; under load they do
-    "statements": 85,  # 117
+    "statements": 78,  # 117; 85 on 2026-12-01
     # CPU of the service side (issue 20 item 6, 2026-12-06), counted. Deep copies made for
     # observers: the publisher and the live broadcaster read what they are told and keep
     # nothing of a request, a response or a fragment, so they share the runtime's objects;
@@ -40,7 +43,7 @@ BUDGET: dict[str, float] = {
     "copies": 2,  # 14: every callback, fragments and whole requests included
     # Snapshot diffs of the publisher: the fragments of a run nobody follows are held, not
     # applied one by one; they are dropped when the execution ends unseen.
-    "diffs": 2,  # 10: the start and the end of the execution
+    "diffs": 1,  # 10: the start and the end of the execution, and each fragment
     "live_sent": 0,  # nobody follows these runs anywhere
 }
 

@@ -7,9 +7,9 @@ store: the publisher reloads the run after a model response and when an executio
 ends (``on_run_start`` / ``on_run_end``, or ``run_started`` / ``run_ended``), and diffs.
 
 While nobody follows a run executing here, what would need a reload only marks its snapshot
-stale: the reload comes when the snapshot is read or followed, or when the execution ends. A
-service executing many runs that nobody watches so reads each run once per execution, not
-at every model response and call.
+stale, also when the execution ends (``on_run_end``): the reload comes when the snapshot is
+read or followed. A service executing many runs that nobody watches so reads none of them
+for its displays, where it read each at every model response and call.
 
 A run that does not execute in this process (another worker's, say) is not watched by any
 callback here: its snapshot is reloaded from the store whenever it is read (``snapshot``) and
@@ -248,7 +248,22 @@ class Publisher(Observer):
             log.exception("display stream of run %r could not start", run_id)
 
     async def on_run_end(self, run_id: str, status: str, error: str | None = None) -> None:
-        """The execution ended: ``run_ended`` (the run is reloaded from the store)."""
+        """The execution ended: ``run_ended``, or only marked stale when nobody follows it.
+
+        A run not executing here is reloaded whenever it is read or followed, so reloading
+        one nobody follows as its execution ends (while its claim is still held) was work
+        for no one: a read of the whole run per execution.
+        """
+        channel = self._channels.get(run_id)
+        if channel is not None and channel.followers == 0:
+            channel.active = False
+            channel.live = None
+            channel.held.clear()
+            channel.stale = True
+            self._clock += 1
+            channel.touched = self._clock  # it changed now: the last to be dropped
+            self._evict()
+            return
         try:
             await self.run_ended(run_id)
         except Exception:  # a display must never break a run

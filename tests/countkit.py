@@ -505,14 +505,14 @@ class ServiceCounts:
 
     ``counts`` holds the SQLite counts (``hops``: jobs handed to the SQLite thread,
     ``commits``: durable write transactions); ``loads`` the ``Store.load`` calls, each a
-    whole run read and decoded; ``copies`` the deep copies made for observers (one per
+    whole run read and decoded; ``observer_copies`` the deep copies made for observers (one per
     observer and callback that gets copies), ``diffs`` the publisher's snapshot diffs,
     ``live_sent`` the messages put on the store's live feed.
     """
 
     runs: int = 0
     loads: int = 0
-    copies: int = 0
+    observer_copies: int = 0
     diffs: int = 0
     live_sent: int = 0
     counts: Counts = field(default_factory=Counts)
@@ -521,7 +521,7 @@ class ServiceCounts:
         """Every count divided by the runs, ``loads`` included."""
         n = max(1, self.runs)
         per = {k: v * self.counts.iterations / n for k, v in self.counts.per_iteration().items()}
-        for name in ("loads", "copies", "diffs", "live_sent"):
+        for name in ("loads", "observer_copies", "diffs", "live_sent"):
             per[name] = getattr(self, name) / n
         return per
 
@@ -573,7 +573,7 @@ async def count_service(
 
             return counted
 
-        copier = SimpleNamespace(deepcopy=tally("copies", _observers.copy.deepcopy))
+        copier = SimpleNamespace(deepcopy=tally("observer_copies", _observers.copy.deepcopy))
         stack.enter_context(_patched(_observers, "copy", copier))
         stack.enter_context(_patched(_publisher, "diff", tally("diffs", _publisher.diff)))
         feed: Any = live_feed(store)

@@ -1,11 +1,11 @@
 """What one run costs the service's store, counted so it cannot grow silently (issue 20, item 6).
 
 ``benchmarks/service.py`` runs many runs through an ``App`` on a SQLite file; it was bound by
-the store's one connection thread (every read and commit of every run queued there), not by
-the model. ``countkit.count_service`` counts, per run of the same workload (one ``work`` call,
-then a final text), from ``App.start`` until the run's claim is released: the hops to the
-SQLite thread(s), the durable commits, the statements and the whole-run loads. ``BUDGET``
-holds today's figures as upper bounds: lower them with a change that lowers a figure.
+the store's one connection thread (every read and commit of every run queued there), not by the
+model. ``servicecountkit.count_service`` counts, per run of the same workload (one ``work``
+call, then a final text), from ``App.start`` until the run's claim is released: the hops to the
+SQLite thread(s), the durable commits, the statements and the whole-run loads. ``BUDGET`` holds
+today's figures as upper bounds: lower them with a change that lowers a figure.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import anyio.to_thread
 import httpx
 import pytest
 
-import countkit
 import steadyrun as sr
+from servicecountkit import count_service, service_agent
 from steadyrun.service import App, create_app
 from steadyrun.service._worker import AGENT_META, Worker
 from steadyrun.stores import FeedMessage
@@ -58,16 +58,16 @@ MIN_COMMITS = 3
 
 
 async def test_service_run_counts(tmp_path: Path) -> None:
-    counted = await countkit.count_service(tmp_path / "svc.db", runs=4)
+    counted = await count_service(tmp_path / "svc.db", runs=4)
     per = counted.per_run()
-    assert per["statements"] > 0, "the SQLite trace counted nothing: is countkit still wired?"
+    assert per["statements"] > 0, "the SQLite trace counted nothing: is it still wired?"
     assert per["commits"] >= MIN_COMMITS
     over = [f"{k} {per[k]:g} per run > budget {v:g}" for k, v in BUDGET.items() if per[k] > v]
     assert over == [], per
 
 
 async def test_service_counts_with_a_follower_of_another_run(tmp_path: Path) -> None:
-    counted = await countkit.count_service(tmp_path / "svc.db", runs=4, elsewhere=True)
+    counted = await count_service(tmp_path / "svc.db", runs=4, elsewhere=True)
     per = counted.per_run()
     over = [f"{k} {per[k]:g} > {v:g}" for k, v in BUDGET_ELSEWHERE.items() if per[k] > v]
     assert over == [], per
@@ -80,7 +80,7 @@ async def test_an_observer_of_the_users_still_gets_copies(tmp_path: Path) -> Non
         def on_model_request(self, run_id: str, mcid: str, request: sr.ModelRequest) -> None:
             pass
 
-    counted = await countkit.count_service(tmp_path / "svc.db", runs=4, observers=[Requests()])
+    counted = await count_service(tmp_path / "svc.db", runs=4, observers=[Requests()])
     per = counted.per_run()
     assert per["observer_copies"] == BUDGET["observer_copies"] + 2, per  # two model calls per run
 
@@ -99,7 +99,7 @@ async def test_requests_take_no_worker_thread(
 
     monkeypatch.setattr(anyio.to_thread, "run_sync", counted)
     store = sr.SqliteStore(tmp_path / "svc.db")
-    app = App(store, agents=[countkit.service_agent()])
+    app = App(store, agents=[service_agent()])
     api = create_app(app, tokens=["t"])
     transport = httpx.ASGITransport(app=api)
     auth = {"Authorization": "Bearer t"}
@@ -141,7 +141,7 @@ async def test_the_worker_takes_the_claims_of_runs_woken_together_at_once() -> N
             finally:
                 taking -= 1
 
-    worker = Worker(sr.Runtime(store, agents=[countkit.service_agent()]), Counted(), concurrency=8)
+    worker = Worker(sr.Runtime(store, agents=[service_agent()]), Counted(), concurrency=8)
     await asyncio.wait_for(worker.run_until_idle(), 30)
     assert most == 5
     for i in range(5):

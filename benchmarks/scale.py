@@ -438,6 +438,8 @@ async def _drive(
         finished.set()
 
     async def killer() -> None:
+        if cfg.kill_every <= 0:  # no kills: the workers' own CPU per run, nothing replayed
+            return
         while not finished.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(finished.wait(), cfg.kill_every)
@@ -542,7 +544,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--engines", nargs="+", default=["builtin", "temporal"])
     p.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4])
     p.add_argument("--inflight", type=int, default=50, help="runs started and not completed")
-    p.add_argument("--kill-every", type=float, default=10.0, help="seconds between SIGKILLs")
+    p.add_argument(
+        "--kill-every", type=float, default=10.0, help="seconds between SIGKILLs (0: none)"
+    )
     p.add_argument("--ttl", type=float, default=5.0, help="claim ttl / heartbeat timeout, s")
     p.add_argument("--concurrency", type=int, default=16, help="runs at once per built-in worker")
     p.add_argument("--approve-every", type=int, default=10, help="every n-th run needs approval")

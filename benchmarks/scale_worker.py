@@ -8,13 +8,18 @@ once it takes work, then nothing; the driver SIGKILLs it or stops it with SIGTER
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
 from scale_kit import build_agent
 
 import steadyrun as sr
+
+READY: list[float] = []  # the process's CPU seconds when it said ready
 
 
 async def builtin(dsn: str, schema: str, ledger: str, ttl: str, concurrency: str) -> None:
@@ -54,9 +59,35 @@ async def temporal(dsn: str, schema: str, ledger: str, ttl: str, target: str, qu
     await store.list_runs(limit=1)
     async with app.worker(client):
         print("ready", flush=True)
+        READY.append(time.process_time())
         await asyncio.Event().wait()
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Run the worker; with ``STEADYRUN_SCALE_PROFILE`` set, profile it until SIGTERM."""
     engine, *rest = sys.argv[1:]
-    asyncio.run(builtin(*rest) if engine == "builtin" else temporal(*rest))
+    work = builtin(*rest) if engine == "builtin" else temporal(*rest)
+    profile = os.environ.get("STEADYRUN_SCALE_PROFILE")
+    if not profile:
+        asyncio.run(work)
+        return
+    from sampler import ThreadProfiles
+
+    sampler = ThreadProfiles()
+    sampler.start()
+
+    def stop(*_: object) -> None:
+        # Written here and exit at once: a graceful shutdown is not what is measured.
+        path = Path(f"{profile}.{os.getpid()}")
+        spent = time.process_time()
+        sampler.write(path)
+        with path.open("a") as out:
+            print(f"cpu s: {READY[0] if READY else 0:.3f} at ready, {spent:.3f} at exit", file=out)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    asyncio.run(work)
+
+
+if __name__ == "__main__":
+    main()

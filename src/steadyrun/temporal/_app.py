@@ -21,6 +21,7 @@ from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._ahead import AheadAwareRunner
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
+from steadyrun.temporal._converter import with_step_converter
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
@@ -101,15 +102,31 @@ class TemporalApp:
 
     @property
     def data_converter(self) -> DataConverter:
-        """Temporal's default converter with the app's ``payload_codec``."""
+        """Temporal's default converter with the app's ``payload_codec``.
+
+        Its payload converter is ``StepPayloadConverter``: the same bytes as Temporal's,
+        without deep-copying every dataclass argument first (``steadyrun.temporal._converter``).
+        """
+        converter = with_step_converter(DataConverter.default)
         codec = self.options.payload_codec
         if codec is None:
-            return DataConverter.default
-        return dataclasses.replace(DataConverter.default, payload_codec=codec)
+            return converter
+        return dataclasses.replace(converter, payload_codec=codec)
 
     def client(self, client: Client) -> Client:
         """``client`` with the app's payload codec (the same connection)."""
         return client_with_codec(client, self.options.payload_codec)
+
+    def _worker_client(self, client: Client) -> Client:
+        """``client(client)`` whose default payload converter is ``StepPayloadConverter``."""
+        client = self.client(client)
+        config = client.config()
+        converter = config.get("data_converter") or DataConverter.default
+        faster = with_step_converter(converter)
+        if faster is converter:
+            return client
+        config["data_converter"] = faster
+        return Client(**config)
 
     def runs(self, client: Client) -> TemporalRuns:
         """A ``TemporalRuns`` on the app's task queue, with its payload codec."""
@@ -133,7 +150,7 @@ class TemporalApp:
         kwargs.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
         register_app(queue, self)
         return Worker(
-            self.client(client),
+            self._worker_client(client),
             task_queue=queue,
             workflows=[AgentWorkflow],
             activities=self.activities.all(),

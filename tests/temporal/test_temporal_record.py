@@ -102,3 +102,41 @@ async def test_a_replayed_batch_of_a_recorded_run_lands_on_sql_stores(
         assert await store.load(run_id) == once
     finally:
         await store.close()
+
+
+class _CountedLeases:
+    """The store's leases, counting ``holder`` reads (one round trip each on PostgreSQL)."""
+
+    def __init__(self, leases: Any) -> None:
+        self.inner = leases
+        self.reads = 0
+
+    async def holder(self, run_id: str) -> Any:
+        self.reads += 1
+        return await self.inner.holder(run_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_the_claim_is_read_once_per_run_and_taken_again_when_lost() -> None:
+    store = MemoryStore()
+    await store.save_step("r", Step(run=RunRecord(run_id="r", agent="a"), checkpoint=Checkpoint()))
+    counted = _CountedLeases(store.leases)
+    store.leases = counted  # type: ignore[assignment]
+    activities = Activities(TemporalApp(agents=[], store=store))
+
+    def save(rev: int) -> RecordInput:
+        call = CallRecord(id="c1", name="pay", rev=rev, status="running")
+        return RecordInput(run_id="r", ops=[_save(call)])
+
+    for rev in (1, 2, 3):
+        await activities.record(save(rev))
+    assert counted.reads == 1  # the run's claim is the workflow's for good: read once
+    # Someone else takes the run (a delete and a new start, a built-in worker that should
+    # not have): the cached fence is refused, the claim is taken again, the write lands.
+    await store.leases.revoke("r", "worker:elsewhere", 60.0)
+    await activities.record(save(4))
+    snap = await store.load("r")
+    assert snap is not None and snap.calls[0].rev == 4
+    assert counted.reads == 2

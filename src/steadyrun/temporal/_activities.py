@@ -33,7 +33,7 @@ from steadyrun.models import ModelClient, resolve_model
 from steadyrun.records import CallRecord, RunSnapshot, Step
 from steadyrun.runtime import Agent
 from steadyrun.stores import FeedMessage, Store
-from steadyrun.stores._leases import fenced
+from steadyrun.stores._leases import Fence, LeaseLostError, fenced
 from steadyrun.stores._live_open import live_feed
 from steadyrun.temporal._background import (
     ACTIVITY_BACKGROUND,
@@ -80,12 +80,21 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+_FENCES_KEPT = 10_000
+"""Fences a worker keeps (a few hundred bytes each); the oldest goes first."""
+
+
 class Activities:
     """The activities of one ``TemporalApp`` (bound methods, registered with its worker)."""
 
     def __init__(self, app: AppView) -> None:
         self.app = app
         self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
+        # The fences record activities wrote under, by run and workflow id. A run's claim is
+        # its workflow's for good, so it is read once per worker, not once per batch; a
+        # fence gone stale (the run deleted and started again, taken by another engine) is
+        # refused by the store's own check, and then read again.
+        self._fences: dict[tuple[str, str], Fence] = {}
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
@@ -242,10 +251,31 @@ class Activities:
         # A batch waits on the store (a lock, a slow disk): the heartbeat tells a lost worker
         # from a slow write within heartbeat_timeout instead of record_timeout.
         async with self._beating():
-            fence = await engine_claim(store, run_id, workflow_id or run_id)
-            with fenced(fence):  # its own writes: they wake no built-in worker
-                await self._apply(store, run_id, inp)
+            key = (run_id.split("/", 1)[0], workflow_id or run_id)
+            fence = self._fences.get(key)
+            try:
+                if fence is None:
+                    fence = await self._claim(store, key, run_id, workflow_id)
+                with fenced(fence):  # its own writes: they wake no built-in worker
+                    await self._apply(store, run_id, inp)
+            except LeaseLostError:
+                if self._fences.pop(key, None) is None:
+                    raise
+                # The fence was cached and went stale: claim again and write the batch
+                # again (every write is idempotent: a retry replays them all anyway).
+                fence = await self._claim(store, key, run_id, workflow_id)
+                with fenced(fence):
+                    await self._apply(store, run_id, inp)
         await saved(store, run_id)
+
+    async def _claim(
+        self, store: Store, key: tuple[str, str], run_id: str, workflow_id: str | None
+    ) -> Fence:
+        fence = await engine_claim(store, run_id, workflow_id or run_id)
+        if len(self._fences) >= _FENCES_KEPT:
+            del self._fences[next(iter(self._fences))]  # the oldest: its run likely ended
+        self._fences[key] = fence
+        return fence
 
     @activity.defn(name=ACTIVITY_LOAD)
     async def load(self, run_id: str) -> Loaded:

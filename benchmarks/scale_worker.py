@@ -68,21 +68,27 @@ def main() -> None:
     engine, *rest = sys.argv[1:]
     work = builtin(*rest) if engine == "builtin" else temporal(*rest)
     profile = os.environ.get("STEADYRUN_SCALE_PROFILE")
-    if not profile:
+    threads = os.environ.get("STEADYRUN_SCALE_THREADS")
+    if not profile and not threads:
         asyncio.run(work)
         return
-    from sampler import ThreadProfiles
+    from sampler import ThreadProfiles, thread_cpu
 
     sampler = ThreadProfiles()
-    sampler.start()
+    if profile:
+        sampler.start()
 
     def stop(*_: object) -> None:
         # Written here and exit at once: a graceful shutdown is not what is measured.
-        path = Path(f"{profile}.{os.getpid()}")
         spent = time.process_time()
-        sampler.write(path)
-        with path.open("a") as out:
-            print(f"cpu s: {READY[0] if READY else 0:.3f} at ready, {spent:.3f} at exit", file=out)
+        at_ready = f"cpu s: {READY[0] if READY else 0:.3f} at ready, {spent:.3f} at exit"
+        if threads:
+            Path(f"{threads}.{os.getpid()}").write_text(thread_cpu() + at_ready + "\n")
+        if profile:
+            path = Path(f"{profile}.{os.getpid()}")
+            sampler.write(path)
+            with path.open("a") as out:
+                print(at_ready, file=out)
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)

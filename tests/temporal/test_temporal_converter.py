@@ -15,6 +15,7 @@ pytest.importorskip("temporalio", reason="temporalio is not installed (the tempo
 import dataclasses  # noqa: E402
 import uuid  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
+from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from temporalio.converter import DataConverter, DefaultPayloadConverter  # noqa: E402
@@ -27,8 +28,10 @@ from steadyrun.records import (  # noqa: E402
     RunRecord,
     Step,
 )
-from steadyrun.temporal import TemporalApp, TemporalOptions  # noqa: E402
+from steadyrun.temporal import FolderBlobs, TemporalApp, TemporalOptions  # noqa: E402
+from steadyrun.temporal._app import workflow_runner  # noqa: E402
 from steadyrun.temporal._blobs import LargePayloadCodec  # noqa: E402
+from steadyrun.temporal._contextfree import ContextFreeRunner, context_free  # noqa: E402
 from steadyrun.temporal._converter import StepPayloadConverter, with_step_converter  # noqa: E402
 from steadyrun.temporal._payloads import (  # noqa: E402
     Carried,
@@ -123,3 +126,16 @@ def test_the_app_uses_it_and_keeps_a_codec_and_a_converter_of_the_users_own() ->
 
     own = dataclasses.replace(DataConverter.default, payload_converter_class=Own)
     assert with_step_converter(own) is own
+
+
+def test_the_runner_skips_contexts_only_when_no_part_of_the_converter_takes_one(
+    tmp_path: Path,
+) -> None:
+    plain = TemporalApp(agents=[]).data_converter
+    assert context_free(plain)
+    assert isinstance(workflow_runner(plain), ContextFreeRunner)
+    codec = LargePayloadCodec(FolderBlobs(tmp_path))  # takes the context (blob owners)
+    coded = TemporalApp(agents=[], options=TemporalOptions(payload_codec=codec)).data_converter
+    assert not context_free(coded)
+    assert not isinstance(workflow_runner(coded), ContextFreeRunner)
+    assert not isinstance(workflow_runner(), ContextFreeRunner)

@@ -21,6 +21,7 @@ from steadyrun.stores import Store
 from steadyrun.temporal._activities import Activities
 from steadyrun.temporal._ahead import AheadAwareRunner
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
+from steadyrun.temporal._contextfree import ContextFreeRunner, context_free
 from steadyrun.temporal._converter import with_step_converter
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents
@@ -149,12 +150,13 @@ class TemporalApp:
         queue = task_queue or self.options.task_queue
         kwargs.setdefault("sticky_queue_schedule_to_start_timeout", STICKY_TIMEOUT)
         register_app(queue, self)
+        client = self._worker_client(client)
         return Worker(
-            self._worker_client(client),
+            client,
             task_queue=queue,
             workflows=[AgentWorkflow],
             activities=self.activities.all(),
-            workflow_runner=workflow_runner(),
+            workflow_runner=workflow_runner(client.data_converter),
             **kwargs,
         )
 
@@ -162,16 +164,23 @@ class TemporalApp:
         """A replayer of recorded ``AgentWorkflow`` histories against this app's agents."""
         register_app(None, self)
         kwargs.setdefault("data_converter", self.data_converter)
-        return Replayer(workflows=[AgentWorkflow], workflow_runner=workflow_runner(), **kwargs)
+        runner = workflow_runner(kwargs["data_converter"])
+        return Replayer(workflows=[AgentWorkflow], workflow_runner=runner, **kwargs)
 
 
-def workflow_runner() -> WorkflowRunner:
+def workflow_runner(converter: DataConverter | None = None) -> WorkflowRunner:
     """Temporal's sandbox, with steadyrun passed through, refusing updates while ahead.
 
     Its instances refuse updates while a query has run a workflow ahead of its history (see
     ``steadyrun.temporal._ahead``). steadyrun's loop is deterministic given its clock (the
     workflow's) and its store (in the workflow's memory); agents, tools and policies come from
     the worker's own imports.
+
+    With ``converter`` that no serialization context changes, its instances skip the sandbox
+    round trip Temporal makes to ask for one for every payload (``ContextFreeRunner``).
     """
     restrictions = SandboxRestrictions.default.with_passthrough_modules("steadyrun")
-    return AheadAwareRunner(SandboxedWorkflowRunner(restrictions=restrictions))
+    runner = AheadAwareRunner(SandboxedWorkflowRunner(restrictions=restrictions))
+    if converter is not None and context_free(converter):
+        return ContextFreeRunner(runner)
+    return runner

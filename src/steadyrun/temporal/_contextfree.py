@@ -1,0 +1,92 @@
+"""Workflow instances that skip the sandbox round trip for a serialization context no one uses.
+
+For every payload of an activation and of its completion, Temporal's worker asks the workflow
+instance for the payload's serialization context; the sandbox answers by compiling and running
+a statement inside the sandbox each time (tens of times per run). The context only reaches
+converters and codecs that take one (``WithSerializationContext``); with none of them (no
+payload codec: Temporal's converters and steadyrun's ``StepPayloadConverter`` ignore it),
+every context gives the converter it started from, so answering ``None`` (the context-free
+converter) encodes and decodes the very same bytes without entering the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.converter import (
+    ActivitySerializationContext,
+    DataConverter,
+    WorkflowSerializationContext,
+)
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+
+__all__ = ["ContextFreeRunner", "context_free"]
+
+
+def context_free(converter: DataConverter) -> bool:
+    """Whether no part of ``converter`` changes with a serialization context."""
+    contexts = (
+        WorkflowSerializationContext(namespace="default", workflow_id="w"),
+        ActivitySerializationContext(
+            namespace="default",
+            workflow_id="w",
+            workflow_type="t",
+            activity_type="a",
+            activity_task_queue="q",
+            is_local=False,
+            activity_id="1",
+        ),
+    )
+    return all(converter.with_context(c) is converter for c in contexts)
+
+
+class _Instance(WorkflowInstance):
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+
+    def activate(self, act: Any) -> Any:
+        return self._inner.activate(act)
+
+    def get_serialization_context(self, command_info: Any) -> Any:
+        return None  # the context-free converter: the same one (see the module)
+
+    def get_external_store_context(self, command_info: Any) -> Any:
+        return self._inner.get_external_store_context(command_info)
+
+    def get_info(self) -> Any:
+        return self._inner.get_info()
+
+    def get_thread_id(self) -> int | None:
+        # The worker interrupts a deadlocked workflow's thread by this id.
+        return self._inner.get_thread_id()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else the worker asks of an instance passes on.
+        if name == "_inner":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+class ContextFreeRunner(WorkflowRunner):
+    """``inner``'s instances, answering ``None`` for a serialization context (see the module).
+
+    Only for a worker whose data converter is ``context_free``.
+    """
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: Any) -> None:
+        """Prepared by ``inner``."""
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        """``inner``'s instance, wrapped."""
+        return _Instance(self.inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(
+        self, types: Sequence[type[BaseException]]
+    ) -> None:
+        """Passed to ``inner``."""
+        self.inner.set_worker_level_failure_exception_types(types)

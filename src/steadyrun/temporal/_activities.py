@@ -90,11 +90,11 @@ class Activities:
     def __init__(self, app: AppView) -> None:
         self.app = app
         self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
-        # The fences record activities wrote under, by run and workflow id. A run's claim is
+        # The fences record activities wrote under, by run and workflow run. A run's claim is
         # its workflow's for good, so it is read once per worker, not once per batch; a
         # fence gone stale (the run deleted and started again, taken by another engine) is
         # refused by the store's own check, and then read again.
-        self._fences: dict[tuple[str, str], Fence] = {}
+        self._fences: dict[tuple[str, str | None], Fence] = {}
 
     def all(self) -> list[Callable[..., Any]]:
         """The activity functions to register."""
@@ -247,11 +247,13 @@ class Activities:
         if store is None:
             return
         run_id = inp.run_id
-        workflow_id = activity.info().workflow_id if activity.in_activity() else None
+        info = activity.info() if activity.in_activity() else None
+        workflow_id = info.workflow_id if info is not None else None
         # A batch waits on the store (a lock, a slow disk): the heartbeat tells a lost worker
         # from a slow write within heartbeat_timeout instead of record_timeout.
         async with self._beating():
-            key = (run_id.split("/", 1)[0], workflow_id or run_id)
+            # A new workflow run (a start after a delete, a continue-as-new) claims afresh.
+            key = (run_id.split("/", 1)[0], info.workflow_run_id if info else None)
             fence = self._fences.get(key)
             try:
                 if fence is None:
@@ -269,7 +271,7 @@ class Activities:
         await saved(store, run_id)
 
     async def _claim(
-        self, store: Store, key: tuple[str, str], run_id: str, workflow_id: str | None
+        self, store: Store, key: tuple[str, str | None], run_id: str, workflow_id: str | None
     ) -> Fence:
         fence = await engine_claim(store, run_id, workflow_id or run_id)
         if len(self._fences) >= _FENCES_KEPT:

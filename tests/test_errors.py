@@ -34,6 +34,7 @@ SIGNALS = {
 INTERNAL = {
     "steadyrun._cli_errors.CommandFailed",
     "steadyrun._demo._story.DemoFailure",
+    "steadyrun._sqlite_thread._Busy",
     "steadyrun.models._local_engine.Stopped",
     "steadyrun.models.anthropic._StreamingRequired",
     "steadyrun.runtime._input.TurnLimit",

@@ -445,7 +445,7 @@ class SqliteThread:
             self._wconn = None
 
 
-class _Busy(Exception):
+class _Busy(Exception):  # noqa: N818 (internal: caught where raised, never escapes)
     """A read on the writer's connection found the file locked (busy timeout 0)."""
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
@@ -126,26 +127,39 @@ class _ActivityModel:
 
     async def call(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
         options = self.engine.app.options
-        plain = await workflow.execute_activity(
-            ACTIVITY_MODEL,
-            ModelCallInput(
-                agent=self.engine.agent.name,
-                run_id=self.run_id,
-                model_call_id=model_call_id,
-                request=to_plain(request, ModelRequest),
-                purpose="summary" if self.purpose == "summary" else "turn",
-            ),
-            result_type=dict,
-            start_to_close_timeout=options.model_timeout,
-            heartbeat_timeout=options.heartbeat_timeout,
-            retry_policy=RetryPolicy(
-                maximum_attempts=options.model_attempts,
-                initial_interval=options.retry_interval,
-                non_retryable_error_types=["UsageError", "NotImplementedError"],
-            ),
-            summary=f"{self.engine.agent.name} {model_call_id}",
-        )
-        return from_plain(plain, ModelResponse)
+        lost = 0
+        while True:
+            try:
+                plain = await workflow.execute_activity(
+                    ACTIVITY_MODEL,
+                    ModelCallInput(
+                        agent=self.engine.agent.name,
+                        run_id=self.run_id,
+                        model_call_id=model_call_id,
+                        request=to_plain(request, ModelRequest),
+                        purpose="summary" if self.purpose == "summary" else "turn",
+                    ),
+                    result_type=dict,
+                    start_to_close_timeout=options.model_timeout,
+                    heartbeat_timeout=options.heartbeat_timeout,
+                    retry_policy=RetryPolicy(
+                        maximum_attempts=options.model_attempts,
+                        initial_interval=options.retry_interval,
+                        non_retryable_error_types=["UsageError", "NotImplementedError"],
+                    ),
+                    summary=f"{self.engine.agent.name} {model_call_id}",
+                )
+                return from_plain(plain, ModelResponse)
+            except ActivityError as exc:
+                # A lost worker is not a failed model call: the built-in engine just calls
+                # again, so its heartbeat timeouts do not use up model_attempts (new runs).
+                if not (
+                    _lost_worker(exc)
+                    and lost < LOST_WORKER_ROUNDS
+                    and workflow.patched(PATCH_LOST_WORKER)
+                ):
+                    raise
+                lost += 1
 
 
 @dataclass(kw_only=True, slots=True)
@@ -302,3 +316,17 @@ class WorkflowExecution(Execution):
             request=request,
         )
         return await self.ext.call_model(call, respond)
+
+
+PATCH_LOST_WORKER = "steadyrun.model-lost-worker-again"
+"""Marks runs whose model call is scheduled again when its last attempt lost its worker."""
+
+LOST_WORKER_ROUNDS = 20
+"""Rounds of ``model_attempts`` a model call may lose to lost workers before the run fails
+(a model call that kills its worker each time would otherwise go on forever)."""
+
+
+def _lost_worker(exc: ActivityError) -> bool:
+    """Whether the activity's last attempt ended because its worker stopped heartbeating."""
+    cause = exc.cause
+    return isinstance(cause, ActivityTimeoutError) and cause.type == TimeoutType.HEARTBEAT

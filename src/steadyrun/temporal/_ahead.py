@@ -40,6 +40,7 @@ from steadyrun.temporal._handover_order import (
     split_for,
     split_jobs,
 )
+from steadyrun.temporal._passing import PassingInstance
 
 __all__ = [
     "AHEAD_NOTE",
@@ -134,7 +135,7 @@ def refusing_updates(run_id: str) -> bool:
     return run_id in _REFUSING
 
 
-class _Instance(WorkflowInstance):
+class _Instance(PassingInstance):
     """A workflow instance that tracks ``Ahead`` around the SDK's instance.
 
     It also hands jobs over one per activation, updates last, in runs that carry the
@@ -143,7 +144,7 @@ class _Instance(WorkflowInstance):
     """
 
     def __init__(self, inner: WorkflowInstance) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._state = Ahead()
         self._others: dict[int, int] = {}  # candidate -> its other jobs, in this replay
         self._last_candidate: int | None = None  # the last activation's, if it was one
@@ -279,25 +280,6 @@ class _Instance(WorkflowInstance):
                 act.run_id,
                 found,
             )
-
-    def get_serialization_context(self, command_info: Any) -> Any:
-        return self._inner.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: Any) -> Any:
-        return self._inner.get_external_store_context(command_info)
-
-    def get_info(self) -> Any:
-        return self._inner.get_info()
-
-    def get_thread_id(self) -> int | None:
-        # The worker interrupts a deadlocked workflow's thread by this id.
-        return self._inner.get_thread_id()
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything else the worker asks of an instance (the SDK's own, unlisted) passes on.
-        if name == "_inner":  # not set yet: no recursion
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
 
 class AheadAwareRunner(WorkflowRunner):

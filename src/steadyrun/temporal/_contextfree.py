@@ -21,6 +21,8 @@ from temporalio.converter import (
 )
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
+from steadyrun.temporal._passing import PassingInstance
+
 __all__ = ["ContextFreeRunner", "context_free"]
 
 
@@ -41,31 +43,9 @@ def context_free(converter: DataConverter) -> bool:
     return all(converter.with_context(c) is converter for c in contexts)
 
 
-class _Instance(WorkflowInstance):
-    def __init__(self, inner: WorkflowInstance) -> None:
-        self._inner = inner
-
-    def activate(self, act: Any) -> Any:
-        return self._inner.activate(act)
-
+class _Instance(PassingInstance):
     def get_serialization_context(self, command_info: Any) -> Any:
         return None  # the context-free converter: the same one (see the module)
-
-    def get_external_store_context(self, command_info: Any) -> Any:
-        return self._inner.get_external_store_context(command_info)
-
-    def get_info(self) -> Any:
-        return self._inner.get_info()
-
-    def get_thread_id(self) -> int | None:
-        # The worker interrupts a deadlocked workflow's thread by this id.
-        return self._inner.get_thread_id()
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything else the worker asks of an instance passes on.
-        if name == "_inner":  # not set yet: no recursion
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
 
 class ContextFreeRunner(WorkflowRunner):

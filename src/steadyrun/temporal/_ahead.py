@@ -23,13 +23,12 @@ changes no command and histories written before it replay as before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from temporalio.bridge.proto.workflow_activation import RemoveFromCache, WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+from temporalio.worker import WorkflowInstance
 
 from steadyrun.temporal import _folds
 from steadyrun.temporal._folds import ONE_JOB_EACH, Folds, foldable, one_by_one
@@ -40,7 +39,7 @@ from steadyrun.temporal._handover_order import (
     split_for,
     split_jobs,
 )
-from steadyrun.temporal._passing import PassingInstance
+from steadyrun.temporal._passing import PassingInstance, PassingRunner
 
 __all__ = [
     "AHEAD_NOTE",
@@ -282,22 +281,7 @@ class _Instance(PassingInstance):
             )
 
 
-class AheadAwareRunner(WorkflowRunner):
+class AheadAwareRunner(PassingRunner):
     """``inner`` (Temporal's sandbox), its instances tracking whether a query ran them ahead."""
 
-    def __init__(self, inner: WorkflowRunner) -> None:
-        self.inner = inner
-
-    def prepare_workflow(self, defn: Any) -> None:
-        """Prepared by ``inner``."""
-        self.inner.prepare_workflow(defn)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        """``inner``'s instance, wrapped."""
-        return _Instance(self.inner.create_instance(det))
-
-    def set_worker_level_failure_exception_types(
-        self, types: Sequence[type[BaseException]]
-    ) -> None:
-        """Passed to ``inner``."""
-        self.inner.set_worker_level_failure_exception_types(types)
+    instance = _Instance

@@ -11,7 +11,6 @@ converter) encodes and decodes the very same bytes without entering the sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from temporalio.converter import (
@@ -19,9 +18,8 @@ from temporalio.converter import (
     DataConverter,
     WorkflowSerializationContext,
 )
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-from steadyrun.temporal._passing import PassingInstance
+from steadyrun.temporal._passing import PassingInstance, PassingRunner
 
 __all__ = ["ContextFreeRunner", "context_free"]
 
@@ -48,25 +46,10 @@ class _Instance(PassingInstance):
         return None  # the context-free converter: the same one (see the module)
 
 
-class ContextFreeRunner(WorkflowRunner):
+class ContextFreeRunner(PassingRunner):
     """``inner``'s instances, answering ``None`` for a serialization context (see the module).
 
     Only for a worker whose data converter is ``context_free``.
     """
 
-    def __init__(self, inner: WorkflowRunner) -> None:
-        self.inner = inner
-
-    def prepare_workflow(self, defn: Any) -> None:
-        """Prepared by ``inner``."""
-        self.inner.prepare_workflow(defn)
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        """``inner``'s instance, wrapped."""
-        return _Instance(self.inner.create_instance(det))
-
-    def set_worker_level_failure_exception_types(
-        self, types: Sequence[type[BaseException]]
-    ) -> None:
-        """Passed to ``inner``."""
-        self.inner.set_worker_level_failure_exception_types(types)
+    instance = _Instance

@@ -1,4 +1,4 @@
-"""A workflow instance that passes everything on to the SDK's, for wrappers to change a part.
+"""A workflow runner and instance passing everything on to the SDK's: wrappers change a part.
 
 The worker's runners (``AheadAwareRunner``, ``ContextFreeRunner``) wrap the sandbox's
 instances; each overrides what it changes and keeps the rest of the instance protocol here.
@@ -6,11 +6,12 @@ instances; each overrides what it changes and keeps the rest of the instance pro
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
-from temporalio.worker import WorkflowInstance
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-__all__ = ["PassingInstance"]
+__all__ = ["PassingInstance", "PassingRunner"]
 
 
 class PassingInstance(WorkflowInstance):
@@ -40,3 +41,26 @@ class PassingInstance(WorkflowInstance):
         if name == "_inner":  # not set yet: no recursion
             raise AttributeError(name)
         return getattr(self._inner, name)
+
+
+class PassingRunner(WorkflowRunner):
+    """``inner``'s instances, each wrapped in ``instance``; the rest passed on to ``inner``."""
+
+    instance: ClassVar[type[PassingInstance]] = PassingInstance
+
+    def __init__(self, inner: WorkflowRunner) -> None:
+        self.inner = inner
+
+    def prepare_workflow(self, defn: Any) -> None:
+        """Prepared by ``inner``."""
+        self.inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        """``inner``'s instance, wrapped."""
+        return self.instance(self.inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(
+        self, types: Sequence[type[BaseException]]
+    ) -> None:
+        """Passed to ``inner``."""
+        self.inner.set_worker_level_failure_exception_types(types)

@@ -251,6 +251,28 @@ class StoreError(SteadyrunError):
     """A store failed to read or write. The last step saved before the failure stays intact."""
 
 
+class EngineUnavailableError(StoreError):
+    """The engine that executes the run (a Temporal cluster) did not take the request.
+
+    Raised by ``steadyrun.temporal.TemporalRuns`` when Temporal's frontend cannot be reached
+    or refuses a call for a reason of its own (unavailable, deadline exceeded, permission
+    denied, resource exhausted): the engine's counterpart of a store failing, so the service
+    answers it 503 and the CLI exits with its message. Whether a write reached the run is not
+    known: ask again (a repeated decision, answer, result or message id changes nothing).
+    The ``temporalio`` ``RPCError`` is the exception's ``__cause__``.
+
+    Attributes:
+        status: The RPC status name (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``...).
+    """
+
+    def __init__(self, message: str, status: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> tuple[type[EngineUnavailableError], tuple[str, str]]:
+        return (type(self), (str(self), self.status))
+
+
 class FormatVersionError(StoreError):
     """Stored data carries a format version this release cannot read."""
 

@@ -13,7 +13,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from temporal_kit import last_results, lookup_order, rounds  # noqa: E402
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError  # noqa: E402
+from temporalio.client import WorkflowExecutionStatus  # noqa: E402
 from test_temporal_engine import connect, eventually  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
@@ -138,7 +138,7 @@ async def test_cancelling_the_parent_cancels_the_child(
         child_id = await eventually(child_running, lambda found: found is not None)
         assert child_id is not None
         await runs.cancel("lead-2")
-        with pytest.raises(WorkflowFailureError):
+        with pytest.raises(sr.RunCancelledError):
             await handle.result()
         child = client.get_workflow_handle(child_id)
         await eventually(

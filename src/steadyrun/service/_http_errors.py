@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from steadyrun._errors import (
     ConflictError,
+    EngineUnavailableError,
     ForeignEngineError,
     InvalidResponseError,
     NotPendingError,
@@ -222,6 +223,12 @@ def install_error_handlers(api: FastAPI) -> None:
         )
         return _error(503, "store_unavailable", "the store failed; try again", error_id=error_id)
 
+    def engine_failed(request: Request, exc: Exception) -> JSONResponse:
+        # The engine's cluster (Temporal) did not answer: the caller's request is worth
+        # repeating as it is, and the engine's own words say why.
+        log.warning("engine unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return _error(503, "engine_unavailable", str(exc))
+
     def crashed(request: Request, exc: Exception) -> JSONResponse:
         error_id = uuid.uuid4().hex[:12]
         log.error(
@@ -232,4 +239,5 @@ def install_error_handlers(api: FastAPI) -> None:
     api.add_exception_handler(RequestValidationError, invalid)
     api.add_exception_handler(StarletteHTTPException, http)
     api.add_exception_handler(StoreError, store_failed)
+    api.add_exception_handler(EngineUnavailableError, engine_failed)
     api.add_exception_handler(Exception, crashed)

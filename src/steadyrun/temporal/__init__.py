@@ -24,6 +24,7 @@ from steadyrun.temporal._devserver import DevServer, DevServerError, find_tempor
 from steadyrun.temporal._engine import TemporalEngine
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import RunOutput
+from steadyrun.temporal._run_handle import TemporalRunHandle
 from steadyrun.temporal._workflow import AgentWorkflow
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "TemporalApp",
     "TemporalEngine",
     "TemporalOptions",
+    "TemporalRunHandle",
     "TemporalRuns",
     "collect_blobs",
     "find_temporal_binary",

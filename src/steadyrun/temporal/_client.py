@@ -57,6 +57,8 @@ from steadyrun.temporal._payloads import (
     SendArgs,
     SettleArgs,
 )
+from steadyrun.temporal._rpc import typed_rpc
+from steadyrun.temporal._run_handle import TemporalRunHandle
 
 __all__ = ["TemporalRuns", "client_with_codec"]
 
@@ -108,7 +110,10 @@ class TemporalRuns:
     ``NotPendingError``, or ``RunCancelledError`` for a cancelled run). A cancel of a run that
     completed or failed, and ``resume`` of a completed one, raise ``NotPendingError``; input
     for a cancelled run raises ``RunCancelledError`` (cancelling it again changes nothing); a
-    call on a run id with no workflow raises ``RunNotFoundError``.
+    call on a run id with no workflow raises ``RunNotFoundError``. A cluster that does not
+    answer (or refuses a call for a reason of its own) raises ``EngineUnavailableError``
+    from every method, with Temporal's ``RPCError`` as its cause; the handles ``start`` and
+    ``resume`` return wait with these typed errors too (``TemporalRunHandle``).
 
     Args:
         client: A connected Temporal client.
@@ -127,6 +132,7 @@ class TemporalRuns:
         self.client = client_with_codec(client, payload_codec)
         self.task_queue = task_queue
 
+    @typed_rpc("the start")
     async def start(
         self,
         agent: Agent | str,
@@ -135,7 +141,7 @@ class TemporalRuns:
         input: str,
         input_id: str | None = None,
         execution_timeout: timedelta | None = None,
-    ) -> WorkflowHandle[Any, RunOutput]:
+    ) -> TemporalRunHandle:
         """Start a run, or give an ended one new input.
 
         A run with this id that is going is returned as is (a repeated start). A run that
@@ -147,7 +153,7 @@ class TemporalRuns:
         """
         name = agent.name if isinstance(agent, Agent) else agent
         try:
-            return await self.client.start_workflow(
+            await self.client.start_workflow(
                 WORKFLOW_NAME,
                 RunInput(agent=name, run_id=run_id, input=input, input_id=input_id),
                 id=run_id,
@@ -158,6 +164,7 @@ class TemporalRuns:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 execution_timeout=execution_timeout,
             )
+            return self._run_handle(run_id)
         except WorkflowAlreadyStartedError:
             pass
         args = SendArgs(id=input_id or uuid.uuid4().hex, content=input)
@@ -166,13 +173,15 @@ class TemporalRuns:
         except _RunEnded:
             # The app's store decides: a run it has goes on, a run it lacks starts anew.
             await self._restart(run_id, args, agent=name)
-        return self._handle(run_id)
+        return self._run_handle(run_id)
 
+    @typed_rpc("the run")
     async def run(self, agent: Agent | str, *, run_id: str, input: str) -> RunOutput:
         """Start a run and wait until it completes or fails."""
         await self.start(agent, run_id=run_id, input=input)
         return await self.result(run_id)
 
+    @typed_rpc("the wait for the result")
     async def result(self, run_id: str) -> RunOutput:
         """Wait for a run's end (across continue-as-new).
 
@@ -203,7 +212,8 @@ class TemporalRuns:
                 error=f"{cause or exc}; TemporalRuns.resume({run_id!r}) continues the run",
             )
 
-    async def resume(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
+    @typed_rpc("the resume")
+    async def resume(self, run_id: str) -> TemporalRunHandle:
         """Continue a failed run from its last saved step (see ``Runtime.resume``).
 
         A run whose workflow failed, was terminated or timed out, or whose run failed, goes
@@ -222,7 +232,7 @@ class TemporalRuns:
         if status == WorkflowExecutionStatus.CANCELED:
             raise _cancelled(run_id)
         if status not in _CLOSED:
-            return handle  # going (or continued as new): nothing to resume
+            return self._run_handle(run_id)  # going (or continued as new): nothing to resume
         ended = (await handle.result()).status if status == _COMPLETED else "failed"
         if ended == "cancelled":
             raise _cancelled(run_id)
@@ -238,13 +248,15 @@ class TemporalRuns:
             result_type=RunOutput,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-        return self._handle(run_id)
+        return self._run_handle(run_id)
 
+    @typed_rpc("the query")
     async def pending(self, run_id: str) -> list[PendingItem]:
         """What the run waits for (decisions, inputs, awaited results)."""
         query = self._handle(run_id).query("pending", result_type=list)
         return from_plain(await self._reaching(run_id, "query", query), list[PendingItem])
 
+    @typed_rpc("the query")
     async def tasks(self, run_id: str) -> list[Task]:
         """The run's background tasks, as its workflow holds them (see ``TemporalApp``).
 
@@ -253,16 +265,19 @@ class TemporalRuns:
         query = self._handle(run_id).query("tasks", result_type=list)
         return from_plain(await self._reaching(run_id, "query", query), list[Task])
 
+    @typed_rpc("the query")
     async def snapshot(self, run_id: str) -> DisplaySnapshot:
         """The run's display snapshot."""
         query = self._handle(run_id).query("snapshot", result_type=dict)
         return from_plain(await self._reaching(run_id, "query", query), DisplaySnapshot)
 
+    @typed_rpc("the query")
     async def status(self, run_id: str) -> str:
         """The run's status as its workflow sees it."""
         query = self._handle(run_id).query("status", result_type=str)
         return str(await self._reaching(run_id, "query", query))
 
+    @typed_rpc("the decision")
     async def decide(
         self,
         run_id: str,
@@ -285,6 +300,7 @@ class TemporalRuns:
         )
         return await self._record_update(run_id, "decide", args)
 
+    @typed_rpc("the answer")
     async def answer(
         self, run_id: str, wait_id: str, response: Any, *, by: str | None = None
     ) -> CallRecord:
@@ -293,6 +309,7 @@ class TemporalRuns:
             run_id, "answer", AnswerArgs(wait_id=wait_id, response=response, by=by)
         )
 
+    @typed_rpc("the result")
     async def settle(
         self,
         run_id: str,
@@ -309,6 +326,7 @@ class TemporalRuns:
             run_id, "settle", SettleArgs(call_id=call_id, result=result, error=error, by=by)
         )
 
+    @typed_rpc("the input")
     async def send(
         self,
         run_id: str,
@@ -366,6 +384,7 @@ class TemporalRuns:
         except WorkflowUpdateFailedError as exc:
             raise _typed(exc) from None
 
+    @typed_rpc("the cancel")
     async def cancel(self, run_id: str, *, by: str | None = None) -> None:
         """Cancel a run, and the child workflows of its delegations.
 
@@ -443,6 +462,9 @@ class TemporalRuns:
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, RunOutput]:
         return self.client.get_workflow_handle(run_id, result_type=RunOutput)
+
+    def _run_handle(self, run_id: str) -> TemporalRunHandle:
+        return TemporalRunHandle(self.client, run_id, self.result)
 
     async def _record_update(self, run_id: str, name: str, args: Any) -> CallRecord:
         try:

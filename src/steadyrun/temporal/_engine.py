@@ -68,6 +68,7 @@ from steadyrun.temporal._client import TemporalRuns
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
 from steadyrun.temporal._quiet import at_rest, forget
+from steadyrun.temporal._rpc import typed_rpc
 
 __all__ = ["TemporalEngine", "start_key"]
 
@@ -204,6 +205,7 @@ class TemporalEngine:
         """``False``: a workflow task executes the run, never this process's runtime."""
         return False
 
+    @typed_rpc("the wait for the run")
     async def wait(self, run_id: str) -> None:
         """Until the run's workflow waits or ended and the store shows the same status."""
         while True:
@@ -216,6 +218,7 @@ class TemporalEngine:
                     return
             await asyncio.sleep(0.05)
 
+    @typed_rpc("the wait for the run")
     async def rest(self, run_id: str) -> RunOutput | None:
         """Wait until nothing of the run is in flight in its workflow, and report how it ended.
 
@@ -236,6 +239,7 @@ class TemporalEngine:
 
     # -- operations --------------------------------------------------------------------------
 
+    @typed_rpc("the start")
     async def start(
         self, run_id: str, agent: str, input: str, *, fingerprint: str, meta: dict[str, str]
     ) -> Started:
@@ -264,12 +268,14 @@ class TemporalEngine:
             run_id=run_id, created=created, status=snap.run.status if snap else "running"
         )
 
+    @typed_rpc("the resume")
     async def resume(self, run_id: str) -> bool:
         """Continue a failed run (``TemporalRuns.resume``); refused as the built-in refuses."""
         resumable(run_id, await self.host.store.load(run_id))
         await (await self.runs()).resume(run_id)
         return True
 
+    @typed_rpc("the input")
     async def send(
         self, run_id: str, text: str, *, id: str | None, revision: str | None, by: str | None
     ) -> FeedMessage:
@@ -278,6 +284,7 @@ class TemporalEngine:
         assert sent is not None  # waited for
         return sent
 
+    @typed_rpc("the decision")
     async def decide(
         self,
         run_id: str,
@@ -299,12 +306,14 @@ class TemporalEngine:
             decided_by=decided_by or by,
         )
 
+    @typed_rpc("the answer")
     async def answer(
         self, run_id: str, wait_id: str, response: Any, *, by: str | None
     ) -> CallRecord:
         """The workflow's ``answer`` update."""
         return await (await self.runs()).answer(run_id, wait_id, response, by=by)
 
+    @typed_rpc("the result")
     async def settle(
         self,
         run_id: str,
@@ -317,6 +326,7 @@ class TemporalEngine:
         """The workflow's ``settle`` update."""
         return await (await self.runs()).settle(run_id, call_id, result=result, error=error, by=by)
 
+    @typed_rpc("the fork")
     async def fork(
         self, run_id: str, *, at: int, new_run_id: str, edit: Message | str | None, resume: bool
     ) -> ForkedRun:
@@ -335,6 +345,7 @@ class TemporalEngine:
             await self.continued(forked.run_id)
         return forked
 
+    @typed_rpc("the cancel")
     async def cancel(self, run_id: str, *, by: str | None) -> Cancelled:
         """Cancel the run's workflow and its children, then read back what it cancelled.
 
@@ -355,6 +366,7 @@ class TemporalEngine:
             await asyncio.sleep(0.05)
         return await Operations(self.host.runtime).cancelled(run_id)
 
+    @typed_rpc("the delete")
     async def delete(self, run_id: str) -> Deleted:
         """Delete a run at rest with its workflow, store rows and blobs (see the module).
 
@@ -368,6 +380,7 @@ class TemporalEngine:
         """
         return await self._delete(run_id, settle=True)
 
+    @typed_rpc("the delete")
     async def expire(self, run_id: str) -> Deleted:
         """``delete`` for retention: Temporal is asked to delete the history, not waited for.
 
@@ -424,6 +437,7 @@ class TemporalEngine:
             await collect_blobs(runs.client, codec.blobs, grace=timedelta(0), runs=[run_id])
         return Deleted(run_id=run_id, runs=deletion.runs, messages=deletion.messages)
 
+    @typed_rpc("the query")
     async def tasks(self, run_id: str) -> list[Task]:
         """The run's tasks as its workflow holds them (``TemporalRuns.tasks``).
 
@@ -434,6 +448,7 @@ class TemporalEngine:
         except RunNotFoundError:
             return []
 
+    @typed_rpc("the start")
     async def continued(self, run_id: str) -> None:
         """Start the workflow of a successor written to the store (it loads it from there)."""
         await self._launch(RunInput(agent="", run_id=run_id, resume=True))

@@ -20,6 +20,7 @@ Every error derives from one root, so ``except steadyrun.SteadyrunError`` catche
     │   └── ForeignEngineError     another engine (Temporal) executes the run: reach it there
     ├── StoreError                 a store failed to read or write; the last saved step is intact
     │   ├── FormatVersionError     stored data has a format version this release does not know
+    │   ├── EngineUnavailableError the engine's cluster (Temporal) did not take the request
     │   └── LeaseLostError         the claim is another's now: write refused (``steadyrun.stores``)
     ├── ModelError                 a model client failed (providers add status and body)
     │   ├── ScriptExhaustedError   a ScriptedModel was asked for more responses than scripted
@@ -73,6 +74,7 @@ __all__ = [
     "ConflictError",
     "ContentFiltered",
     "CorrectionsExhausted",
+    "EngineUnavailableError",
     "ForeignEngineError",
     "FormatVersionError",
     "InvalidModelOutput",

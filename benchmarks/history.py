@@ -27,11 +27,11 @@ import asyncio
 import contextlib
 import tempfile
 import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from bench_pg import fresh_database
 from loop_overhead import EARLY_STEP, LATE_STEP, ModelLog, echo, final_text, make_model
 
 from steadyrun import Agent, Limits, MemoryStore, Runtime, SqliteStore
@@ -39,24 +39,6 @@ from steadyrun.stores import Store
 from steadyrun.stores._history import encode_entry
 
 ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=5"
-
-
-@contextlib.contextmanager
-def fresh_database(admin_dsn: str) -> Iterator[str]:
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
-
-    name = f"steadyrun_bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield make_conninfo(admin_dsn, dbname=name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 @contextlib.asynccontextmanager

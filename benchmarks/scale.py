@@ -39,14 +39,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from bench_pg import fresh_database  # noqa: E402
 from scale_kit import AGENT, build_agent, ledger_counts, order_input  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
@@ -202,25 +201,6 @@ class Workers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 await asyncio.to_thread(proc.wait)
-
-
-@contextlib.contextmanager
-def database(admin_dsn: str) -> Iterator[str]:
-    """Create a database for the benchmark, yield its DSN, drop it (``FORCE``) afterwards."""
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
-
-    name = f"steadyrun_scale_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield make_conninfo(admin_dsn, dbname=name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 async def schema_bytes(dsn: str, schema: str) -> int:
@@ -573,7 +553,7 @@ async def amain(args: argparse.Namespace) -> int:
     rows, failed = [], False
     tmp = Path(tempfile.mkdtemp(prefix="steadyrun-scale-"))
     try:
-        with database(args.dsn) as dsn:
+        with fresh_database(args.dsn, "steadyrun_scale") as dsn:
             for engine in args.engines:
                 for n in args.workers:
                     cfg = Config(

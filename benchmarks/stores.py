@@ -57,13 +57,13 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bench_pg import fresh_database
 from loop_overhead import EARLY_STEP, LATE_STEP, ModelLog, echo_text, final_text, fmt, make_model
 
 import steadyrun
@@ -770,31 +770,6 @@ async def main_async(
     return records
 
 
-@contextlib.contextmanager
-def fresh_database(admin_dsn: str) -> Iterator[str]:
-    """Create a database for the benchmark, yield its DSN, drop it (``FORCE``) afterwards."""
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
-
-    name = f"steadyrun_bench_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.OperationalError as exc:
-        raise SystemExit(
-            f"PostgreSQL does not answer ({exc}); start it, pass --admin-dsn, or run with "
-            "--stores sqlite"
-        ) from exc
-    try:
-        yield make_conninfo(admin_dsn, dbname=name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
-            conn.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
 def server_settings(dsn: str) -> str:
     import psycopg
 
@@ -856,7 +831,11 @@ def main() -> None:
         dsn = None
         server = ""
         if "postgres" in args.stores:
-            dsn = stack.enter_context(fresh_database(args.admin_dsn))
+            dsn = stack.enter_context(
+                fresh_database(
+                    args.admin_dsn, hint=", pass --admin-dsn, or run with --stores sqlite"
+                )
+            )
             server = server_settings(dsn)
         records = asyncio.run(main_async(args, sizes, root, dsn))
 

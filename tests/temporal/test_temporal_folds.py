@@ -229,13 +229,31 @@ def _quiet(history: Any) -> bool:
     return bool(events) and scheduled <= done and events[-1].event_type == WFT_COMPLETED
 
 
-class SlowToSuspend(sr.MemoryStore):
-    """The app's store, slow to save a suspended step: its record activity stays in flight."""
+class HeldSuspend(sr.MemoryStore):
+    """The app's store, holding the save of a suspended step until the test lets it go: the
+    record activity stays in flight while the test sends its signal, whatever the load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def save_step(self, run_id: str, step: Step) -> None:
-        if step.run.status == "suspended":
-            await asyncio.sleep(3)  # the signal below comes meanwhile, even on a busy machine
+        if step.run.status == "suspended" and not self.release.is_set():
+            self.holding.set()
+            await self.release.wait()  # the record activity heartbeats meanwhile
         await super().save_step(run_id, step)
+
+
+def _signalled(history: Any) -> bool:
+    """The signal is in the history and a workflow task after it completed (no commands)."""
+    events = list(history.events)
+    at = [
+        i
+        for i, e in enumerate(events)
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    return bool(at) and any(e.event_type == WFT_COMPLETED for e in events[at[-1] :])
 
 
 async def test_an_approval_taken_by_a_cold_worker_replays(
@@ -258,9 +276,11 @@ async def test_an_approval_taken_by_a_cold_worker_replays(
         sys.path.remove(str(BENCHMARKS))
     client = await connect(temporal_server)
     queue = f"q-{uuid.uuid4().hex}"
+    store = HeldSuspend()
+    run_id = f"fold-{uuid.uuid4().hex}"
     app = TemporalApp(
         agents=[build_agent(tmp_path / "ledger")],
-        store=SlowToSuspend(),
+        store=store,
         options=TemporalOptions(task_queue=queue),
     )
     runs = TemporalRuns(client, task_queue=queue)
@@ -274,12 +294,15 @@ async def test_an_approval_taken_by_a_cold_worker_replays(
 
     monkeypatch.setattr(_ahead._Instance, "activate", seen)
     async with app.worker(client):
-        handle = await runs.start("scale", run_id="fold-1", input=order_input("order-1", True))
-        pending = await eventually(lambda: runs.pending("fold-1"), lambda p: len(p) == 1)
+        handle = await runs.start("scale", run_id=run_id, input=order_input("order-1", True))
+        pending = await eventually(lambda: runs.pending(run_id), lambda p: len(p) == 1)
+        await asyncio.wait_for(store.holding.wait(), 60)  # a cap against hanging, not a limit
         await handle.signal("input", SendArgs(id="", content="dropped: no id"))
+        await eventually(handle.fetch_history, _signalled)
+        store.release.set()
         await eventually(handle.fetch_history, _quiet)
     # The worker is gone; the approval waits for the next one, which has no cache.
-    decided = asyncio.ensure_future(runs.decide("fold-1", pending[0].call_id, approve=True))
+    decided = asyncio.ensure_future(runs.decide(run_id, pending[0].call_id, approve=True))
     await asyncio.sleep(3)  # past the sticky queue's timeout: any worker takes the task
     live.clear()
     async with app.worker(client):

@@ -181,7 +181,8 @@ class Activities:
     @contextlib.asynccontextmanager
     async def _beating(self) -> AsyncIterator[None]:
         """Heartbeat while the body runs (outside an activity, as in unit tests, nothing)."""
-        if not activity.in_activity():
+        # A local activity has no heartbeat of its own (its workflow task is kept alive).
+        if not activity.in_activity() or activity.info().is_local:
             yield
             return
         beat = asyncio.create_task(self._heartbeat())

@@ -153,9 +153,11 @@ class TemporalRuns:
         """
         name = agent.name if isinstance(agent, Agent) else agent
         try:
+            # ``resume``: the workflow asks the app's store first, so an id whose closed
+            # workflow Temporal forgot (retention) goes on from its records, never anew.
             await self.client.start_workflow(
                 WORKFLOW_NAME,
-                RunInput(agent=name, run_id=run_id, input=input, input_id=input_id),
+                RunInput(agent=name, run_id=run_id, input=input, input_id=input_id, resume=True),
                 id=run_id,
                 task_queue=self.task_queue,
                 result_type=RunOutput,
@@ -357,7 +359,10 @@ class TemporalRuns:
                 await self._reaching(run_id, "input", handle.signal("input", args))
                 return None
             plain = await self._update(run_id, "send", args)
-        except _RunEnded:
+        except (_RunEnded, RunNotFoundError):
+            # Ended, or forgotten by Temporal (its namespace's retention deleted the closed
+            # workflow): the app's store decides whether the run goes on, as on the built-in
+            # engine, where a run takes input for as long as the store keeps it.
             plain = await self._restart(run_id, args)
             if not wait:
                 return None

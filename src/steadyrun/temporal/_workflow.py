@@ -167,7 +167,23 @@ class AgentWorkflow:
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding
         carried = inp.carried
-        if inp.resume:
+        starting = inp.resume and bool(inp.agent) and inp.input is not None
+        if starting:
+            # ``TemporalRuns.start`` for an id Temporal does not know: new, or a run whose
+            # closed workflow Temporal forgot (retention) while the app's store keeps it,
+            # which then goes on with the input as a new turn, as on the built-in engine.
+            # (No history before this combination: a local activity, no patch needed.)
+            carried = None
+            if app.store is not None:
+                carried = await self._load(options, missing_ok=True, local=True)
+            if carried is not None and carried.snapshot["run"]["agent"] != inp.agent:
+                owner = carried.snapshot["run"]["agent"]
+                raise ApplicationError(
+                    f"run {inp.run_id!r} belongs to agent {owner!r}, not {inp.agent!r}",
+                    type="UsageError",
+                    non_retryable=True,
+                )
+        elif inp.resume:
             # With an agent (a start for an ended workflow id) a run the store does not
             # have is new: its input comes with the start, as an update.
             carried = await self._load(options, missing_ok=bool(inp.agent))
@@ -188,9 +204,11 @@ class AgentWorkflow:
             tasks.restore(carried.tasks)
             generation = carried.generation
         if inp.input is not None:
+            # A new run's first message is ``<run>:input``, as ``Runtime.run`` names it; input
+            # for a run that goes on gets an id of its own (that one is taken).
+            default_id = f"{inp.run_id}:input" if carried is None else workflow.uuid4().hex
             await store.append(
-                inp.run_id,
-                FeedMessage(id=inp.input_id or f"{inp.run_id}:input", content=inp.input),
+                inp.run_id, FeedMessage(id=inp.input_id or default_id, content=inp.input)
             )
         elif carried is None and not inp.resume:
             raise ApplicationError("a new run needs input", type="UsageError", non_retryable=True)
@@ -247,18 +265,35 @@ class AgentWorkflow:
             calls=to_plain(result.calls, list[CallRecord]) if inp.subagent else [],
         )
 
-    async def _load(self, options: TemporalOptions, *, missing_ok: bool) -> Carried | None:
-        """The run's last saved step, from the app's store (a run whose workflow had ended)."""
-        loaded: Loaded = await workflow.execute_activity(
-            ACTIVITY_LOAD,
-            self._run_id,
-            result_type=Loaded,
-            start_to_close_timeout=options.record_timeout,
-            heartbeat_timeout=options.heartbeat_timeout,
-            retry_policy=RetryPolicy(
-                maximum_interval=timedelta(seconds=30), non_retryable_error_types=["UsageError"]
-            ),
+    async def _load(
+        self, options: TemporalOptions, *, missing_ok: bool, local: bool = False
+    ) -> Carried | None:
+        """The run's last saved step, from the app's store (a run whose workflow had ended).
+
+        ``local``: as a local activity (a marker in the history, no activity task of the
+        server's), for the start of a run that is most often new.
+        """
+        retry = RetryPolicy(
+            maximum_interval=timedelta(seconds=30), non_retryable_error_types=["UsageError"]
         )
+        loaded: Loaded
+        if local:
+            loaded = await workflow.execute_local_activity(
+                ACTIVITY_LOAD,
+                self._run_id,
+                result_type=Loaded,
+                start_to_close_timeout=options.record_timeout,
+                retry_policy=retry,
+            )
+        else:
+            loaded = await workflow.execute_activity(
+                ACTIVITY_LOAD,
+                self._run_id,
+                result_type=Loaded,
+                start_to_close_timeout=options.record_timeout,
+                heartbeat_timeout=options.heartbeat_timeout,
+                retry_policy=retry,
+            )
         kind = "RunNotFoundError"
         if loaded.carried is None and missing_ok:
             return None

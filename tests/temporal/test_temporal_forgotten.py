@@ -31,7 +31,7 @@ async def test_new_input_continues_a_run_whose_workflow_was_deleted(
     client = await connect(temporal_server)
     queue = f"q-{uuid.uuid4().hex}"
     app = build_parity_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
-    runs = TemporalRuns(client, task_queue=queue)
+    runs = app.runs(client)  # with the app's store: a forgotten run is found there
     run_id = f"old-{uuid.uuid4().hex}"
     async with app.worker(client):
         first = await runs.run("chat", run_id=run_id, input="Hello.")
@@ -39,6 +39,8 @@ async def test_new_input_continues_a_run_whose_workflow_was_deleted(
         await forget(client, run_id, settle=60.0)  # what retention does to a closed workflow
         with pytest.raises(sr.RunNotFoundError):
             await runs.status(run_id)  # Temporal has no workflow for it now
+        with pytest.raises(sr.RunNotFoundError):  # a client without the store cannot know
+            await TemporalRuns(client, task_queue=queue).send(run_id, "Hello?")
         sent = await runs.send(run_id, "And you?")
         assert sent is not None and sent.content == "And you?"
         second = await runs.result(run_id)
@@ -61,10 +63,10 @@ async def test_input_for_an_id_nobody_knows_is_run_not_found(
     client = await connect(temporal_server)
     queue = f"q-{uuid.uuid4().hex}"
     app = build_parity_app(tmp_path / "runs.db", tmp_path / "fx", task_queue=queue)
-    runs = TemporalRuns(client, task_queue=queue)
     async with app.worker(client):
-        with pytest.raises(sr.RunNotFoundError):
-            await runs.send(f"never-{uuid.uuid4().hex}", "Hello?")
+        for runs in (app.runs(client), TemporalRuns(client, task_queue=queue)):
+            with pytest.raises(sr.RunNotFoundError):
+                await runs.send(f"never-{uuid.uuid4().hex}", "Hello?")
 
 
 async def test_a_start_for_a_forgotten_run_of_another_agent_is_refused(

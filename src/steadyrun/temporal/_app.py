@@ -130,9 +130,12 @@ class TemporalApp:
         return Client(**config)
 
     def runs(self, client: Client) -> TemporalRuns:
-        """A ``TemporalRuns`` on the app's task queue, with its payload codec."""
+        """A ``TemporalRuns`` on the app's task queue, with its payload codec and store."""
         return TemporalRuns(
-            client, task_queue=self.options.task_queue, payload_codec=self.options.payload_codec
+            client,
+            task_queue=self.options.task_queue,
+            payload_codec=self.options.payload_codec,
+            store=self.store,
         )
 
     def worker(self, client: Client, *, task_queue: str | None = None, **kwargs: Any) -> Worker:

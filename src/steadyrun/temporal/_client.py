@@ -46,7 +46,7 @@ from steadyrun.background import Task
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
 from steadyrun.runtime._host import BY_META
-from steadyrun.stores import FeedMessage
+from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import DisplaySnapshot
 from steadyrun.temporal._payloads import (
     WORKFLOW_NAME,
@@ -120,6 +120,10 @@ class TemporalRuns:
         task_queue: Where runs start (the workers' ``TemporalOptions.task_queue``).
         payload_codec: The workers' ``TemporalOptions.payload_codec``, when they set one
             (``TemporalApp.runs`` passes it).
+        store: The workers' app store (``TemporalApp.runs`` passes it): with it, input for a
+            run whose closed workflow Temporal forgot (its namespace's retention) continues
+            the run from the store, as on the built-in engine; without, it raises
+            ``RunNotFoundError``.
     """
 
     def __init__(
@@ -128,9 +132,11 @@ class TemporalRuns:
         *,
         task_queue: str = "steadyrun",
         payload_codec: PayloadCodec | None = None,
+        store: Store | None = None,
     ) -> None:
         self.client = client_with_codec(client, payload_codec)
         self.task_queue = task_queue
+        self.store = store
 
     @typed_rpc("the start")
     async def start(
@@ -359,10 +365,17 @@ class TemporalRuns:
                 await self._reaching(run_id, "input", handle.signal("input", args))
                 return None
             plain = await self._update(run_id, "send", args)
-        except (_RunEnded, RunNotFoundError):
-            # Ended, or forgotten by Temporal (its namespace's retention deleted the closed
-            # workflow): the app's store decides whether the run goes on, as on the built-in
-            # engine, where a run takes input for as long as the store keeps it.
+        except _RunEnded:
+            plain = await self._restart(run_id, args)
+            if not wait:
+                return None
+        except RunNotFoundError:
+            # Forgotten by Temporal (its namespace's retention deleted the closed workflow)
+            # while the app's store keeps it: it goes on, as on the built-in engine, where a
+            # run takes input for as long as the store keeps it. An id the store lacks is not
+            # asked of a worker (no workflow is started for a typo).
+            if self.store is None or await self.store.load(run_id) is None:
+                raise
             plain = await self._restart(run_id, args)
             if not wait:
                 return None

@@ -129,15 +129,18 @@ class TemporalEngine:
         self.payload_codec = payload_codec
         self.namespace = namespace
         self._address = client if isinstance(client, str) else None
+        self._host: Host | None = None
         self._runs = None if isinstance(client, str) else self._made(client)
         self._embedded = worker
         self.settle_seconds = settle_seconds
-        self._host: Host | None = None
         self._worker: Any = None
         self._working: asyncio.Task[None] | None = None
 
     def _made(self, client: Client) -> TemporalRuns:
-        return TemporalRuns(client, task_queue=self.task_queue, payload_codec=self.payload_codec)
+        store = self._host.store if self._host is not None else None
+        return TemporalRuns(
+            client, task_queue=self.task_queue, payload_codec=self.payload_codec, store=store
+        )
 
     async def runs(self) -> TemporalRuns:
         """The ``TemporalRuns`` the engine reaches runs with (connecting on first use)."""
@@ -158,6 +161,8 @@ class TemporalEngine:
         """Attach to ``host``; an engine stays bound to the first (an ``App``'s, usually)."""
         if self._host is None:
             self._host = host
+            if self._runs is not None:
+                self._runs.store = host.store
 
     # -- lifecycle ---------------------------------------------------------------------------
 

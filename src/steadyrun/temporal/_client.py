@@ -32,14 +32,12 @@ from temporalio.exceptions import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from steadyrun import _errors
 from steadyrun._codec import from_plain
 from steadyrun._errors import (
     NotPendingError,
     RunBusyError,
     RunCancelledError,
     RunNotFoundError,
-    SteadyrunError,
     UsageError,
 )
 from steadyrun.background import Task
@@ -48,6 +46,12 @@ from steadyrun.runtime import Agent, PendingItem
 from steadyrun.runtime._host import BY_META
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stream import DisplaySnapshot
+from steadyrun.temporal._client_errors import _RunEnded, _RunFailed
+from steadyrun.temporal._client_errors import cancelled as _cancelled
+from steadyrun.temporal._client_errors import named as _named
+from steadyrun.temporal._client_errors import not_found as _not_found
+from steadyrun.temporal._client_errors import typed as _typed
+from steadyrun.temporal._client_errors import typed_cause as _typed_cause
 from steadyrun.temporal._payloads import (
     WORKFLOW_NAME,
     AnswerArgs,
@@ -572,48 +576,3 @@ class TemporalRuns:
             f"run {run_id!r} {ended}: it waits for no {what}. New input "
             "(TemporalRuns.send) starts a new turn; TemporalRuns.resume continues a failed run"
         )
-
-
-class _RunEnded(NotPendingError):
-    """The run's workflow ended with the run (completed or failed): new input restarts it."""
-
-
-class _RunFailed(_RunEnded):
-    """The run's workflow ended with the run failed (or was terminated, or timed out)."""
-
-
-def _cancelled(run_id: str) -> RunCancelledError:
-    return RunCancelledError(
-        f"run {run_id!r} was cancelled; it is not resumed and takes no input (start a new run "
-        "with TemporalRuns.start)"
-    )
-
-
-def _not_found(run_id: str) -> RunNotFoundError:
-    error = RunNotFoundError(run_id)
-    # Its own message points at Runtime.run, which would not reach Temporal.
-    error.args = (
-        f"no run with id {run_id!r} on Temporal (no workflow with that id in this client's "
-        "namespace); start it with TemporalRuns.start()",
-    )
-    return error
-
-
-def _typed(exc: WorkflowUpdateFailedError) -> Exception:
-    """The steadyrun error a refused update carries (its type name), or the Temporal error."""
-    return _typed_cause(exc.cause) or exc
-
-
-def _typed_cause(cause: BaseException | None) -> Exception | None:
-    """The steadyrun error an ``ApplicationError`` names by its type, if it names one."""
-    if isinstance(cause, ApplicationError) and cause.type:
-        return _named(cause.type, cause.message)
-    return None
-
-
-def _named(kind: str, message: str) -> Exception | None:
-    """The steadyrun error whose type is named ``kind``, with ``message``, if there is one."""
-    cls = getattr(_errors, kind, None)
-    if isinstance(cls, type) and issubclass(cls, SteadyrunError):
-        return cls(message)
-    return None

@@ -122,7 +122,9 @@ class Journal(Protocol):
     ``save_step`` may also tell what the run's feed holds: it returns what
     ``pending(run_id, step.checkpoint.claimed_through)`` would return, read as part of the
     step's write (at or after the moment the step's transaction began), or ``None`` when the
-    store does not tell; the runtime then reads ``pending`` itself before it needs to know.
+    store does not tell; the runtime then reads ``pending`` itself before it needs to know. A
+    step that leaves the run anything but ``running`` may answer ``None`` (its executor stops
+    after it and asks nothing), where the answer would cost a statement of its own.
     """
 
     async def save_step(self, run_id: str, step: Step) -> int | None:

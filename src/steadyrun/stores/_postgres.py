@@ -164,11 +164,13 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
 
     # -- journal ---------------------------------------------------------------------------
 
-    async def save_step(self, run_id: str, step: Step) -> int:
+    async def save_step(self, run_id: str, step: Step) -> int | None:
         """Write one step in one transaction.
 
         Returns what ``pending`` returns for the step's claimed position, read in the step's
-        transaction (the loop's steps: in the same statement, no round trip of its own).
+        transaction (the loop's steps: in the same statement, no round trip of its own). The
+        general paths answer ``None`` for a step that leaves the run not running (nobody
+        asks), rather than read the feed for it.
         """
         s = self._s
         run = step.run
@@ -183,18 +185,23 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             if waiting is not None:
                 return waiting
             self._rows.forget(run_id, [c.id for c in step.calls])
+            bounds: tuple[int, int] | None = None
             async with self.database.write_transaction() as tx:
                 feed = tx.conn.cursor()
-                await feed.execute(_FEED_BOUNDS.format(s=s), (run_id, run_id))  # no wait
+                if run.status == "running":  # fetched after the step's one wait: no round trip
+                    await feed.execute(_FEED_BOUNDS.format(s=s), (run_id, run_id))
                 wrote, segment = await write_step(tx, s, run_id, step, enc, hint, self._rows)
                 written += wrote
-                last, consumed = await _one(feed)
+                if run.status == "running":
+                    last, consumed = await _one(feed)
+                    bounds = (int(last), int(consumed))
             self._remember_segment(run_id, segment)
             self.bytes_written += written
             self.step_bytes.append(written)
-            return _waiting(last, consumed, claimed)
+            return _waiting(*bounds, claimed) if bounds is not None else None
 
         self._rows.forget(run_id, [c.id for c in step.calls])  # merged below, not learned
+        bounds = None
         async with self._transaction() as conn:
             cur = conn.cursor()
             await fence_check(cur, s, run_id, run.steps)  # a worker's lost lease: refused
@@ -260,11 +267,12 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             for call in step.calls:
                 written += await pg_merge(cur, s, run_id, call, spots)
             written += await pg_entry(cur, s, run_id, step, segment, end)
-            last, consumed = await self._feed_bounds(conn, run_id)
+            if run.status == "running":
+                bounds = await self._feed_bounds(conn, run_id)
         self._remember_segment(run_id, segment)
         self.bytes_written += written
         self.step_bytes.append(written)
-        return _waiting(last, consumed, claimed)
+        return _waiting(*bounds, claimed) if bounds is not None else None
 
     async def _save_fast(
         self, run_id: str, step: Step, enc: EncodedStep, hint: int | None

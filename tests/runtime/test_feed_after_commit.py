@@ -132,3 +132,33 @@ async def _check_taken(store: Any, at_step: int) -> None:
     snap = await store.load("race")
     assert snap is not None
     assert await store.pending("race", snap.checkpoint.claimed_through) == 0
+
+
+async def test_input_sent_while_the_model_answers_follows_that_answers_calls() -> None:
+    # The batch's first feed check takes what the step before the model call said: input sent
+    # during the call no longer cancels the answer's calls; it is taken right after them.
+    runtime: sr.Runtime
+    ran: list[str] = []
+
+    async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        if len(request.messages) == 1:
+            await runtime.send("r", "Stop, wrong address!", id="stop")
+            return tool_calls(call("step", {"name": "s1"}, id="c1"))
+        return text("Stopped.")
+
+    @sr.tool
+    async def step(name: str) -> str:
+        """A step."""
+        ran.append(name)
+        return name
+
+    model = FunctionModel(respond)
+    runtime = sr.Runtime(sr.MemoryStore())
+    result = await runtime.run(
+        sr.Agent(name="a", model=model, tools=[step]), run_id="r", input="go"
+    )
+    assert ran == ["s1"]
+    assert [c.status for c in result.calls] == ["succeeded"]
+    second = model.requests[1].messages
+    assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
+    assert second[-1].text == "Stop, wrong address!"

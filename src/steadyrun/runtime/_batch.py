@@ -4,10 +4,11 @@ Rules (``next_start``, a pure function): at most ``max_concurrent`` calls run at
 whose tool declares no concurrency runs alone (nothing before it is still running, nothing after
 it starts until it ends); calls with the same non-empty key never overlap. Calls start in call
 order where the rules allow, and a call blocked only by its key lets later calls of other keys go
-first. Before each round of starts the run's feed is checked: once new input is waiting, calls that
-have not started are cancelled, except calls a person cleared (approved, or answered) on this
-resume. The calls that may start at once start together: their starts are written in one go
-(with the step that opened the batch, when it is still owed) before any of their bodies runs.
+first. Before each round of starts the run's feed is checked (``input_pending``; a batch's first
+check takes what the run's last step's commit said): once new input is waiting, calls that have
+not started are cancelled, except calls a person cleared (approved, or answered) on this resume.
+The calls that may start at once start together: their starts are written in one go (with the
+step that opened the batch, when it is still owed) before any of their bodies runs.
 """
 
 from __future__ import annotations

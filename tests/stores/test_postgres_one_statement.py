@@ -452,6 +452,13 @@ async def test_a_version_6_database_gets_the_step_that_tells_the_feed(pg_dsn: st
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
         cur = await conn.execute("SELECT max(version) FROM steadyrun.steadyrun_schema")
         assert await cur.fetchone() == (SCHEMA_VERSION,)
+        # Version 6's function stays beside the overload: a process of the older release,
+        # still connected, writes its steps with it.
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
+        )
+        assert await cur.fetchone() == (2,)
 
 
 async def test_a_store_that_loaded_the_run_writes_its_next_step_in_one_statement(

@@ -134,21 +134,24 @@ async def _check_taken(store: Any, at_step: int) -> None:
     assert await store.pending("race", snap.checkpoint.claimed_through) == 0
 
 
-async def test_input_sent_while_the_model_answers_follows_that_answers_calls() -> None:
-    # The batch's first feed check takes what the step before the model call said: input sent
-    # during the call no longer cancels the answer's calls; it is taken right after them.
+async def test_input_sent_while_the_model_answers_cancels_that_answers_calls() -> None:
+    # The batch's first feed check takes what the step before the model call said; the commit
+    # that starts the answer's calls sees the input sent meanwhile, and they are cancelled
+    # before any body runs, as the read after the model call did.
     runtime: sr.Runtime
     ran: list[str] = []
 
     async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
         if len(request.messages) == 1:
             await runtime.send("r", "Stop, wrong address!", id="stop")
-            return tool_calls(call("step", {"name": "s1"}, id="c1"))
+            return tool_calls(
+                call("step", {"name": "s1"}, id="c1"), call("step", {"name": "s2"}, id="c2")
+            )
         return text("Stopped.")
 
     @sr.tool
     async def step(name: str) -> str:
-        """A step."""
+        """A step that runs alone."""
         ran.append(name)
         return name
 
@@ -157,8 +160,10 @@ async def test_input_sent_while_the_model_answers_follows_that_answers_calls() -
     result = await runtime.run(
         sr.Agent(name="a", model=model, tools=[step]), run_id="r", input="go"
     )
-    assert ran == ["s1"]
-    assert [c.status for c in result.calls] == ["succeeded"]
+    assert ran == []
+    assert [c.status for c in result.calls] == ["cancelled", "cancelled"]
+    assert "cancelled before it started" in (result.calls[0].result or "")
     second = model.requests[1].messages
     assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
     assert second[-1].text == "Stop, wrong address!"
+    assert len(model.requests) == 2

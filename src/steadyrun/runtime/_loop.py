@@ -483,8 +483,9 @@ class Execution:
         state = self.state
         owed, self._step_owed = self._step_owed, False
         # The batch's first check of the feed takes what the last step's commit said (before
-        # the model call); input appended since is taken after the batch (the commit that
-        # starts its calls sees it) or before the next model call (the commit after them).
+        # the model call); input appended since is seen by the commit that starts the calls
+        # (``input_seen``: they are cancelled before any body runs) or by the commit after
+        # them (taken before the next model call).
         committed = [self.end.feed]
 
         async def input_pending() -> bool:
@@ -498,6 +499,7 @@ class Execution:
             input_pending=input_pending,
             max_concurrent=self.limits.max_concurrent_tool_calls,
             save_step=self.end.save if owed else None,
+            input_seen=lambda: bool(self.end.feed),
         )
         await runner.run()
         records = state.batch_calls()

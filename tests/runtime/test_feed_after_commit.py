@@ -163,6 +163,7 @@ async def test_input_sent_while_the_model_answers_cancels_that_answers_calls() -
     assert ran == []
     assert [c.status for c in result.calls] == ["cancelled", "cancelled"]
     assert "cancelled before it started" in (result.calls[0].result or "")
+    assert [c.started_at for c in result.calls] == [None, None]  # no body ran
     second = model.requests[1].messages
     assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
     assert second[-1].text == "Stop, wrong address!"

@@ -137,9 +137,8 @@ class Texts:
         subagent_failed: Error of a delegation whose sub-agent did not finish.
         subagent_would_wait: ``{why}`` of ``subagent_failed`` when the sub-agent had to wait.
         subagent_follow_up: Tells the main agent what a sub-agent answered in a later turn
-            (its background task ended after the delegation returned): ``{call_id}``,
-            ``{text}``.
-        subagent_follow_up_failed: The same, when that later turn did not finish: ``{why}``.
+            (its background task ended after the delegation returned).
+        subagent_follow_up_failed: The same, when that later turn did not finish.
         delegation_interrupted: A delegation a crash interrupted during a side effect.
         delegate_description: The description of the general ``delegate`` tool.
         delegate_task_arg: The description of the ``task`` argument of delegate tools.

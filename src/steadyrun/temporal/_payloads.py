@@ -11,6 +11,7 @@ from typing import Any, Literal, get_type_hints
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun.records import CallUpdate
+from steadyrun.stores import FeedMessage
 
 __all__ = [
     "ACTIVITY_LOAD",
@@ -313,6 +314,15 @@ class DecideArgs:
     arguments: str | None = None
     decided_by: str | None = None
 
+    def decision(self) -> dict[str, Any]:
+        """The keyword arguments of ``decide`` (``Runtime``'s, the workflow host's)."""
+        return {
+            "approve": self.approve,
+            "reason": self.reason,
+            "arguments": self.arguments,
+            "decided_by": self.decided_by,
+        }
+
 
 @dataclass(kw_only=True)
 class AnswerArgs:
@@ -363,6 +373,12 @@ class SendArgs:
     revision: str = "1"
     role: Literal["user", "system"] = "user"
     meta: dict[str, str] | None = None
+
+    def message(self) -> FeedMessage:
+        """The feed message this input is."""
+        return FeedMessage(
+            id=self.id, revision=self.revision, role=self.role, content=self.content, meta=self.meta
+        )
 
 
 _UPDATE_TYPES: dict[str, Any] = {}

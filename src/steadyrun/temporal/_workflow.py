@@ -415,12 +415,12 @@ class AgentWorkflow:
     async def decide(self, args: DecideArgs) -> dict[str, Any]:
         """Approve or reject a call waiting for a decision; returns the record."""
         assert self._host is not None
-        record = await self._apply(self._host.decide(self._run_id, args.call_id, **_decision(args)))
+        record = await self._apply(self._host.decide(self._run_id, args.call_id, **args.decision()))
         return to_plain(record, CallRecord)  # type: ignore[no-any-return]
 
     @decide.validator
     def _validate_decide(self, args: DecideArgs) -> None:
-        self._check(lambda dry: dry.decide(self._run_id, args.call_id, **_decision(args)))
+        self._check(lambda dry: dry.decide(self._run_id, args.call_id, **args.decision()))
 
     @workflow.update
     async def answer(self, args: AnswerArgs) -> dict[str, Any]:
@@ -476,7 +476,7 @@ class AgentWorkflow:
             kind = "RunCancelledError" if "cancelled" in self._refused else "RunNotFoundError"
             raise ApplicationError(self._refused, type=kind)
         assert self._store is not None
-        message = await self._apply(self._store.append(self._run_id, _feed_message(args)))
+        message = await self._apply(self._store.append(self._run_id, args.message()))
         return to_plain(message, FeedMessage)  # type: ignore[no-any-return]
 
     @send.validator
@@ -505,7 +505,7 @@ class AgentWorkflow:
         await workflow.wait_condition(lambda: self._ready or self._refused is not None)
         if self._refused is not None:
             return
-        await self._apply(self._store.append(self._run_id, _feed_message(args)))
+        await self._apply(self._store.append(self._run_id, args.message()))
 
     @workflow.signal(name=SIGNAL_SUBAGENT_TURN)
     async def subagent_turn(self, turn: SubagentTurn) -> None:
@@ -548,7 +548,7 @@ class AgentWorkflow:
         write: Coroutine[Any, Any, CallRecord]
         if name == "decide":
             decision = DecideArgs(**args)
-            write = dry.decide(self._run_id, decision.call_id, **_decision(decision))
+            write = dry.decide(self._run_id, decision.call_id, **decision.decision())
         elif name == "answer":
             answer = AnswerArgs(**args)
             write = dry.answer(self._run_id, answer.wait_id, answer.response)
@@ -592,18 +592,3 @@ class AgentWorkflow:
             return "running"
         snap = run_now(self._store.load(self._run_id))
         return snap.run.status if snap is not None else "running"
-
-
-def _decision(args: DecideArgs) -> dict[str, Any]:
-    return {
-        "approve": args.approve,
-        "reason": args.reason,
-        "arguments": args.arguments,
-        "decided_by": args.decided_by,
-    }
-
-
-def _feed_message(args: SendArgs) -> FeedMessage:
-    return FeedMessage(
-        id=args.id, revision=args.revision, role=args.role, content=args.content, meta=args.meta
-    )

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from temporalio import workflow
 from temporalio.exceptions import CancelledError, ChildWorkflowError
@@ -49,11 +49,9 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
     from steadyrun.tools import Tool
 
-if TYPE_CHECKING:
-    from steadyrun.temporal._wchildren import ChildTurns
-
 __all__ = [
     "PATCH_SUBAGENT_BACKGROUND",
+    "ChildResults",
     "Delegation",
     "child_agents",
     "delegations",
@@ -81,6 +79,13 @@ class Delegation:
     child: str
     typed: bool
     limits: Limits
+
+
+class ChildResults(Protocol):
+    """What a delegation reads and writes of the workflow's ``ChildTurns`` (``_wchildren``)."""
+
+    early: dict[str, RunOutput]  # child run id -> its first turn's result, signalled
+    going: dict[str, str]  # child run id -> its delegation tool, once that result was taken
 
 
 def _specs(agent: Agent) -> Iterator[tuple[SubAgents, Delegate | None]]:
@@ -130,7 +135,7 @@ async def run_delegation(
     delegation: Delegation,
     call: ToolCall,
     save: Callable[[CallRecord], Any],
-    children: ChildTurns | None = None,
+    children: ChildResults | None = None,
 ) -> Any:
     """Run a delegation call as a child workflow and return what the tool would return.
 
@@ -188,7 +193,7 @@ async def _child(delegation: Delegation, call: ToolCall, run_id: str, task: str)
 
 
 async def _detachable(
-    delegation: Delegation, call: ToolCall, run_id: str, task: str, children: ChildTurns
+    delegation: Delegation, call: ToolCall, run_id: str, task: str, children: ChildResults
 ) -> RunOutput:
     """The child's first turn: its workflow's output, or signalled while its tasks go on.
 

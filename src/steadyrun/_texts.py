@@ -136,6 +136,9 @@ class Texts:
         subagent_use_output_tool: Correction when a typed delegate answers in text.
         subagent_failed: Error of a delegation whose sub-agent did not finish.
         subagent_would_wait: ``{why}`` of ``subagent_failed`` when the sub-agent had to wait.
+        subagent_follow_up: Tells the main agent what a sub-agent answered in a later turn
+            (its background task ended after the delegation returned).
+        subagent_follow_up_failed: The same, when that later turn did not finish.
         delegation_interrupted: A delegation a crash interrupted during a side effect.
         delegate_description: The description of the general ``delegate`` tool.
         delegate_task_arg: The description of the ``task`` argument of delegate tools.
@@ -359,6 +362,14 @@ class Texts:
     subagent_use_output_tool: str = "Do not answer in text: call submit_result with your result."
     subagent_failed: str = "the sub-agent did not finish: {why}"
     subagent_would_wait: str = "it could not finish without waiting for someone"
+    subagent_follow_up: str = (
+        "The sub-agent of your call {call_id} went on when its background work ended and "
+        "answered:\n{text}"
+    )
+    subagent_follow_up_failed: str = (
+        "The sub-agent of your call {call_id} went on when its background work ended and "
+        "did not finish: {why}"
+    )
     delegation_interrupted: str = (
         "The delegation was interrupted while its sub-agent was running {names}, whose outcome "
         "is unknown; check it before delegating this task again."

@@ -162,6 +162,12 @@ CHINESE: Mapping[str, str] = MappingProxyType(
         "subagent_use_output_tool": "不要用文字作答：请调用 submit_result 提交你的结果。",
         "subagent_failed": "子智能体没有完成：{why}",
         "subagent_would_wait": "它必须等待他人才能完成",
+        "subagent_follow_up": (
+            "你的调用 {call_id} 的子智能体在其后台工作结束后继续运行，回答：\n{text}"
+        ),
+        "subagent_follow_up_failed": (
+            "你的调用 {call_id} 的子智能体在其后台工作结束后继续运行，但没有完成：{why}"
+        ),
         "delegation_interrupted": (
             "委派在其子智能体运行 {names} 时被中断，结果未知；"
             "再次委派这项任务之前，请先确认它是否已经生效。"

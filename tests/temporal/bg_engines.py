@@ -24,6 +24,7 @@ import steadyrun as sr
 from bgkit import Build, Deploy, Registry
 from steadyrun.background import BackgroundTool, MemoryTaskStore, Task, TaskManager
 from steadyrun.chat import ModelRequest
+from steadyrun.extensions import SubAgents
 from steadyrun.records import RunSnapshot
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
@@ -88,11 +89,16 @@ def run_id_for(opener: Opener) -> str:
 
 
 class _BuiltinSession:
-    def __init__(self, model: ScriptedModel, tools: Sequence[BackgroundTool]) -> None:
+    def __init__(
+        self, model: ScriptedModel, tools: Sequence[BackgroundTool], subagents: bool = False
+    ) -> None:
         self.store: sr.Store = sr.MemoryStore()
         self.tasks_store = MemoryTaskStore()
         self.manager = TaskManager(self.tasks_store, self.store, list(tools), lease=1.0, poll=0.02)
-        self.agent = sr.Agent(name="a", model=model, tools=self.manager.tools())
+        extensions = [SubAgents()] if subagents else []
+        self.agent = sr.Agent(
+            name="a", model=model, tools=self.manager.tools(), extensions=extensions
+        )
         self.runtime = sr.Runtime(self.store, agents=[self.agent])
         self.runtime.use_tasks(self.manager)
         self.first: dict[str, asyncio.Task[sr.RunResult]] = {}
@@ -110,7 +116,11 @@ class _BuiltinSession:
         await self.first[run_id]
 
         async def told() -> bool:
-            tasks = await self.tasks_store.list_tasks(run_id)
+            snap = await _load(self.store, run_id)
+            children = [f"{run_id}/{c.id}" for c in snap.calls if c.parent_id is None]
+            tasks = []
+            for run in [run_id, *children]:  # a sub-agent's tasks are its child run's
+                tasks += await self.tasks_store.list_tasks(run)
             return all(t.final and t.notified for t in tasks)
 
         await eventually(told, "every task ended and the run was told")
@@ -136,10 +146,13 @@ class _BuiltinSession:
 
 @asynccontextmanager
 async def builtin(
-    model: ScriptedModel, tools: Sequence[BackgroundTool]
+    model: ScriptedModel, tools: Sequence[BackgroundTool], *, subagents: bool = False
 ) -> AsyncIterator[_BuiltinSession]:
-    """The built-in engine: ``Runtime`` and a ``TaskManager`` worker in this process."""
-    session = _BuiltinSession(model, tools)
+    """The built-in engine: ``Runtime`` and a ``TaskManager`` worker in this process.
+
+    With ``subagents`` the agent has ``SubAgents()`` (its ``delegate`` child has its tools).
+    """
+    session = _BuiltinSession(model, tools, subagents)
     async with session.manager:
         yield session
 
@@ -167,10 +180,14 @@ class _TemporalSession:
         out = await asyncio.wait_for(self.runs.result(run_id), 120)  # a cap, not a limit
         assert out.status == "completed", out
         self.outputs[run_id] = out
-        # The workflow is deterministic: its history replays against the same app.
-        history = await self.runs.client.get_workflow_handle(run_id).fetch_history()
-        await self.app.replayer().replay_workflow(history)
-        return await _load(self.store, run_id)
+        # The workflow is deterministic: its history replays against the same app, and
+        # so do its sub-agents' child workflows.
+        snap = await _load(self.store, run_id)
+        children = [f"{run_id}/{c.id}" for c in snap.calls if c.name.startswith("delegate")]
+        for workflow_id in [run_id, *children]:
+            history = await self.runs.client.get_workflow_handle(workflow_id).fetch_history()
+            await self.app.replayer().replay_workflow(history)
+        return snap
 
     async def pending(self, run_id: str) -> list[sr.PendingItem]:
         return await self.runs.pending(run_id)  # type: ignore[no-any-return]
@@ -201,7 +218,7 @@ def on_temporal(
 
     @asynccontextmanager
     async def open_(
-        model: ScriptedModel, tools: Sequence[BackgroundTool]
+        model: ScriptedModel, tools: Sequence[BackgroundTool], *, subagents: bool = False
     ) -> AsyncIterator[_TemporalSession]:
         from temporalio.client import Client
 
@@ -210,7 +227,10 @@ def on_temporal(
         client = await Client.connect(server.target)
         queue = f"q-{uuid.uuid4().hex}"
         manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), list(tools))
-        agent = sr.Agent(name="a", model=model, tools=[*manager.tools(), *extra_tools])
+        extensions = [SubAgents()] if subagents else []
+        agent = sr.Agent(
+            name="a", model=model, tools=[*manager.tools(), *extra_tools], extensions=extensions
+        )
         store = sr.SqliteStore(folder / f"{queue}.db")
         settings: dict[str, Any] = {
             "heartbeat_timeout": timedelta(seconds=2),
@@ -511,3 +531,51 @@ async def listed_by_the_service(opener: Opener) -> None:
         assert task["output"] == {"deployed": "1.2"} and task["question"]["answered"]
         assert task["question"]["answered_by"] == "ann"
         await session.settled(r)
+
+
+async def subagent_adoption(opener: Opener) -> None:
+    """A sub-agent's slow call: adopted, the delegation returns, the ending a new child turn.
+
+    The child's model gets the receipt and ends its turn, whose answer is the delegation's
+    result at once; when the task ends, the child takes the notification in a new turn and
+    the parent is told what it answered, in a new turn of its own.
+    """
+    reg, r = Registry(), run_id_for(opener)
+    child, task_id = f"{r}/m1.c1", f"{r}/m1.c1/m1.c1"
+    model = ScriptedModel(
+        [
+            tool_calls(("delegate", {"task": "build the shop"})),  # the parent
+            tool_calls(("build", {"repo": "shop"})),  # the child
+            text("started the build"),  # the child: the delegation's result
+            text("delegated"),  # the parent's first turn ends, the task going
+            text("the shop is built"),  # the child's new turn: the notification
+            text("told"),  # the parent's new turn: what the child answered
+        ]
+    )
+    async with opener(model, [Build(reg)], subagents=True) as session:
+        await session.start(r, "build the shop")
+        first = await session.first_turn(r)
+        assert [m.text for m in first.context if m.role == "assistant"][-1] == "delegated"
+        delegation = next(c for c in first.calls if c.id == "m1.c1")
+        assert delegation.status == "succeeded" and delegation.result == "started the build"
+        kid = await _load(session.store, child)
+        assert _receipt(kid, "m1.c1")["task_id"] == task_id
+        (task,) = await session.tasks(child)
+        assert (task.id, task.status) == (task_id, "running")
+        assert await session.tasks(r) == []  # the child's, not the parent's
+        reg.gate(task_id).set()
+        snap = await session.settled(r)
+        (task,) = await session.tasks(child)
+        kid = await _load(session.store, child)
+    assert task.status == "completed" and task.notified
+    assert reg.starts == {task_id: 1}
+    ending = f'Background task {task_id} (build shop) completed:\n{{"built": "{task_id}"}}'
+    assert _system_texts(model.requests[4]) == [ending]
+    said = sr.Texts().subagent_follow_up.format(call_id="m1.c1", text="the shop is built")
+    assert _system_texts(model.requests[5]) == [said]
+    assert kid.run.status == "completed"
+    assert [m.text for m in kid.context if m.role == "assistant"][-1] == "the shop is built"
+    assert snap.run.status == "completed"
+    assert [m.text for m in snap.context if m.role == "assistant"][-1] == "told"
+    copied = {c.id for c in snap.calls if c.parent_id == "m1.c1"}
+    assert "m1.c1/m1.c1" in copied  # the child's calls, under the delegation

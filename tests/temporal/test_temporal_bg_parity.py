@@ -31,6 +31,7 @@ SCENARIOS: list[Scenario] = [
     bg_engines.waiting_input,
     bg_engines.failure_and_time_limit,
     bg_engines.listed_by_the_service,
+    bg_engines.subagent_adoption,
 ]
 
 

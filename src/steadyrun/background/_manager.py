@@ -41,6 +41,7 @@ from steadyrun.control import HostFailure
 from steadyrun.runtime._extension import Extension
 from steadyrun.runtime._host import PendingItem
 from steadyrun.stores import Feed
+from steadyrun.stores._leases import fenced
 from steadyrun.tools import Tool, ToolContext, schema_tool
 
 __all__ = ["TaskManager"]
@@ -259,7 +260,11 @@ class TaskManager:
                 await asyncio.wait_for(self._wake.wait(), self.poll)
 
     def _spawn(self, task_id: str, job: Any) -> None:
-        runner = asyncio.create_task(job)
+        # Outside any run's claim: an adopted call's watcher starts inside the run's execution
+        # and would inherit its fence, so the notification would count as the run's own write
+        # (no wake-up: no worker would ever resume the run), or be refused once the claim ended.
+        with fenced(None):
+            runner = asyncio.create_task(job)
         self._running[task_id] = runner
         runner.add_done_callback(lambda _: self._running.pop(task_id, None))
 

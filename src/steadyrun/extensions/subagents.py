@@ -8,11 +8,19 @@ the child from its own checkpoint, unless the child left a side effect whose out
 then the delegation is ``needs_review`` and nothing repeats it: the child run is ended (``failed``,
 ``SubAgentInterrupted``) with that call ``needs_review``, and its records are copied under the
 delegation call as for a finished delegation.
+
+A sub-agent may leave background tasks going when its delegation returns (a ``BackgroundTool``
+call adopted into a task: its model got the launch receipt). When such a task ends, its
+notification goes to the child run's feed, which wakes the run tree; the main run, resumed,
+gives the child a new turn (``on_restore``) and tells its own model what the child answered,
+in a system message of its feed (``Texts.subagent_follow_up``), taken in a new turn or at the
+next safe point.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,8 +42,10 @@ from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
 from steadyrun.runtime._completion import Correct, GuardView, Verdict
 from steadyrun.runtime._extension import Extension, ModelCall, ModelNext, RunHandle
+from steadyrun.runtime._handle import child_run_id
 from steadyrun.runtime._recovery import needs_recovery, outcome_unknown
 from steadyrun.runtime._result import RunResult
+from steadyrun.stores import FeedMessage
 from steadyrun.tools import Tool, ToolContext, tool, validate_tool_name
 
 __all__ = [
@@ -125,6 +135,9 @@ class SubAgents(Extension):
         self.texts: Texts = default_texts()
         self._agents: dict[str, Agent] = {}
         self._lock = asyncio.Lock()
+        # Delegations whose child completed: call id -> tool name. Their child runs may
+        # still have background tasks going, whose endings give the child a new turn.
+        self.delegated: dict[str, str] = {}
 
     def for_run(self) -> SubAgents:
         """An instance for one run (child agents are built once per run, on first use)."""
@@ -135,6 +148,14 @@ class SubAgents(Extension):
         """Keep the run's handle (delegations drive child runs through it) and its texts."""
         self.handle = handle
         self.texts = texts_of(handle)
+
+    def save_state(self) -> Any:
+        """The completed delegations, whose child runs may be woken by their tasks."""
+        return {"delegated": dict(self.delegated)} if self.delegated else None
+
+    def restore_state(self, state: Any) -> None:
+        """Load ``save_state``'s delegations (``None``: a new run)."""
+        self.delegated = dict((state or {}).get("delegated", {}))
 
     def tool_names(self) -> set[str]:
         """The names of the delegation tools."""
@@ -198,6 +219,8 @@ class SubAgents(Extension):
         result = await handle.run_subagent(agent, call_id=ctx.call_id, task=task)
         await handle.record_subcalls(ctx.call_id, result.calls)
         ctx.report_usage(result.usage)
+        if result.status == "completed" and not handle.subagent:
+            self.delegated[ctx.call_id] = "delegate" if spec is None else f"delegate_{spec.name}"
         if result.status != "completed":
             texts = ctx.texts
             why = why_unfinished(result, texts, agent.limits)
@@ -214,6 +237,38 @@ class SubAgents(Extension):
                 agent = _child_agent(spec, handle, self.limits, self.texts)
                 self._agents[key] = agent
             return agent
+
+    async def on_restore(self, run_id: str) -> None:
+        """Give each child run its tasks' endings woke a new turn; tell this run its answer.
+
+        A completed delegation's child run takes new input only from its background tasks'
+        notifications. On Temporal the children are workflows of their own and this finds
+        none in the workflow's store (they signal their parent instead).
+        """
+        handle = self.handle
+        if handle is None or handle.subagent:
+            return
+        for call_id, tool_name in list(self.delegated.items()):
+            child_id = child_run_id(handle.run_id, call_id)
+            if not await handle.store.pending(child_id, 0):
+                continue
+            child = await handle.child_snapshot(call_id)
+            if child is None or child.run.status != "completed":
+                continue  # ended otherwise (cancelled, reviewed): not driven again
+            spec = self.delegates.get(tool_name.removeprefix("delegate_"))
+            agent = await self._agent(spec if tool_name != "delegate" else None, handle)
+            result = await handle.run_subagent(agent, call_id=call_id, task="")
+            await handle.record_subcalls(call_id, result.calls)
+            after = await handle.child_snapshot(call_id)
+            turn = after.checkpoint.turn if after is not None else 0
+            texts = self.texts
+            if result.status == "completed":
+                answer = result.text if result.text is not None else result.completion
+                message = follow_up(call_id, child_id, turn, texts, answer=answer)
+            else:
+                why = why_unfinished(result, texts, agent.limits)
+                message = follow_up(call_id, child_id, turn, texts, why=why)
+            await handle.store.append(run_id, message)
 
     async def recover_call(self, record: CallRecord) -> CallRecord | None:
         """Resume a delegation a crash interrupted, unless its child left an unknown effect."""
@@ -299,6 +354,39 @@ def resume_child_or_review(
 def _unknown(child_calls: Sequence[CallRecord]) -> list[CallRecord]:
     """The child's started calls whose outcome a crash left unknown (by recovery's rule)."""
     return [c for c in child_calls if needs_recovery(c) and outcome_unknown(c)]
+
+
+def follow_up(
+    call_id: str,
+    child_id: str,
+    turn: int,
+    texts: Texts,
+    *,
+    answer: Any = None,
+    why: str | None = None,
+) -> FeedMessage:
+    """The message telling the main run what its sub-agent answered in a later turn.
+
+    Args:
+        call_id: The delegation call.
+        child_id: Its child run.
+        turn: The child's turn that ended (the message's id, ``subagent:<child>:<turn>``,
+            makes a repeat a no-op).
+        texts: The run's texts.
+        answer: The child's answer (its text, or a typed delegate's completion).
+        why: Why the turn did not complete (``why_unfinished``); ``None``: it completed.
+    """
+    if why is None:
+        text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
+        content = texts.subagent_follow_up.format(call_id=call_id, text=text)
+    else:
+        content = texts.subagent_follow_up_failed.format(call_id=call_id, why=why)
+    return FeedMessage(
+        id=f"subagent:{child_id}:{turn}",
+        role="system",
+        content=content,
+        meta={"steadyrun.subagent": child_id},
+    )
 
 
 def why_unfinished(result: RunResult, texts: Texts, limits: Limits) -> str:

@@ -467,6 +467,14 @@ class Operations:
                     return dict(m.meta or {})
         return None
 
+    async def _cancel_tasks(self, run_id: str, now: datetime) -> None:
+        """Ask the run's unfinished background tasks to stop (their workers stop them)."""
+        if self.tasks is None:
+            return
+        for task in await self.tasks.list_tasks(run_id):
+            if not task.final:
+                await self.tasks.request_cancel(task.id, now)
+
     async def _cancel_tree(
         self,
         run_id: str,
@@ -482,6 +490,9 @@ class Operations:
         settled: list[CallRecord] = []
         for call in snap.calls:
             if call.status not in ACTIVE_STATUSES:
+                # A delegation that returned may have left its sub-agent's background tasks
+                # going (its child run completed): they stop with the tree.
+                await self._cancel_tasks(child_run_id(run_id, call.id), now)
                 continue
             await self._cancel_tree(child_run_id(run_id, call.id), reason, runs, calls, by)
             why = reason
@@ -499,10 +510,7 @@ class Operations:
                 replace(call, rev=call.rev + 1, status="cancelled", error=why, completed_at=now)
             )
             calls.append((run_id, call.id))
-        if self.tasks is not None:  # its background tasks stop too
-            for task in await self.tasks.list_tasks(run_id):
-                if not task.final:
-                    await self.tasks.request_cancel(task.id, now)
+        await self._cancel_tasks(run_id, now)  # its background tasks stop too
         run = replace(
             snap.run, status="cancelled", updated_at=now, steps=snap.run.steps + 1, cancelled_by=by
         )

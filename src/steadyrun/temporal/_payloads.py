@@ -11,6 +11,7 @@ from typing import Any, Literal, get_type_hints
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun.records import CallUpdate
+from steadyrun.stores import FeedMessage
 
 __all__ = [
     "ACTIVITY_LOAD",
@@ -56,6 +57,9 @@ class Carried:
             consumed, only keep the numbering the same as the store's).
         tasks: The background tasks that ended (``Task`` plain data), so the task tools
             still find them (none is going: the workflow does not continue as new then).
+        children: Sub-agent child workflows whose delegation returned while their
+            background tasks go on (child run id -> delegation tool name): the continued
+            run takes their later turns (``SubagentTurn`` signals) and stays open for them.
     """
 
     snapshot: dict[str, Any]
@@ -64,6 +68,7 @@ class Carried:
     generation: int
     feed_offset: int = 0
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    children: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -97,6 +102,12 @@ class RunInput:
             ``cancelled``) and ends with the output status ``cancelled``, as the built-in
             engine cancels a failed run (``TemporalRuns.cancel``).
         cancelled_by: With ``cancel``, who cancelled (``RunRecord.cancelled_by``).
+        parent: With ``subagent``, the parent's workflow id when the parent takes a result
+            signalled before the child workflow ends: the child then adopts background
+            calls, signals its turn's result (``SubagentTurn``) when it ends with tasks
+            going, and stays open, each task's ending a new turn signalled again.
+            ``None`` (delegations started before ``steadyrun.subagent-background``): its
+            background calls wait in the foreground and its result is its workflow's.
     """
 
     agent: str
@@ -108,6 +119,7 @@ class RunInput:
     resume: bool = False
     cancel: bool = False
     cancelled_by: str | None = None
+    parent: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -139,6 +151,31 @@ class RunOutput:
     usage: dict[str, Any] = field(default_factory=dict)
     generations: int = 0
     calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class SubagentTurn:
+    """A sub-agent's turn that ended with background tasks going, or a later turn of it.
+
+    Signalled by the child workflow to its parent (``SIGNAL_SUBAGENT_TURN``).
+
+    Attributes:
+        run_id: The child run (``<parent run>/<delegation call>``).
+        turn: The child's turn that ended.
+        first: The turn the delegation waits for (its result is the delegation's).
+        going: Whether the child still has tasks going (it signals again when it has not).
+        output: The turn's ``RunOutput`` (its ``calls``: the child's call records).
+    """
+
+    run_id: str
+    turn: int
+    first: bool
+    going: bool
+    output: RunOutput
+
+
+SIGNAL_SUBAGENT_TURN = "subagent_turn"
+"""The signal a sub-agent child workflow sends its parent (``SubagentTurn``)."""
 
 
 @dataclass(kw_only=True)
@@ -277,6 +314,15 @@ class DecideArgs:
     arguments: str | None = None
     decided_by: str | None = None
 
+    def decision(self) -> dict[str, Any]:
+        """The keyword arguments of ``decide`` (``Runtime``'s, the workflow host's)."""
+        return {
+            "approve": self.approve,
+            "reason": self.reason,
+            "arguments": self.arguments,
+            "decided_by": self.decided_by,
+        }
+
 
 @dataclass(kw_only=True)
 class AnswerArgs:
@@ -327,6 +373,12 @@ class SendArgs:
     revision: str = "1"
     role: Literal["user", "system"] = "user"
     meta: dict[str, str] | None = None
+
+    def message(self) -> FeedMessage:
+        """The feed message this input is."""
+        return FeedMessage(
+            id=self.id, revision=self.revision, role=self.role, content=self.content, meta=self.meta
+        )
 
 
 _UPDATE_TYPES: dict[str, Any] = {}

@@ -22,9 +22,10 @@ run that started it), so the parent closing mid-delegation would cancel the chil
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from temporalio import workflow
 from temporalio.exceptions import CancelledError, ChildWorkflowError
@@ -48,7 +49,19 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
     from steadyrun.tools import Tool
 
-__all__ = ["Delegation", "child_agents", "delegations", "run_delegation"]
+__all__ = [
+    "PATCH_SUBAGENT_BACKGROUND",
+    "ChildResults",
+    "Delegation",
+    "child_agents",
+    "delegations",
+    "record_subcalls",
+    "run_delegation",
+    "why_of",
+]
+
+PATCH_SUBAGENT_BACKGROUND = "steadyrun.subagent-background"
+"""Marks parents whose delegations take a child's result by signal (``_wchildren``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +79,13 @@ class Delegation:
     child: str
     typed: bool
     limits: Limits
+
+
+class ChildResults(Protocol):
+    """What a delegation reads and writes of the workflow's ``ChildTurns`` (``_wchildren``)."""
+
+    early: dict[str, RunOutput]  # child run id -> its first turn's result, signalled
+    going: dict[str, str]  # child run id -> its delegation tool, once that result was taken
 
 
 def _specs(agent: Agent) -> Iterator[tuple[SubAgents, Delegate | None]]:
@@ -115,6 +135,7 @@ async def run_delegation(
     delegation: Delegation,
     call: ToolCall,
     save: Callable[[CallRecord], Any],
+    children: ChildResults | None = None,
 ) -> Any:
     """Run a delegation call as a child workflow and return what the tool would return.
 
@@ -122,6 +143,8 @@ async def run_delegation(
         delegation: The delegation the call's tool is.
         call: The call (its arguments hold the ``task``).
         save: The workflow's ``CallRunner.save`` (the child's calls are copied with it).
+        children: The workflow's ``ChildTurns``: the child may then signal its result while
+            its background tasks go on (runs with ``PATCH_SUBAGENT_BACKGROUND``).
 
     Raises:
         SubAgentFailed: The child did not complete.
@@ -131,6 +154,23 @@ async def run_delegation(
     ctx = call.context
     run_id = child_run_id(ctx.run_id, call.record.id)
     task = str(call.args.get("task", ""))
+    if children is not None and workflow.patched(PATCH_SUBAGENT_BACKGROUND):
+        out = await _detachable(delegation, call, run_id, task, children)
+    else:
+        out = await _child(delegation, call, run_id, task)
+    await record_subcalls(call.record.id, out.calls, save)
+    if out.usage:
+        ctx.report_usage(from_plain(out.usage, Usage))
+    if out.status != "completed":
+        why = why_of(out, ctx.texts, delegation)
+        raise SubAgentFailed(ctx.texts.subagent_failed.format(why=why))
+    if delegation.typed:
+        return out.completion
+    return out.text or ""
+
+
+async def _child(delegation: Delegation, call: ToolCall, run_id: str, task: str) -> RunOutput:
+    """The child workflow's output (delegations from before ``PATCH_SUBAGENT_BACKGROUND``)."""
     try:
         out: RunOutput = await workflow.execute_child_workflow(
             WORKFLOW_NAME,
@@ -148,20 +188,67 @@ async def run_delegation(
             static_summary=f"{delegation.child} for {call.record.id}",
         )
     except ChildWorkflowError as exc:
-        cause = exc.cause if exc.cause is not None else exc
-        if isinstance(cause, CancelledError):
-            # The child was cancelled: with this workflow (re-raised as the run's own
-            # cancellation by the CallRunner) or on its own (the call settles cancelled).
-            raise asyncio.CancelledError() from None
-        raise HostFailure(f"its child workflow ended ({type(cause).__name__}: {cause})") from None
-    await record_subcalls(call.record.id, out.calls, save)
-    if out.usage:
-        ctx.report_usage(from_plain(out.usage, Usage))
-    if out.status != "completed":
-        raise SubAgentFailed(ctx.texts.subagent_failed.format(why=_why(out, ctx.texts, delegation)))
-    if delegation.typed:
-        return out.completion
-    return out.text or ""
+        raise _failed(exc) from None
+    return out
+
+
+async def _detachable(
+    delegation: Delegation, call: ToolCall, run_id: str, task: str, children: ChildResults
+) -> RunOutput:
+    """The child's first turn: its workflow's output, or signalled while its tasks go on.
+
+    The child is abandoned when this run closes (a continue-as-new must not cancel a child
+    whose tasks go on); a cancel of this run cancels it here, or through ``ChildTurns``.
+    """
+    handle = await workflow.start_child_workflow(
+        WORKFLOW_NAME,
+        RunInput(
+            agent=delegation.child,
+            run_id=run_id,
+            input=task,
+            input_id=f"{run_id}:task",
+            subagent=True,
+            parent=workflow.info().workflow_id,
+        ),
+        id=run_id,
+        task_queue=workflow.info().task_queue,
+        result_type=RunOutput,
+        parent_close_policy=ParentClosePolicy.ABANDON,
+        static_summary=f"{delegation.child} for {call.record.id}",
+    )
+    try:
+        await workflow.wait_condition(lambda: handle.done() or run_id in children.early)
+    except asyncio.CancelledError:
+        handle.cancel()  # the run is cancelled: so is its child, as with REQUEST_CANCEL
+        with contextlib.suppress(BaseException):
+            await handle
+        raise
+    if run_id in children.early:
+        # Its turn ended with tasks going: it stays open, and its later turns are signalled.
+        children.going[run_id] = delegation.tool
+        handle.add_done_callback(_quiet)
+        return children.early.pop(run_id)
+    try:
+        out: RunOutput = await handle
+    except ChildWorkflowError as exc:
+        raise _failed(exc) from None
+    return out
+
+
+def _quiet(handle: Any) -> None:
+    """Retrieve how an abandoned child's handle ended (its later turns came by signal)."""
+    if not handle.cancelled():
+        handle.exception()
+
+
+def _failed(exc: ChildWorkflowError) -> BaseException:
+    """What a delegation raises for a child workflow that ended otherwise than with a result."""
+    cause = exc.cause if exc.cause is not None else exc
+    if isinstance(cause, CancelledError):
+        # The child was cancelled: with this workflow (re-raised as the run's own
+        # cancellation by the CallRunner) or on its own (the call settles cancelled).
+        return asyncio.CancelledError()
+    return HostFailure(f"its child workflow ended ({type(cause).__name__}: {cause})")
 
 
 async def record_subcalls(
@@ -173,13 +260,14 @@ async def record_subcalls(
         await save(replace(record, id=f"{parent_id}/{record.id}", parent_id=parent_id))
 
 
-def _why(out: RunOutput, texts: Texts, delegation: Delegation) -> str:
+def why_of(out: RunOutput, texts: Texts, delegation: Delegation | None) -> str:
     """``why_unfinished`` of the extension, from the child's output (error class names)."""
     kind = out.error_kind
     if kind is None:
         return texts.subagent_would_wait
     if kind == "IterationLimitExceeded":
-        limit = f"max_iterations={delegation.limits.max_iterations}"
+        limits = delegation.limits if delegation is not None else Limits()
+        limit = f"max_iterations={limits.max_iterations}"
         return texts.subagent_hit_limit.format(limit=limit)
     if kind in ("InvalidModelOutput", "CorrectionsExhausted"):
         return texts.subagent_bad_output

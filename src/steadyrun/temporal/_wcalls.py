@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
     )
     from steadyrun.temporal._subagents import Delegation, delegations, run_delegation
+    from steadyrun.temporal._wchildren import ChildTurns
     from steadyrun.temporal._wtasks import TASK_TOOLS, WorkflowTasks
     from steadyrun.tools import Tool
 
@@ -87,6 +88,7 @@ class Engine:
     background: dict[str, BackgroundTool]
     io_tools: dict[str, str]
     tasks: WorkflowTasks | None = None  # the workflow's background tasks (with ``background``)
+    children: ChildTurns | None = None  # sub-agents that may signal their result
 
     @classmethod
     def of(cls, app: AppView, agent: Agent) -> Engine:
@@ -193,7 +195,9 @@ class _ActivityCalls(CallRunner):
             if c.tool.name in own:
                 return await invoker(c)
             if c.tool.name in delegated:
-                return await run_delegation(delegated[c.tool.name], c, self.save)
+                return await run_delegation(
+                    delegated[c.tool.name], c, self.save, self.engine.children
+                )
             return await c.tool.invoke(c.args, c.context)
 
         if self.extensions is None:

@@ -24,7 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
     from steadyrun.background import Task
-    from steadyrun.chat import Usage
     from steadyrun.media import MediaOptions
     from steadyrun.records import (
         CallRecord,
@@ -41,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.temporal._handover import handover_in_activity
     from steadyrun.temporal._payloads import (
         ACTIVITY_LOAD,
+        SIGNAL_SUBAGENT_TURN,
         WORKFLOW_NAME,
         AnswerArgs,
         Carried,
@@ -50,8 +50,11 @@ with workflow.unsafe.imports_passed_through():
         RunOutput,
         SendArgs,
         SettleArgs,
+        SubagentTurn,
     )
+    from steadyrun.temporal._subagents import delegations
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
+    from steadyrun.temporal._wchildren import ChildSide, ChildTurns, output_of
     from steadyrun.temporal._wstore import (
         CANCELLED,
         ContinueAsNew,
@@ -140,6 +143,8 @@ class AgentWorkflow:
         self._ready = False  # the run's state is in the store: host writes may apply
         self._refused: str | None = None  # why a restarted run could not be loaded
         self._tasks: WorkflowTasks | None = None
+        self._children: ChildTurns | None = None  # sub-agents whose delegation returned
+        self._child: ChildSide | None = None  # this sub-agent's side, when it may stay
         self._cancelled_by: str | None = None  # who asked, told just before the cancel
 
     # -- run --------------------------------------------------------------------------------
@@ -162,7 +167,10 @@ class AgentWorkflow:
         )
         store = WorkflowStore(recorder, options.continue_as_new_after)
         self._store = store
-        tasks = WorkflowTasks(app, store, self._wake, adopt=not inp.subagent)
+        # A sub-agent's background calls are adopted when its parent takes its result by
+        # signal (``RunInput.parent``); else they wait in the foreground, as before.
+        adopt = not inp.subagent or inp.parent is not None
+        tasks = WorkflowTasks(app, store, self._wake, adopt=adopt)
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding
@@ -196,12 +204,18 @@ class AgentWorkflow:
             # A failure of the workflow (not of its task, which Temporal would retry forever).
             raise ApplicationError(str(exc), type="UsageError", non_retryable=True) from None
         self._agent = agent
+        texts = app.texts or Texts()
+        children = ChildTurns(inp.run_id, store, delegations(agent), texts, self._wake)
+        self._children = children
+        if inp.subagent and inp.parent is not None:
+            self._child = ChildSide(inp.parent, inp.run_id, store, tasks, lambda: self._changed)
         self._host = WorkflowHost(store, agent)
         self._dry = WorkflowHost(DryStore(store), agent)
         generation = 0
         if carried is not None:
             await store.restore(inp.run_id, carried)
             tasks.restore(carried.tasks)
+            children.going = dict(carried.children)
             generation = carried.generation
         if inp.input is not None:
             # A new run's first message is ``<run>:input``, as ``Runtime.run`` names it; input
@@ -229,16 +243,20 @@ class AgentWorkflow:
             return RunOutput(run_id=inp.run_id, status="cancelled", generations=generation)
         engine = Engine.of(app, agent)
         engine.tasks = tasks
-        texts = app.texts or Texts()
+        engine.children = children
         try:
-            result = await self._drive(engine, texts, new=carried is None)
+            result = await self._drive(engine, texts, new=carried is None, generation=generation)
         except ContinueAsNew:
             await workflow.wait_condition(workflow.all_handlers_finished)
             await recorder.drain()
             carried = await self._carry(generation + 1)
             workflow.continue_as_new(
                 RunInput(
-                    agent=agent.name, run_id=inp.run_id, carried=carried, subagent=inp.subagent
+                    agent=agent.name,
+                    run_id=inp.run_id,
+                    carried=carried,
+                    subagent=inp.subagent,
+                    parent=inp.parent,  # a sub-agent still signals its parent
                 )
             )
         except asyncio.CancelledError:
@@ -246,24 +264,14 @@ class AgentWorkflow:
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
             tasks.cancel_all()
             by = self._cancelled_by
+            await children.cancel_all(by)
             why = f"{CANCELLED} by {by}" if by is not None else CANCELLED
             await store.cancel(self._run_id, workflow.now(), why, by=by)
             await recorder.drain()
             raise
         await workflow.wait_condition(workflow.all_handlers_finished)
         await recorder.drain()
-        return RunOutput(
-            run_id=result.run_id,
-            status=result.status,
-            text=result.text,
-            completion=to_plain(result.completion, Any),
-            completion_reason=result.completion_reason,
-            error_kind=type(result.error).__name__ if result.error is not None else None,
-            error=str(result.error) if result.error is not None else None,
-            usage=to_plain(result.usage, Usage),
-            generations=generation,
-            calls=to_plain(result.calls, list[CallRecord]) if inp.subagent else [],
-        )
+        return output_of(result, generation, subagent=inp.subagent)
 
     async def _load(
         self, options: TemporalOptions, *, missing_ok: bool, local: bool = False
@@ -307,9 +315,12 @@ class AgentWorkflow:
             raise ApplicationError(self._refused, type=kind, non_retryable=True)
         return loaded.carried
 
-    async def _drive(self, engine: Engine, texts: Texts, *, new: bool) -> RunResult:
-        store, agent, tasks = self._store, self._agent, self._tasks
+    async def _drive(
+        self, engine: Engine, texts: Texts, *, new: bool, generation: int = 0
+    ) -> RunResult:
+        store, agent, tasks, children = self._store, self._agent, self._tasks, self._children
         assert store is not None and agent is not None and tasks is not None
+        assert children is not None
         while True:
             self._changed = False
             if new:
@@ -335,21 +346,26 @@ class AgentWorkflow:
             result = await (execution.start() if new else execution.resume())
             new = False
             if self._subagent:
+                child = self._child
+                if child is not None and await child.turn_ended(result, generation):
+                    continue  # a task's ending: a new turn, signalled to the parent
                 return result
-            if result.status == "completed" and tasks.held:
+            if result.status == "completed" and (tasks.held or children.outstanding):
                 if await store.pending(self._run_id, 0):
                     continue  # a task's ending arrived as the turn ended: a new turn takes it
-                if tasks.outstanding:
+                if tasks.outstanding or children.outstanding:
                     # Completed with background tasks going: the workflow owns their
                     # activities, so it stays, and each ending wakes the run for a new turn
                     # (as the built-in engine's worker resumes a run its feed woke).
                     await workflow.wait_condition(lambda: self._changed)
                     continue
             if result.status != "suspended":
-                if tasks.outstanding:
+                if tasks.outstanding or children.outstanding:
                     # A failed run's tasks run to their end (their activities are the
                     # workflow's); the run is told, and takes it when resumed.
-                    await workflow.wait_condition(lambda: not tasks.outstanding)
+                    await workflow.wait_condition(
+                        lambda: not tasks.outstanding and not children.outstanding
+                    )
                 return result
             # Suspended: wait here, holding no worker, until a person or system answers.
             await workflow.wait_condition(lambda: self._changed)
@@ -370,6 +386,7 @@ class AgentWorkflow:
             generation=generation,
             feed_offset=store.feed_offset,
             tasks=tasks.carried(),
+            children=dict(self._children.going) if self._children is not None else {},
         )
 
     # -- updates ----------------------------------------------------------------------------
@@ -398,12 +415,12 @@ class AgentWorkflow:
     async def decide(self, args: DecideArgs) -> dict[str, Any]:
         """Approve or reject a call waiting for a decision; returns the record."""
         assert self._host is not None
-        record = await self._apply(self._host.decide(self._run_id, args.call_id, **_decision(args)))
+        record = await self._apply(self._host.decide(self._run_id, args.call_id, **args.decision()))
         return to_plain(record, CallRecord)  # type: ignore[no-any-return]
 
     @decide.validator
     def _validate_decide(self, args: DecideArgs) -> None:
-        self._check(lambda dry: dry.decide(self._run_id, args.call_id, **_decision(args)))
+        self._check(lambda dry: dry.decide(self._run_id, args.call_id, **args.decision()))
 
     @workflow.update
     async def answer(self, args: AnswerArgs) -> dict[str, Any]:
@@ -459,7 +476,7 @@ class AgentWorkflow:
             kind = "RunCancelledError" if "cancelled" in self._refused else "RunNotFoundError"
             raise ApplicationError(self._refused, type=kind)
         assert self._store is not None
-        message = await self._apply(self._store.append(self._run_id, _feed_message(args)))
+        message = await self._apply(self._store.append(self._run_id, args.message()))
         return to_plain(message, FeedMessage)  # type: ignore[no-any-return]
 
     @send.validator
@@ -488,7 +505,14 @@ class AgentWorkflow:
         await workflow.wait_condition(lambda: self._ready or self._refused is not None)
         if self._refused is not None:
             return
-        await self._apply(self._store.append(self._run_id, _feed_message(args)))
+        await self._apply(self._store.append(self._run_id, args.message()))
+
+    @workflow.signal(name=SIGNAL_SUBAGENT_TURN)
+    async def subagent_turn(self, turn: SubagentTurn) -> None:
+        """A sub-agent's turn that ended with its background tasks going, or a later one."""
+        await workflow.wait_condition(lambda: self._ready)
+        if self._children is not None:
+            await self._children.take(turn)
 
     @workflow.signal(name=SIGNAL_TASK_UPDATES)
     def task_updates(self, args: TaskUpdates) -> None:
@@ -524,7 +548,7 @@ class AgentWorkflow:
         write: Coroutine[Any, Any, CallRecord]
         if name == "decide":
             decision = DecideArgs(**args)
-            write = dry.decide(self._run_id, decision.call_id, **_decision(decision))
+            write = dry.decide(self._run_id, decision.call_id, **decision.decision())
         elif name == "answer":
             answer = AnswerArgs(**args)
             write = dry.answer(self._run_id, answer.wait_id, answer.response)
@@ -568,18 +592,3 @@ class AgentWorkflow:
             return "running"
         snap = run_now(self._store.load(self._run_id))
         return snap.run.status if snap is not None else "running"
-
-
-def _decision(args: DecideArgs) -> dict[str, Any]:
-    return {
-        "approve": args.approve,
-        "reason": args.reason,
-        "arguments": args.arguments,
-        "decided_by": args.decided_by,
-    }
-
-
-def _feed_message(args: SendArgs) -> FeedMessage:
-    return FeedMessage(
-        id=args.id, revision=args.revision, role=args.role, content=args.content, meta=args.meta
-    )

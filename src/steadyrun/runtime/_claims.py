@@ -211,8 +211,9 @@ class Claims:
         keeper = Keeper(lease.fence)
         held = (lease.owner, lease.run_id, lease.token)
         _HELD.add(held)
+        stopped = asyncio.Event()
         renewer = asyncio.create_task(
-            self._renew(lease, keeper, on_lost), name=f"steadyrun-claim-{lease.run_id}"
+            self._renew(lease, keeper, on_lost, stopped), name=f"steadyrun-claim-{lease.run_id}"
         )
         try:
             with fenced(lease.fence, keeper):
@@ -221,6 +222,12 @@ class Claims:
             keeper.handled = False  # stopped as a crash stops it: let the next owner go on
             raise
         finally:
+            # The flag, not the cancel alone: a renewal in flight may swallow the cancel (on
+            # Python 3.11 ``asyncio.wait_for`` loses one that lands as what it waits for
+            # completes, and psycopg_pool waits for a connection that way). A renewer that
+            # went on renewing kept this claim live for ever and the release never came: the
+            # run, its wake-ups unhandled, was never taken again (a decision never acted on).
+            stopped.set()
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
             try:
@@ -232,18 +239,27 @@ class Claims:
                 _HELD.discard(held)
 
     async def _renew(
-        self, lease: Lease, keeper: Keeper, on_lost: Callable[[], None] | None
+        self,
+        lease: Lease,
+        keeper: Keeper,
+        on_lost: Callable[[], None] | None,
+        stopped: asyncio.Event,
     ) -> None:
+        """Renew the claim every third of its ttl until ``stopped`` is set (or it is lost)."""
         every = self.ttl / 3
         failures = 0
-        while True:
+        while not stopped.is_set():
             await asyncio.sleep(every)
+            if stopped.is_set():
+                return
             try:
                 held = await self.leases.renew(lease, self.ttl)
                 failures = 0
             except SteadyrunError:
                 failures += 1
                 held = failures < 3  # three failed renewals span the whole ttl
+            if stopped.is_set():
+                return  # the execution ended meanwhile (its cancel may have been lost)
             if not held:
                 log.warning(
                     "executor %s lost its claim on run %r; it stops at its next safe point",

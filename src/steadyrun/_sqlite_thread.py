@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from typing import Any, TypeVar
 
 from steadyrun._errors import StoreError
 
-__all__ = ["SqliteThread"]
+__all__ = ["SqliteThread", "use_wal"]
 
 T = TypeVar("T")
 
@@ -443,6 +444,39 @@ class SqliteThread:
         if self._wconn is not None:
             self._wconn.close()
             self._wconn = None
+
+
+def use_wal(conn: sqlite3.Connection, timeout: float) -> str:
+    """Put the connection's file in WAL mode, waiting up to ``timeout`` s for other connections.
+
+    Switching a file from rollback mode to WAL takes its exclusive lock, and SQLite does not
+    wait for that lock through the busy timeout: when another process opens the same new file
+    at the same moment (it switches it itself, or creates it), ``PRAGMA journal_mode = WAL``
+    failed at once with "database is locked". So the mode is read first (a file already in
+    WAL needs no lock), and the switch is tried again, re-reading the mode, until ``timeout``.
+    The busy timeout must be set before: the read waits for locks through it.
+
+    Returns:
+        The journal mode in force (``"wal"``, or what SQLite kept, on a file system without
+        shared memory, say).
+
+    Raises:
+        sqlite3.OperationalError: The file stayed locked past ``timeout`` (or another error).
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while True:
+        try:
+            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode == "wal":
+                return mode
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
+        except sqlite3.OperationalError as exc:
+            left = deadline - time.monotonic()
+            if not _busy(exc) or left <= 0:
+                raise
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.05)
 
 
 class _Busy(Exception):  # noqa: N818 (internal: caught where raised, never escapes)

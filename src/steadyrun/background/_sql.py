@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_thread import SqliteThread, use_wal
 from steadyrun.background._model import Task, Update, check_update
 from steadyrun.background._store import Modify, TaskStore
 
@@ -89,7 +89,7 @@ class SqliteTaskStore(TaskStore):
 
     def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
+        use_wal(conn, 30.0)  # another process may be opening the same new file right now
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar, cast
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_thread import SqliteThread, use_wal
 from steadyrun.extensions._memory_rank import from_blob, to_blob
 from steadyrun.extensions._memory_store import (
     Embed,
@@ -115,7 +115,7 @@ class SqliteMemoryBank:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            use_wal(conn, self._busy_ms / 1000)  # another process may be opening it too
             self._migrate(conn)
         except BaseException:
             conn.close()

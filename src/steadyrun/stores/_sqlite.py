@@ -21,7 +21,7 @@ from typing import Literal, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_thread import SqliteThread, use_wal
 from steadyrun.records import (
     CallRecord,
     CallUpdate,
@@ -135,7 +135,8 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
             prepare_new_file(conn)  # before any table: deleted runs' pages can be given back
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Another process may be opening the same new file right now (see use_wal).
+            use_wal(conn, self._busy_ms / 1000)
             conn.execute(f"PRAGMA synchronous = {self.synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)

@@ -32,9 +32,7 @@ def _within(seconds: float, check: Callable[[], bool], what: str) -> None:
         time.sleep(0.005)
 
 
-def _traced_connect(
-    monkeypatch: pytest.MonkeyPatch, statements: list[str]
-) -> Callable[..., sqlite3.Connection]:
+def _traced_connect(monkeypatch: pytest.MonkeyPatch, statements: list[str]) -> None:
     """Make every connection opened from now on record the statements it runs."""
     real = sqlite3.connect
 
@@ -44,15 +42,15 @@ def _traced_connect(
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", connect)
-    return real
 
 
-async def test_a_new_file_locked_by_another_connection_is_opened_once_the_lock_goes(
+async def test_a_file_locked_in_rollback_mode_is_opened_once_the_lock_goes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "runs.db"
-    # Another process's connection in the middle of creating the file: a write lock on a file
-    # still in rollback mode (the default), so switching it to WAL needs that lock to go.
+    # Another process's connection writing the file still in rollback mode (the default), as
+    # one creating it does: switching it to WAL needs that lock to go. (A file with no table
+    # yet would make the store wait in ``PRAGMA auto_vacuum`` first, which does wait.)
     other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     other.execute("CREATE TABLE elsewhere (x)")
     other.execute("BEGIN IMMEDIATE")

@@ -1,16 +1,16 @@
 """An execution's claim is released when it ends, even if stopping its renewal was swallowed.
 
 ``Claims.holding`` renews the claim in a task and, when the execution ends, cancels that task
-and releases the claim. On Python 3.11 ``asyncio.wait_for`` loses a cancellation that lands in
-the loop turn where what it waits for completes (bpo-42130); psycopg_pool waits for a pooled
-connection that way, so under load a renewal waiting for a connection could swallow the
-cancel, renew, and go on renewing for ever: the release never came, the claim stayed live, and
-a run suspended by that execution was never resumed after its decision (seen as
+and releases the claim. Under load on PostgreSQL a renewal in flight was seen to lose that
+cancel (it returned normally with its task's ``cancelling()`` at 1: the wait inside the driver
+dropped it; Python 3.11's ``asyncio.wait_for`` is known to do the same, bpo-42130). The
+renewer then went on renewing for ever: the release never came, the claim stayed live, and a
+run suspended by that execution was never resumed after its decision (seen as
 tests/service/test_serve_workers_pg.py leaving a run ``suspended`` with its decision recorded,
 its claim renewed by a process that no longer executed it).
 
-``SwallowingLeases`` makes that deterministic: a renewal in flight swallows the cancel the way
-``wait_for`` does, and completes.
+``SwallowingLeases`` makes that deterministic: a renewal in flight loses the cancel and
+completes.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ DEADLINE = 10.0  # for what takes milliseconds; a hang fails the test instead of
 class SwallowingLeases:
     """Leases whose renewals, once ``swallow`` is set, hang until cancelled and then complete.
 
-    The cancellation is lost, as ``asyncio.wait_for`` loses it on Python 3.11 when the
-    connection it waits for arrives in the same loop turn.
+    The cancellation is lost, as the PostgreSQL driver's waits were seen to lose it under load.
     """
 
     def __init__(self, inner: Any) -> None:

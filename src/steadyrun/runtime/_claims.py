@@ -222,9 +222,9 @@ class Claims:
             keeper.handled = False  # stopped as a crash stops it: let the next owner go on
             raise
         finally:
-            # The flag, not the cancel alone: a renewal in flight may swallow the cancel (on
-            # Python 3.11 ``asyncio.wait_for`` loses one that lands as what it waits for
-            # completes, and psycopg_pool waits for a connection that way). A renewer that
+            # The flag, not the cancel alone: a renewal in flight may lose the cancel (under
+            # load on PostgreSQL a renewal was seen to return normally after its task was
+            # cancelled, ``cancelling() == 1``: the driver's waits dropped it). A renewer that
             # went on renewing kept this claim live for ever and the release never came: the
             # run, its wake-ups unhandled, was never taken again (a decision never acted on).
             stopped.set()

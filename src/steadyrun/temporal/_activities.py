@@ -68,6 +68,7 @@ from steadyrun.temporal._payloads import (
     ToolOutcome,
     update_from_plain,
 )
+from steadyrun.temporal._taskrecords import record_task, recorded_tasks, task_records
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext
 
 if TYPE_CHECKING:
@@ -302,6 +303,9 @@ class Activities:
             claimed = snap.checkpoint.claimed_through
             last = await store.pending(run_id, claimed)
             feed = (await store.claim(run_id, last)).messages if last else []
+            # The tasks that ended in earlier workflow runs: the task tools still find them.
+            tasks = task_records(store)
+            ended, updates = await recorded_tasks(tasks, run_id) if tasks else ([], {})
         # Only the unconsumed input travels; the numbering of the rest stays the store's.
         offset = feed[0].seq - 1 if feed else claimed
         return Loaded(
@@ -311,6 +315,8 @@ class Activities:
                 consumed=offset,
                 generation=0,
                 feed_offset=offset,
+                tasks=ended,
+                task_updates=updates,
             )
         )
 
@@ -332,6 +338,10 @@ class Activities:
                 await store.append(run_id, from_plain(op.data, FeedMessage))
             elif op.op == "consume":
                 await store.consume(run_id, op.through)
+            elif op.op == "task":
+                tasks = task_records(store)
+                if tasks is not None:
+                    await record_task(tasks, op.data)
             else:
                 raise ApplicationError(f"unknown record op {op.op!r}", non_retryable=True)
 

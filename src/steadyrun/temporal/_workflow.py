@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import to_plain
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
-    from steadyrun.background import Task
+    from steadyrun.background import Task, Update
     from steadyrun.media import MediaOptions
     from steadyrun.records import (
         CallRecord,
@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
         SubagentTurn,
     )
     from steadyrun.temporal._subagents import delegations
+    from steadyrun.temporal._taskrecords import RECORDED_UPDATES, task_op_data
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
     from steadyrun.temporal._wchildren import ChildSide, ChildTurns, output_of
     from steadyrun.temporal._wstore import (
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
 __all__ = ["AgentWorkflow", "app_for", "register_app"]
 
 T = TypeVar("T")
+
+TASK_RECORDS = "steadyrun-task-records"
+"""The patch under which a background task that ended is written to the app's store."""
 
 _APPS: dict[str, AppView] = {}
 _DEFAULT: list[AppView] = []
@@ -171,6 +175,7 @@ class AgentWorkflow:
         # signal (``RunInput.parent``); else they wait in the foreground, as before.
         adopt = not inp.subagent or inp.parent is not None
         tasks = WorkflowTasks(app, store, self._wake, adopt=adopt)
+        tasks.on_end = self._task_ended
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding
@@ -214,7 +219,7 @@ class AgentWorkflow:
         generation = 0
         if carried is not None:
             await store.restore(inp.run_id, carried)
-            tasks.restore(carried.tasks)
+            tasks.restore(carried.tasks, carried.task_updates)
             children.going = dict(carried.children)
             generation = carried.generation
         if inp.input is not None:
@@ -374,6 +379,14 @@ class AgentWorkflow:
         """Something new for the run (a background task's ending or question)."""
         self._changed = True
 
+    def _task_ended(self, task: Task, updates: list[Update]) -> None:
+        """Record a task that ended in the app's store, so it outlives this workflow run.
+
+        Behind a patch: histories from before it recorded no task, and replay as they ran.
+        """
+        if self._store is not None and workflow.patched(TASK_RECORDS):
+            self._store.record_task(task_op_data(task, updates))
+
     async def _carry(self, generation: int) -> Carried:
         store, tasks = self._store, self._tasks
         assert store is not None and tasks is not None
@@ -387,6 +400,7 @@ class AgentWorkflow:
             feed_offset=store.feed_offset,
             tasks=tasks.carried(),
             children=dict(self._children.going) if self._children is not None else {},
+            task_updates=tasks.carried_updates(RECORDED_UPDATES),
         )
 
     # -- updates ----------------------------------------------------------------------------

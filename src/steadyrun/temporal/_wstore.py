@@ -164,6 +164,10 @@ class WorkflowStore(MemoryStore):
             self.consumed_through = through
             self.recorder.add(RecordOp(op="consume", through=through))
 
+    def record_task(self, data: dict[str, Any]) -> None:
+        """Queue a background task that ended for the app's task tables (``task`` op data)."""
+        self.recorder.add(RecordOp(op="task", data=data))
+
     async def cancel(
         self, run_id: str, now: datetime, reason: str = CANCELLED, *, by: str | None = None
     ) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
+import json  # noqa: E402
 import uuid  # noqa: E402
 from datetime import UTC, datetime, timedelta  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -154,3 +155,44 @@ async def test_tasks_are_listed_after_the_workflow_closed_and_after_its_history_
         assert records is not None and await records.list_tasks(r) == []
     finally:
         await store.close()
+
+
+async def test_the_worker_writes_task_updates_to_the_output_folder_as_the_built_in_does(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    from temporalio.client import Client
+
+    from steadyrun.background import Materializer
+
+    reg, r = Registry(), f"r{uuid.uuid4().hex[:8]}"
+    build = Build(reg)
+    manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), [build])
+    model = ScriptedModel([tool_calls(("build", {"repo": "shop"})), text("started"), text("ok")])
+    agent = sr.Agent(name="a", model=model, tools=manager.tools())
+    client = await Client.connect(temporal_server.target)
+    queue = f"q-{uuid.uuid4().hex}"
+    out = tmp_path / "out"
+    app = TemporalApp(
+        agents=[agent],
+        store=sr.MemoryStore(),
+        options=TemporalOptions(task_queue=queue, heartbeat_timeout=timedelta(seconds=2)),
+        background=[build],
+        task_output_dir=out,
+    )
+    runs = app.runs(client)
+    async with app.worker(client):
+        await runs.start("a", run_id=r, input="build")
+
+        async def adopted() -> bool:
+            return [t.id for t in await runs.tasks(r)] == [f"{r}/m1.c1"]
+
+        await bg_engines.eventually(adopted, "the build was adopted")
+        reg.gate(f"{r}/m1.c1").set()
+        assert (await runs.result(r)).status == "completed"
+    # The same file the built-in TaskManager(output_dir=...) writes: each event id once.
+    path = Materializer(out).path(f"{r}/m1.c1")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines == [
+        {"event_id": "e1", "kind": "log", "data": "cloning"},
+        {"event_id": "e2", "kind": "log", "data": "compiling"},
+    ]

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import ConflictError, NotPendingError, StoreError
+from steadyrun.background import Materializer
 from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
 from steadyrun.control import (
     AwaitExternal,
@@ -88,8 +89,9 @@ _FENCES_KEPT = 10_000
 class Activities:
     """The activities of one ``TemporalApp`` (bound methods, registered with its worker)."""
 
-    def __init__(self, app: AppView) -> None:
+    def __init__(self, app: AppView, *, task_output: Materializer | None = None) -> None:
         self.app = app
+        self.task_output = task_output
         self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
         # The fences record activities wrote under, by run and workflow run. A run's claim is
         # its workflow's for good, so it is read once per worker, not once per batch; a
@@ -238,7 +240,7 @@ class Activities:
                 non_retryable=True,
             )
         interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
-        return await run_operation(tool, inp, interval)
+        return await run_operation(tool, inp, interval, self.task_output)
 
     # -- records ----------------------------------------------------------------------------
 

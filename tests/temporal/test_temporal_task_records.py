@@ -25,6 +25,7 @@ import steadyrun as sr  # noqa: E402
 from bgkit import Build, Registry  # noqa: E402
 from steadyrun._codec import to_plain  # noqa: E402
 from steadyrun.background import MemoryTaskStore, Task, TaskManager, Update  # noqa: E402
+from steadyrun.control import Confirm  # noqa: E402
 from steadyrun.records import Checkpoint, RunRecord, Step  # noqa: E402
 from steadyrun.stores import MemoryStore, PostgresStore, SqliteStore, Store  # noqa: E402
 from steadyrun.temporal import TemporalApp, TemporalOptions  # noqa: E402
@@ -195,4 +196,49 @@ async def test_the_worker_writes_task_updates_to_the_output_folder_as_the_built_
     assert lines == [
         {"event_id": "e1", "kind": "log", "data": "cloning"},
         {"event_id": "e2", "kind": "log", "data": "compiling"},
+    ]
+
+
+@sr.tool(side_effects=True, policy=lambda call: Confirm(prompt="Ship it?"), concurrency_key="")
+def ship(what: str) -> str:
+    """Ship something (after a person approves).
+
+    Args:
+        what: What to ship.
+    """
+    return f"shipped {what}"
+
+
+async def test_the_tasks_of_a_cancelled_run_end_cancelled_and_are_recorded(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    # As the built-in engine's cancel asks its tasks to stop: each ends cancelled, its
+    # operation stopped, and is listed so once the workflow closed.
+    opener = bg_engines.on_temporal(temporal_server, tmp_path, extra_tools=[ship])
+    reg, r = Registry(), bg_engines.run_id_for(opener)
+    model = ScriptedModel(
+        [
+            tool_calls(
+                ("build", {"repo": "shop"}), ("build", {"repo": "app"}), ("ship", {"what": "app"})
+            )
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start(r, "go")
+
+        async def waiting() -> bool:
+            decisions = [i for i in await session.pending(r) if i.kind == "decision"]
+            return bool(decisions) and len(await session.tasks(r)) == 2
+
+        await bg_engines.eventually(waiting, "the run waits for a decision, two tasks going")
+        await session.runs.cancel(r)
+        with pytest.raises(sr.RunCancelledError):
+            await session.runs.result(r)
+        history = await session.runs.client.get_workflow_handle(r).fetch_history()
+        await session.app.replayer().replay_workflow(history)
+        listed = await session.tasks(r)  # the workflow closed: from the records
+    assert sorted(reg.stops) == [f"{r}/m1.c1", f"{r}/m1.c2"]
+    assert [(t.id, t.status, t.error, t.notified) for t in listed] == [
+        (f"{r}/m1.c1", "cancelled", "cancelled", True),
+        (f"{r}/m1.c2", "cancelled", "cancelled", True),
     ]

@@ -268,6 +268,10 @@ class AgentWorkflow:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
             tasks.cancel_all()
+            if workflow.patched(TASK_RECORDS):
+                # As the built-in cancel asks them to stop: each ends cancelled once its
+                # operation stopped, and is recorded so (histories from before wait not).
+                await tasks.ended_all()
             by = self._cancelled_by
             await children.cancel_all(by)
             why = f"{CANCELLED} by {by}" if by is not None else CANCELLED

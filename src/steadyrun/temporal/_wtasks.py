@@ -367,6 +367,18 @@ class WorkflowTasks:
             if held.handle is not None and not held.handle.done():
                 held.handle.cancel()
 
+    async def ended_all(self) -> None:
+        """Wait until every adopted task ended (after ``cancel_all``: cancelled).
+
+        A task waiting for an answer runs no operation: it ends cancelled here.
+        """
+        for held in list(self.held.values()):
+            if held.task.status == "waiting_input" and not held.task.final:
+                held.task.cancel_requested = True
+                await self._ended(held, BackgroundOutcome(status="cancelled", error="cancelled"))
+        watchers = [h.watcher for h in self.held.values() if h.watcher is not None]
+        await asyncio.gather(*watchers, return_exceptions=True)
+
     # -- questions ------------------------------------------------------------------------------
 
     def questions(self) -> list[PendingItem]:

@@ -36,6 +36,8 @@ from steadyrun.testing import ScriptedModel, text, tool_calls  # noqa: E402
 
 pg_dsn = pgkit.database_fixture(prefix="steadyrun_trecords")
 
+DATA = Path(__file__).with_name("data")
+
 _NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -242,3 +244,25 @@ async def test_the_tasks_of_a_cancelled_run_end_cancelled_and_are_recorded(
         (f"{r}/m1.c1", "cancelled", "cancelled", True),
         (f"{r}/m1.c2", "cancelled", "cancelled", True),
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "run_id"),
+    [
+        ("bg_task_ended_before_records.json", "before-records-ended"),
+        ("bg_task_cancel_before_records.json", "before-records-cancel"),
+    ],
+)
+async def test_histories_from_before_task_records_replay(name: str, run_id: str) -> None:
+    """Recorded by the release before (7294c5c): a task that ended and was announced; a
+    cancel with two tasks going, which ended the workflow at once. Neither recorded a task,
+    nor waited for the tasks to end: behind the patch, they replay as they ran."""
+    from temporalio.client import WorkflowHistory
+
+    reg = Registry()
+    manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), [Build(reg)])
+    model = ScriptedModel([])
+    agent = sr.Agent(name="a", model=model, tools=[*manager.tools(), ship])
+    app = TemporalApp(agents=[agent], store=sr.MemoryStore(), background=[Build(reg)])
+    history = WorkflowHistory.from_json(run_id, (DATA / name).read_text())
+    await app.replayer().replay_workflow(history)

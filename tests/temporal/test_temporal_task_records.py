@@ -266,3 +266,38 @@ async def test_histories_from_before_task_records_replay(name: str, run_id: str)
     app = TemporalApp(agents=[agent], store=sr.MemoryStore(), background=[Build(reg)])
     history = WorkflowHistory.from_json(run_id, (DATA / name).read_text())
     await app.replayer().replay_workflow(history)
+
+
+async def test_a_run_cancelled_during_a_model_call_with_tasks_going_ends_cancelled(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    # The model call's cancelled activity is the run's cancel, not a failed model call
+    # (which left the workflow waiting for its tasks, its cancel spent).
+    import asyncio
+
+    thinking = asyncio.Event()
+
+    async def think(request: Any) -> Any:
+        thinking.set()
+        await asyncio.Event().wait()  # until the cancel stops the model activity
+
+    opener = bg_engines.on_temporal(temporal_server, tmp_path)
+    reg, r = Registry(), bg_engines.run_id_for(opener)
+    model = ScriptedModel([tool_calls(("build", {"repo": "shop"})), think])
+    async with opener(model, [Build(reg)]) as session:
+        await session.start(r, "go")
+
+        async def going() -> bool:
+            return thinking.is_set() and len(await session.tasks(r)) == 1
+
+        await bg_engines.eventually(going, "a task going and the next model call in flight")
+        await session.runs.cancel(r)
+        with pytest.raises(sr.RunCancelledError):
+            await asyncio.wait_for(session.runs.result(r), 120)  # a cap, not a limit
+        history = await session.runs.client.get_workflow_handle(r).fetch_history()
+        await session.app.replayer().replay_workflow(history)
+        listed = await session.tasks(r)
+        snap = await session.store.load(r)
+    assert reg.stops == [f"{r}/m1.c1"]
+    assert [(t.status, t.error) for t in listed] == [("cancelled", "cancelled")]
+    assert snap is not None and snap.run.status == "cancelled"

@@ -19,11 +19,9 @@ from temporalio.client import (
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
-    WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import (
-    QueryRejectCondition,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -68,7 +66,7 @@ from steadyrun.temporal._payloads import (
 )
 from steadyrun.temporal._rpc import typed_rpc
 from steadyrun.temporal._run_handle import TemporalRunHandle
-from steadyrun.temporal._taskrecords import task_records
+from steadyrun.temporal._taskrecords import open_or_recorded, task_records
 
 __all__ = ["TemporalRuns", "client_with_codec"]
 
@@ -283,33 +281,21 @@ class TemporalRuns:
     async def tasks(self, run_id: str, *, recorded: TaskStore | None = None) -> list[Task]:
         """The run's background tasks, oldest first (see ``TemporalApp``).
 
-        While the run's workflow is open it answers (its tasks going and those that ended);
-        once it closed (or its history was deleted) the tasks that ended are read from
-        where the workflow recorded them: ``recorded``, by default the task tables of the
-        app's store (``TemporalApp.runs`` gives them; without them a closed workflow is
-        asked, which a worker must replay).
+        The open workflow answers; once it closed (or its history was deleted), the tasks
+        that ended are read where the workers recorded them (``recorded``, by default the
+        task tables of the app's store; without any, a closed workflow is asked, which a
+        worker must replay).
 
         Raises:
             RunNotFoundError: No workflow has this run id and no task of it was recorded.
         """
         records = recorded if recorded is not None else self.recorded
-        if records is None:
-            query = self._handle(run_id).query("tasks", result_type=list)
-            return from_plain(await self._reaching(run_id, "query", query), list[Task])
-        query = self._handle(run_id).query(
-            "tasks", result_type=list, reject_condition=QueryRejectCondition.NOT_OPEN
-        )
-        try:
-            return from_plain(await query, list[Task])
-        except WorkflowQueryRejectedError:
-            return await records.list_tasks(run_id)  # closed: no replay needed
-        except RPCError as exc:
-            if exc.status != RPCStatusCode.NOT_FOUND:
-                raise
-            found = await records.list_tasks(run_id)
-            if not found:
-                raise await self._gone(run_id, "query", exc) from None
-            return found
+        if records is not None:
+            found = await open_or_recorded(self._handle(run_id), records, run_id)
+            if found is not None:
+                return found
+        query = self._handle(run_id).query("tasks", result_type=list)
+        return from_plain(await self._reaching(run_id, "query", query), list[Task])
 
     @typed_rpc("the query")
     async def snapshot(self, run_id: str) -> DisplaySnapshot:

@@ -20,12 +20,23 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from temporalio.client import WorkflowHandle, WorkflowQueryRejectedError
+from temporalio.common import QueryRejectCondition
+from temporalio.service import RPCError, RPCStatusCode
+
 from steadyrun._codec import from_plain, to_plain
 from steadyrun.background import MemoryTaskStore, Task, TaskStore, Update
 from steadyrun.background._sql import PostgresTaskStore, SqliteTaskStore, prepare_sqlite
 from steadyrun.stores import MemoryStore, PostgresStore, SqliteStore, Store
 
-__all__ = ["RECORDED_UPDATES", "record_task", "recorded_tasks", "task_op_data", "task_records"]
+__all__ = [
+    "RECORDED_UPDATES",
+    "open_or_recorded",
+    "record_task",
+    "recorded_tasks",
+    "task_op_data",
+    "task_records",
+]
 
 T = TypeVar("T")
 
@@ -92,6 +103,25 @@ async def recorded_tasks(
         if kept:
             updates[task.id] = [to_plain(u, Update) for u in kept]
     return ended, updates
+
+
+async def open_or_recorded(
+    handle: WorkflowHandle[Any, Any], records: TaskStore, run_id: str
+) -> list[Task] | None:
+    """The open workflow's tasks, else those ``records`` holds of the run.
+
+    Temporal rejects the query of a closed workflow (no worker replays it); ``None``: no
+    workflow has this id and no task of the run was recorded.
+    """
+    query = handle.query("tasks", result_type=list, reject_condition=QueryRejectCondition.NOT_OPEN)
+    try:
+        return from_plain(await query, list[Task])
+    except WorkflowQueryRejectedError:
+        return await records.list_tasks(run_id)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return await records.list_tasks(run_id) or None
 
 
 class _SqliteShared(SqliteTaskStore):

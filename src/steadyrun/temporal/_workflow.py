@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import to_plain
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
-    from steadyrun.background import Task, Update
+    from steadyrun.background import Task
     from steadyrun.media import MediaOptions
     from steadyrun.records import (
         CallRecord,
@@ -53,11 +53,12 @@ with workflow.unsafe.imports_passed_through():
         SubagentTurn,
     )
     from steadyrun.temporal._subagents import delegations
-    from steadyrun.temporal._taskrecords import RECORDED_UPDATES, task_op_data
+    from steadyrun.temporal._taskrecords import RECORDED_UPDATES
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
     from steadyrun.temporal._wchildren import ChildSide, ChildTurns, output_of
     from steadyrun.temporal._wstore import (
         CANCELLED,
+        TASK_RECORDS,
         ContinueAsNew,
         DryStore,
         Recorder,
@@ -73,9 +74,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentWorkflow", "app_for", "register_app"]
 
 T = TypeVar("T")
-
-TASK_RECORDS = "steadyrun-task-records"
-"""The patch under which a background task that ended is written to the app's store."""
 
 _APPS: dict[str, AppView] = {}
 _DEFAULT: list[AppView] = []
@@ -175,7 +173,7 @@ class AgentWorkflow:
         # signal (``RunInput.parent``); else they wait in the foreground, as before.
         adopt = not inp.subagent or inp.parent is not None
         tasks = WorkflowTasks(app, store, self._wake, adopt=adopt)
-        tasks.on_end = self._task_ended
+        tasks.on_end = store.record_task
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding
@@ -268,9 +266,7 @@ class AgentWorkflow:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
             tasks.cancel_all()
-            if workflow.patched(TASK_RECORDS):
-                # As the built-in cancel asks them to stop: each ends cancelled once its
-                # operation stopped, and is recorded so (histories from before wait not).
+            if workflow.patched(TASK_RECORDS):  # each ends cancelled, recorded so
                 await tasks.ended_all()
             by = self._cancelled_by
             await children.cancel_all(by)
@@ -382,14 +378,6 @@ class AgentWorkflow:
     def _wake(self) -> None:
         """Something new for the run (a background task's ending or question)."""
         self._changed = True
-
-    def _task_ended(self, task: Task, updates: list[Update]) -> None:
-        """Record a task that ended in the app's store, so it outlives this workflow run.
-
-        Behind a patch: histories from before it recorded no task, and replay as they ran.
-        """
-        if self._store is not None and workflow.patched(TASK_RECORDS):
-            self._store.record_task(task_op_data(task, updates))
 
     async def _carry(self, generation: int) -> Carried:
         store, tasks = self._store, self._tasks

@@ -305,6 +305,47 @@ async def adoption(opener: Opener) -> None:
     assert output.result == built
 
 
+async def task_tools_in_a_later_turn(opener: Opener) -> None:
+    """A task that ended before the run completed: the task tools find it in a new turn.
+
+    New input to the completed run starts a new turn (on Temporal, a new workflow run): the
+    task is still there, with its output and its progress, and listed after the run ended.
+    """
+    reg, r = Registry(), run_id_for(opener)
+    model = ScriptedModel(
+        [
+            tool_calls(("build", {"repo": "shop"})),
+            text("started"),
+            text("noted"),
+            tool_calls(("task_status", {"task_id": f"{r}/m1.c1"})),
+            tool_calls(("task_output", {"task_id": f"{r}/m1.c1"})),
+            text("it built the shop"),
+        ]
+    )
+    async with opener(model, [Build(reg)]) as session:
+        await session.start(r, "build the shop")
+        await session.first_turn(r)
+        reg.gate(f"{r}/m1.c1").set()
+        await session.settled(r)
+        await _send(session, r, "what did it build?")
+        await eventually(text_is(session, r, "it built the shop"), "the later turn")
+        snap = await session.settled(r)
+        (task,) = await session.tasks(r)
+        (shown,) = await listed(session, r)
+    built = {"built": f"{r}/m1.c1"}
+    calls = {c.name: c for c in snap.calls}
+    status, output = calls["task_status"], calls["task_output"]
+    assert status.status == "succeeded" and output.status == "succeeded", (status, output)
+    assert status.result == "\n".join(
+        [f"task {r}/m1.c1 (build shop): completed", "[log] cloning", "[log] compiling"]
+    )
+    assert output.result == json.dumps(built)
+    assert (task.status, task.output, task.notified) == ("completed", built, True)
+    assert (shown["id"], shown["status"], shown["output"]) == (f"{r}/m1.c1", "completed", built)
+    assert reg.starts == {f"{r}/m1.c1": 1}
+    assert snap.run.status == "completed"
+
+
 async def in_background_at_once(opener: Opener) -> None:
     """The model asks for the background: a receipt at once, the operation started once."""
     reg, r = Registry(), run_id_for(opener)

@@ -21,7 +21,7 @@ from steadyrun._sqlite_thread import SqliteThread, use_wal
 from steadyrun.background._model import Task, Update, check_update
 from steadyrun.background._store import Modify, TaskStore
 
-__all__ = ["TASK_SCHEMA_VERSION", "PostgresTaskStore", "SqliteTaskStore"]
+__all__ = ["TASK_SCHEMA_VERSION", "PostgresTaskStore", "SqliteTaskStore", "prepare_sqlite"]
 
 T = TypeVar("T")
 
@@ -73,6 +73,25 @@ _CLAIMABLE = (
 )
 
 
+def prepare_sqlite(conn: sqlite3.Connection) -> None:
+    """Create the task tables on ``conn`` (autocommit) if absent; refuse another version."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # One statement at a time: executescript() would commit the transaction first.
+        for statement in _SQLITE_SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        row = conn.execute("SELECT version FROM steadyrun_tasks_meta").fetchone()
+        if row is None:
+            conn.execute("INSERT INTO steadyrun_tasks_meta VALUES (?)", (TASK_SCHEMA_VERSION,))
+        elif row[0] != TASK_SCHEMA_VERSION:
+            raise FormatVersionError("task tables", row[0], TASK_SCHEMA_VERSION)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
 class SqliteTaskStore(TaskStore):
     """Tasks in a SQLite file (WAL); several processes of one machine may share it.
 
@@ -91,20 +110,9 @@ class SqliteTaskStore(TaskStore):
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         use_wal(conn, 30.0)  # another process may be opening the same new file right now
         conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            # One statement at a time: executescript() would commit the transaction first.
-            for statement in _SQLITE_SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            row = conn.execute("SELECT version FROM steadyrun_tasks_meta").fetchone()
-            if row is None:
-                conn.execute("INSERT INTO steadyrun_tasks_meta VALUES (?)", (TASK_SCHEMA_VERSION,))
-            elif row[0] != TASK_SCHEMA_VERSION:
-                raise FormatVersionError("task tables", row[0], TASK_SCHEMA_VERSION)
-            conn.execute("COMMIT")
+            prepare_sqlite(conn)
         except BaseException:
-            conn.execute("ROLLBACK")
             conn.close()
             raise
         return conn

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import ConflictError, NotPendingError, StoreError
+from steadyrun.background import Materializer
 from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
 from steadyrun.control import (
     AwaitExternal,
@@ -68,6 +69,7 @@ from steadyrun.temporal._payloads import (
     ToolOutcome,
     update_from_plain,
 )
+from steadyrun.temporal._taskrecords import record_task, recorded_tasks, task_records
 from steadyrun.tools import Tool, ToolArgumentsError, ToolContext
 
 if TYPE_CHECKING:
@@ -87,8 +89,9 @@ _FENCES_KEPT = 10_000
 class Activities:
     """The activities of one ``TemporalApp`` (bound methods, registered with its worker)."""
 
-    def __init__(self, app: AppView) -> None:
+    def __init__(self, app: AppView, *, task_output: Materializer | None = None) -> None:
         self.app = app
+        self.task_output = task_output
         self.media = MediaPreparer(app.media or MediaOptions(), app.texts)
         # The fences record activities wrote under, by run and workflow run. A run's claim is
         # its workflow's for good, so it is read once per worker, not once per batch; a
@@ -237,7 +240,7 @@ class Activities:
                 non_retryable=True,
             )
         interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
-        return await run_operation(tool, inp, interval)
+        return await run_operation(tool, inp, interval, self.task_output)
 
     # -- records ----------------------------------------------------------------------------
 
@@ -302,6 +305,9 @@ class Activities:
             claimed = snap.checkpoint.claimed_through
             last = await store.pending(run_id, claimed)
             feed = (await store.claim(run_id, last)).messages if last else []
+            # The tasks that ended in earlier workflow runs: the task tools still find them.
+            tasks = task_records(store)
+            ended, updates = await recorded_tasks(tasks, run_id) if tasks else ([], {})
         # Only the unconsumed input travels; the numbering of the rest stays the store's.
         offset = feed[0].seq - 1 if feed else claimed
         return Loaded(
@@ -311,6 +317,8 @@ class Activities:
                 consumed=offset,
                 generation=0,
                 feed_offset=offset,
+                tasks=ended,
+                task_updates=updates,
             )
         )
 
@@ -332,6 +340,10 @@ class Activities:
                 await store.append(run_id, from_plain(op.data, FeedMessage))
             elif op.op == "consume":
                 await store.consume(run_id, op.through)
+            elif op.op == "task":
+                tasks = task_records(store)
+                if tasks is not None:
+                    await record_task(tasks, op.data)
             else:
                 raise ApplicationError(f"unknown record op {op.op!r}", non_retryable=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
@@ -13,7 +14,7 @@ from temporalio.worker import Replayer, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from steadyrun._errors import UsageError
-from steadyrun.background import BackgroundTool
+from steadyrun.background import BackgroundTool, Materializer
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
 from steadyrun.runtime._calls import HandoverHook
@@ -52,6 +53,10 @@ class TemporalApp:
         on_handover: Called with (run id, record) before a submission or a pending
             confirmation is saved, as ``Runtime(on_handover=...)``; raise ``CallRejected`` to
             refuse the call. It runs in the ``steadyrun.handover`` activity, so it may do I/O.
+        task_output_dir: When set, the worker running a background operation writes its
+            progress updates to ``<dir>/<task>.jsonl`` as ``TaskManager(output_dir=...)``
+            does (each event id once): a folder of that worker's machine, or one every
+            worker shares.
 
     Example:
         ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
@@ -67,6 +72,7 @@ class TemporalApp:
         media: MediaOptions | None = None,
         background: Iterable[BackgroundTool] = (),
         on_handover: HandoverHook | None = None,
+        task_output_dir: Path | str | None = None,
     ) -> None:
         self._agents: dict[str, Agent] = {}
         for agent in agents:
@@ -83,7 +89,8 @@ class TemporalApp:
         self.media = media
         self.background: dict[str, BackgroundTool] = {t.name: t for t in background}
         self.on_handover = on_handover
-        self.activities = Activities(self)
+        output = Materializer(Path(task_output_dir)) if task_output_dir is not None else None
+        self.activities = Activities(self, task_output=output)
 
     def agent(self, name: str) -> Agent:
         """The agent named ``name``.

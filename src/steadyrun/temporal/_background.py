@@ -22,7 +22,16 @@ from typing import Any
 from temporalio import activity
 
 from steadyrun._codec import to_plain
-from steadyrun.background import BackgroundTool, Outcome, TaskRef, Update, task_id_of
+from steadyrun._errors import UsageError
+from steadyrun.background import (
+    BackgroundTool,
+    Materializer,
+    Outcome,
+    TaskRef,
+    Update,
+    task_id_of,
+)
+from steadyrun.background._model import check_update
 
 __all__ = [
     "ACTIVITY_BACKGROUND",
@@ -93,9 +102,15 @@ class TaskUpdates:
 
 
 async def run_operation(
-    tool: BackgroundTool, inp: BackgroundInput, heartbeat_every: float
+    tool: BackgroundTool,
+    inp: BackgroundInput,
+    heartbeat_every: float,
+    output: Materializer | None = None,
 ) -> BackgroundOutcome:
-    """In the activity: start, resume or (on a later attempt) recover the operation; wait."""
+    """In the activity: start, resume or (on a later attempt) recover the operation; wait.
+
+    With ``output``, each progress update is also written to the task's file there.
+    """
     args = tool.Args.model_validate_json(inp.arguments or "{}")
     info = activity.info()
     task_id = task_id_of(inp.run_id, inp.call_id)
@@ -113,7 +128,9 @@ async def run_operation(
         op = await tool.start(task, args)
     buffered: list[Update] = []
     source = op.updates()
-    pump = None if source is None else asyncio.ensure_future(_drain(source, buffered))
+    pump = (
+        None if source is None else asyncio.ensure_future(_drain(source, buffered, task_id, output))
+    )
 
     async def beat() -> None:
         while True:
@@ -161,9 +178,19 @@ def _outcome(value: Any) -> BackgroundOutcome:
     return BackgroundOutcome(status=outcome.status, error=outcome.error or outcome.status)
 
 
-async def _drain(source: Any, buffered: list[Update]) -> None:
+async def _drain(
+    source: Any, buffered: list[Update], task_id: str, output: Materializer | None
+) -> None:
     async for update in source:
         buffered.append(update)
+        if output is None:
+            continue
+        try:
+            # Only what the workflow keeps (an update over the limits is dropped there).
+            check_update(update)
+            await output.append(task_id, update)
+        except (UsageError, OSError) as exc:  # a view of the progress: it fails no task
+            log.warning("update %r not written to %s: %s", update.event_id, output.folder, exc)
 
 
 async def _send_updates(inp: BackgroundInput, task_id: str, buffered: list[Update]) -> None:

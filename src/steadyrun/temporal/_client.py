@@ -21,7 +21,10 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import (
     ApplicationError,
@@ -40,7 +43,7 @@ from steadyrun._errors import (
     RunNotFoundError,
     UsageError,
 )
-from steadyrun.background import Task
+from steadyrun.background import Task, TaskStore
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Agent, PendingItem
 from steadyrun.runtime._host import BY_META
@@ -63,6 +66,7 @@ from steadyrun.temporal._payloads import (
 )
 from steadyrun.temporal._rpc import typed_rpc
 from steadyrun.temporal._run_handle import TemporalRunHandle
+from steadyrun.temporal._taskrecords import open_or_recorded, task_records
 
 __all__ = ["TemporalRuns", "client_with_codec"]
 
@@ -127,7 +131,10 @@ class TemporalRuns:
         store: The workers' app store (``TemporalApp.runs`` passes it): with it, input for a
             run whose closed workflow Temporal forgot (its namespace's retention) continues
             the run from the store, as on the built-in engine; without, it raises
-            ``RunNotFoundError``.
+            ``RunNotFoundError``. Its task tables hold the tasks that ended (read once a
+            workflow closed).
+        recorded: Where the workers record the tasks that ended (default: the task tables
+            of ``store``).
     """
 
     def __init__(
@@ -137,10 +144,12 @@ class TemporalRuns:
         task_queue: str = "steadyrun",
         payload_codec: PayloadCodec | None = None,
         store: Store | None = None,
+        recorded: TaskStore | None = None,
     ) -> None:
         self.client = client_with_codec(client, payload_codec)
         self.task_queue = task_queue
         self.store = store
+        self.recorded = recorded if recorded is not None else task_records(store)
 
     @typed_rpc("the start")
     async def start(
@@ -269,11 +278,22 @@ class TemporalRuns:
         return from_plain(await self._reaching(run_id, "query", query), list[PendingItem])
 
     @typed_rpc("the query")
-    async def tasks(self, run_id: str) -> list[Task]:
-        """The run's background tasks, as its workflow holds them (see ``TemporalApp``).
+    async def tasks(self, run_id: str, *, recorded: TaskStore | None = None) -> list[Task]:
+        """The run's background tasks, oldest first (see ``TemporalApp``).
 
-        A task that ended is listed until the run continues as new or its workflow ends.
+        The open workflow answers; once it closed (or its history was deleted), the tasks
+        that ended are read where the workers recorded them (``recorded``, by default the
+        task tables of the app's store; without any, a closed workflow is asked, which a
+        worker must replay).
+
+        Raises:
+            RunNotFoundError: No workflow has this run id and no task of it was recorded.
         """
+        records = recorded if recorded is not None else self.recorded
+        if records is not None:
+            found = await open_or_recorded(self._handle(run_id), records, run_id)
+            if found is not None:
+                return found
         query = self._handle(run_id).query("tasks", result_type=list)
         return from_plain(await self._reaching(run_id, "query", query), list[Task])
 

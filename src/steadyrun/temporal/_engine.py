@@ -69,6 +69,7 @@ from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
 from steadyrun.temporal._quiet import at_rest, forget
 from steadyrun.temporal._rpc import typed_rpc
+from steadyrun.temporal._taskrecords import task_records
 
 __all__ = ["TemporalEngine", "start_key"]
 
@@ -434,22 +435,26 @@ class TemporalEngine:
             deletion = await lifecycle.delete_run(run_id)
         for key in (successor_key(run_id), start_key(run_id)):  # the id starts anew
             await lifecycle.delete_run(key)
+        records = task_records(store)
+        gone = await records.delete_run_tasks(run_id) if records is not None else 0
         for workflow_id in deletion.runs or [run_id]:
             client = (await self.runs()).client
             await forget(client, workflow_id, settle=self.settle_seconds if settle else None)
         codec = self.payload_codec
         if isinstance(codec, LargePayloadCodec):
             await collect_blobs(runs.client, codec.blobs, grace=timedelta(0), runs=[run_id])
-        return Deleted(run_id=run_id, runs=deletion.runs, messages=deletion.messages)
+        return Deleted(run_id=run_id, runs=deletion.runs, messages=deletion.messages, tasks=gone)
 
     @typed_rpc("the query")
     async def tasks(self, run_id: str) -> list[Task]:
-        """The run's tasks as its workflow holds them (``TemporalRuns.tasks``).
+        """The run's tasks (``TemporalRuns.tasks``).
 
-        A run whose workflow Temporal no longer knows (its history deleted) lists none.
+        Its workflow's while it is open, else those recorded in the app's store when they
+        ended (also when Temporal no longer knows the workflow, its history deleted).
         """
+        records = task_records(self.host.store)
         try:
-            return await (await self.runs()).tasks(run_id)
+            return await (await self.runs()).tasks(run_id, recorded=records)
         except RunNotFoundError:
             return []
 
@@ -470,7 +475,7 @@ class TemporalEngine:
         await retain(
             host.store,
             policy,
-            tasks=None,  # a Temporal run's tasks live in its workflow, deleted with it
+            tasks=task_records(host.store),  # those that ended, recorded by the workers
             owner=getattr(host, "owner", None) or default_owner(),
             clock=host.runtime._clock,
             stopping=self._stop_retaining,

@@ -57,9 +57,12 @@ class Carried:
             consumed, only keep the numbering the same as the store's).
         tasks: The background tasks that ended (``Task`` plain data), so the task tools
             still find them (none is going: the workflow does not continue as new then).
+            A run restarted from the store gets those recorded there.
         children: Sub-agent child workflows whose delegation returned while their
             background tasks go on (child run id -> delegation tool name): the continued
             run takes their later turns (``SubagentTurn`` signals) and stays open for them.
+        task_updates: The last progress updates of those tasks (``Update`` plain data), by
+            task id (older payloads have none: their tasks show no progress).
     """
 
     snapshot: dict[str, Any]
@@ -69,6 +72,7 @@ class Carried:
     feed_offset: int = 0
     tasks: list[dict[str, Any]] = field(default_factory=list)
     children: dict[str, str] = field(default_factory=dict)
+    task_updates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -271,8 +275,10 @@ class RecordOp:
     """One write mirrored to the app's store.
 
     Attributes:
-        op: ``save_step``, ``save_call``, ``update_call``, ``append`` or ``consume``.
-        data: The step, call, feed message or update as plain data.
+        op: ``save_step``, ``save_call``, ``update_call``, ``append``, ``consume`` or
+            ``task`` (a background task that ended, for the app's task tables).
+        data: The step, call, feed message or update as plain data (for ``task``:
+            ``{"task": <Task>, "updates": [<Update>, ...]}``).
         call_id: The call of an ``update_call``.
         through: The boundary of a ``consume``.
     """

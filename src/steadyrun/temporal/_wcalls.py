@@ -153,6 +153,10 @@ class _ActivityModel:
                 )
                 return from_plain(plain, ModelResponse)
             except ActivityError as exc:
+                if isinstance(exc.cause, CancelledError) and workflow.patched(PATCH_MODEL_CANCEL):
+                    # Only the run's cancel cancels a model call: it is that cancel, not a
+                    # failed call (the run failed, its cancel spent; histories from before).
+                    raise asyncio.CancelledError() from None
                 # A lost worker is not a failed model call: the built-in engine just calls
                 # again, so its heartbeat timeouts do not use up model_attempts (new runs).
                 if not (
@@ -321,6 +325,9 @@ class WorkflowExecution(Execution):
         )
         return await self.ext.call_model(call, respond)
 
+
+PATCH_MODEL_CANCEL = "steadyrun.model-call-cancelled-is-the-runs-cancel"
+"""The patch under which a model call cancelled with the run cancels the run."""
 
 PATCH_LOST_WORKER = "steadyrun.model-lost-worker-again"
 """Marks runs whose model call is scheduled again when its last attempt lost its worker."""

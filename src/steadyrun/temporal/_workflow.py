@@ -53,10 +53,12 @@ with workflow.unsafe.imports_passed_through():
         SubagentTurn,
     )
     from steadyrun.temporal._subagents import delegations
+    from steadyrun.temporal._taskrecords import RECORDED_UPDATES
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
     from steadyrun.temporal._wchildren import ChildSide, ChildTurns, output_of
     from steadyrun.temporal._wstore import (
         CANCELLED,
+        TASK_RECORDS,
         ContinueAsNew,
         DryStore,
         Recorder,
@@ -171,6 +173,7 @@ class AgentWorkflow:
         # signal (``RunInput.parent``); else they wait in the foreground, as before.
         adopt = not inp.subagent or inp.parent is not None
         tasks = WorkflowTasks(app, store, self._wake, adopt=adopt)
+        tasks.on_end = store.record_task
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding
@@ -214,7 +217,7 @@ class AgentWorkflow:
         generation = 0
         if carried is not None:
             await store.restore(inp.run_id, carried)
-            tasks.restore(carried.tasks)
+            tasks.restore(carried.tasks, carried.task_updates)
             children.going = dict(carried.children)
             generation = carried.generation
         if inp.input is not None:
@@ -263,6 +266,8 @@ class AgentWorkflow:
             # The workflow was cancelled (or its parent's was): the store shows it cancelled,
             # its open calls settled ``cancelled``, as the built-in service's cancel does.
             tasks.cancel_all()
+            if workflow.patched(TASK_RECORDS):  # each ends cancelled, recorded so
+                await tasks.ended_all()
             by = self._cancelled_by
             await children.cancel_all(by)
             why = f"{CANCELLED} by {by}" if by is not None else CANCELLED
@@ -387,6 +392,7 @@ class AgentWorkflow:
             feed_offset=store.feed_offset,
             tasks=tasks.carried(),
             children=dict(self._children.going) if self._children is not None else {},
+            task_updates=tasks.carried_updates(RECORDED_UPDATES),
         )
 
     # -- updates ----------------------------------------------------------------------------

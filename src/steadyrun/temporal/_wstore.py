@@ -19,6 +19,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun._errors import CallNotFoundError
+    from steadyrun.background import Task, Update
     from steadyrun.records import (
         ACTIVE_STATUSES,
         CallRecord,
@@ -38,12 +39,25 @@ with workflow.unsafe.imports_passed_through():
         RecordOp,
         update_to_plain,
     )
+    from steadyrun.temporal._taskrecords import task_op_data
 
-__all__ = ["ContinueAsNew", "DryStore", "Recorder", "WorkflowHost", "WorkflowStore", "run_now"]
+__all__ = [
+    "TASK_RECORDS",
+    "ContinueAsNew",
+    "DryStore",
+    "Recorder",
+    "WorkflowHost",
+    "WorkflowStore",
+    "run_now",
+]
 
 T = TypeVar("T")
 
 CANCELLED = "the run was cancelled"
+
+TASK_RECORDS = "steadyrun-task-records"
+"""The patch under which the background tasks that ended are written to the app's store, and
+a cancel waits for the run's tasks to end."""
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:
@@ -163,6 +177,14 @@ class WorkflowStore(MemoryStore):
         if through > self.consumed_through:
             self.consumed_through = through
             self.recorder.add(RecordOp(op="consume", through=through))
+
+    def record_task(self, task: Task, updates: list[Update]) -> None:
+        """Queue a background task that ended (and its last updates) for the app's store.
+
+        Behind a patch: histories from before it recorded no task, and replay as they ran.
+        """
+        if workflow.patched(TASK_RECORDS):
+            self.recorder.add(RecordOp(op="task", data=task_op_data(task, updates)))
 
     async def cancel(
         self, run_id: str, now: datetime, reason: str = CANCELLED, *, by: str | None = None

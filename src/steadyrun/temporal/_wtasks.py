@@ -120,6 +120,8 @@ class WorkflowTasks:
         self.adopt = adopt
         self.held: dict[str, _Held] = {}  # adopted: tasks
         self.foreground: dict[str, _Held] = {}  # not (yet) adopted; progress comes already
+        # Called with each task that ended and its updates, once the run was told.
+        self.on_end: Callable[[Task, list[Update]], None] | None = None
 
     # -- the run's view -----------------------------------------------------------------------
 
@@ -269,6 +271,8 @@ class WorkflowTasks:
             task.error = out.error or out.status
         await self.store.append(task.run_id, ending_message(task))
         task.notified = True
+        if self.on_end is not None:
+            self.on_end(replace(task), list(held.updates))
         self.wake()
 
     # -- recovery -------------------------------------------------------------------------------
@@ -283,13 +287,26 @@ class WorkflowTasks:
         """The tasks that ended, as plain data for the continued workflow run."""
         return [to_plain(h.task, Task) for h in self.held.values() if h.task.final]
 
-    def restore(self, tasks: list[dict[str, Any]]) -> None:
-        """Hold the ended tasks a continued workflow run carried (their updates are not)."""
+    def carried_updates(self, last: int) -> dict[str, list[dict[str, Any]]]:
+        """The last ``last`` updates of the tasks that ended, as plain data, by task id."""
+        return {
+            task_id: [to_plain(u, Update) for u in h.updates[-last:]]
+            for task_id, h in self.held.items()
+            if h.task.final and h.updates
+        }
+
+    def restore(
+        self, tasks: list[dict[str, Any]], updates: dict[str, list[dict[str, Any]]] | None = None
+    ) -> None:
+        """Hold the ended tasks a new workflow run was given, with their last updates."""
         for plain in tasks:
             task = from_plain(plain, Task)
             bt = self.app.background.get(task.tool)
-            if bt is not None:
-                self.held[task.id] = _Held(task=task, tool=bt)
+            if bt is not None and task.id not in self.held:
+                kept = [from_plain(u, Update) for u in (updates or {}).get(task.id, [])]
+                held = _Held(task=task, tool=bt)
+                held.updates, held.seen = keep_updates([], frozenset(), kept, _KEPT_UPDATES)
+                self.held[task.id] = held
 
     # -- progress -----------------------------------------------------------------------------
 
@@ -349,6 +366,18 @@ class WorkflowTasks:
         for held in [*self.held.values(), *self.foreground.values()]:
             if held.handle is not None and not held.handle.done():
                 held.handle.cancel()
+
+    async def ended_all(self) -> None:
+        """Wait until every adopted task ended (after ``cancel_all``: cancelled).
+
+        A task waiting for an answer runs no operation: it ends cancelled here.
+        """
+        for held in list(self.held.values()):
+            if held.task.status == "waiting_input" and not held.task.final:
+                held.task.cancel_requested = True
+                await self._ended(held, BackgroundOutcome(status="cancelled", error="cancelled"))
+        watchers = [h.watcher for h in self.held.values() if h.watcher is not None]
+        await asyncio.gather(*watchers, return_exceptions=True)
 
     # -- questions ------------------------------------------------------------------------------
 

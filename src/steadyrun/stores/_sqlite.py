@@ -177,13 +177,8 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
     # -- journal ---------------------------------------------------------------------------
 
-    async def save_step(self, run_id: str, step: Step) -> int | None:
-        """Write one step in one transaction.
-
-        Returns what ``pending`` returns for the step's claimed position, read inside the
-        step's write transaction: one statement more there instead of a read of its own
-        (``None`` for a step that leaves the run not running: nobody asks).
-        """
+    async def save_step(self, run_id: str, step: Step) -> None:
+        """Write one step in one transaction."""
         run = step.run
         enc = encode_step(run_id, step)
         run_b, cp_b, base, appended, written = (
@@ -196,7 +191,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         blocks = enc.blocks
         fence = current_fence()
 
-        def write(conn: sqlite3.Connection) -> tuple[int, int | None]:
+        def write(conn: sqlite3.Connection) -> int:
             calls_written = 0
             fence_check(conn, fence, run_id, run.steps)  # a lost claim: refused
             conn.execute(
@@ -241,19 +236,11 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             for call in step.calls:
                 calls_written += _merge(conn, run_id, call, spots)
             calls_written += sqlite_entry(conn, run_id, step, segment, end)
-            if run.status != "running":
-                return calls_written, None  # the executor stops here: nobody takes input
-            # Under the write lock: an append of another process commits before this read or
-            # after this step, when the next step's read sees it.
-            last, consumed = _feed_bounds(conn, run_id)
-            claimed = step.checkpoint.claimed_through
-            return calls_written, last if last > max(claimed, consumed) else 0
+            return calls_written
 
-        wrote, waiting = await self._db.write(write)
-        written += wrote
+        written += await self._db.write(write)
         self.bytes_written += written
         self.step_bytes.append(written)
-        return waiting
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""

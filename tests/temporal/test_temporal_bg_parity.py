@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import bg_engines
+import bg_subagents
 import pytest
 
 import steadyrun as sr
@@ -31,7 +32,7 @@ SCENARIOS: list[Scenario] = [
     bg_engines.waiting_input,
     bg_engines.failure_and_time_limit,
     bg_engines.listed_by_the_service,
-    bg_engines.subagent_adoption,
+    bg_subagents.subagent_adoption,
     bg_engines.task_tools_in_a_later_turn,
 ]
 

@@ -1,6 +1,6 @@
 """A sub-agent's background calls on Temporal: adopted, and its later turns told to the parent.
 
-The scenario both engines share is ``bg_engines.subagent_adoption``; here what is Temporal's
+The scenario both engines share is ``bg_subagents.subagent_adoption``; here what is Temporal's
 own: histories of delegations written before ``steadyrun.subagent-background`` replay, the
 parent continues as new while its child's task runs, cancelling the parent stops the child's
 task, and a worker SIGKILLed while the child's task runs.

@@ -169,18 +169,26 @@ async def run_delegation(
     return out.text or ""
 
 
+def _child_input(
+    delegation: Delegation, run_id: str, task: str, parent: str | None = None
+) -> RunInput:
+    """The child workflow's input: the delegation's task as its first message."""
+    return RunInput(
+        agent=delegation.child,
+        run_id=run_id,
+        input=task,
+        input_id=f"{run_id}:task",
+        subagent=True,
+        parent=parent,
+    )
+
+
 async def _child(delegation: Delegation, call: ToolCall, run_id: str, task: str) -> RunOutput:
     """The child workflow's output (delegations from before ``PATCH_SUBAGENT_BACKGROUND``)."""
     try:
         out: RunOutput = await workflow.execute_child_workflow(
             WORKFLOW_NAME,
-            RunInput(
-                agent=delegation.child,
-                run_id=run_id,
-                input=task,
-                input_id=f"{run_id}:task",
-                subagent=True,
-            ),
+            _child_input(delegation, run_id, task),
             id=run_id,
             task_queue=workflow.info().task_queue,
             result_type=RunOutput,
@@ -202,14 +210,7 @@ async def _detachable(
     """
     handle = await workflow.start_child_workflow(
         WORKFLOW_NAME,
-        RunInput(
-            agent=delegation.child,
-            run_id=run_id,
-            input=task,
-            input_id=f"{run_id}:task",
-            subagent=True,
-            parent=workflow.info().workflow_id,
-        ),
+        _child_input(delegation, run_id, task, parent=workflow.info().workflow_id),
         id=run_id,
         task_queue=workflow.info().task_queue,
         result_type=RunOutput,

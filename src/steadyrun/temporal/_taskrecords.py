@@ -16,8 +16,10 @@ never claims or announces them), each with its last ``RECORDED_UPDATES`` progres
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from temporalio.client import WorkflowHandle, WorkflowQueryRejectedError
@@ -31,6 +33,7 @@ from steadyrun.stores import MemoryStore, PostgresStore, SqliteStore, Store
 
 __all__ = [
     "RECORDED_UPDATES",
+    "in_start_order",
     "open_or_recorded",
     "record_task",
     "recorded_tasks",
@@ -38,6 +41,7 @@ __all__ = [
     "task_records",
 ]
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 T = TypeVar("T")
 
 RECORDED_UPDATES = 20
@@ -117,11 +121,28 @@ async def open_or_recorded(
     try:
         return from_plain(await query, list[Task])
     except WorkflowQueryRejectedError:
-        return await records.list_tasks(run_id)
+        return in_start_order(await records.list_tasks(run_id))
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
-        return await records.list_tasks(run_id) or None
+        return in_start_order(await records.list_tasks(run_id)) or None
+
+
+def in_start_order(tasks: list[Task]) -> list[Task]:
+    """``tasks`` oldest first, those one response started in the order of their calls.
+
+    The records are written as tasks end, so the tables' own order is the order of their
+    endings; the built-in engine lists a run's tasks in the order they started.
+    """
+    return sorted(tasks, key=_start_key)
+
+
+def _start_key(task: Task) -> tuple[Any, ...]:
+    # Call ids of one response share a creation time; steadyrun's own ("m3.c12") sort by
+    # their numbers, a provider's by their text.
+    parts = re.split(r"(\d+)", task.call_id)
+    natural = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts if p)
+    return (task.created_at is None, task.created_at or _EPOCH, natural)
 
 
 class _SqliteShared(SqliteTaskStore):

@@ -31,8 +31,9 @@ from steadyrun.records import (
     RunRecord,
     Step,
 )
-from steadyrun.stores import Fence, LeaseLostError, PostgresStore, _postgres
+from steadyrun.stores import FeedMessage, Fence, LeaseLostError, PostgresStore, _postgres
 from steadyrun.stores._leases import fenced
+from steadyrun.stores._postgres_schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 12, 5, tzinfo=UTC)
 ARGS = '{"text": "' + "x" * 1018 + '"}'  # the harness's 1 KiB echo argument
@@ -152,15 +153,15 @@ def general_path_only() -> Iterator[None]:
 
 
 class Spy:
-    """Records what ``PostgresStore._save_fast`` answered, step by step."""
+    """Records whether ``PostgresStore._save_fast`` wrote each step (its answer not ``None``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.answers: list[bool] = []
         original = PostgresStore._save_fast
 
-        async def spied(store: PostgresStore, *args: Any) -> bool:
+        async def spied(store: PostgresStore, *args: Any) -> int | None:
             answer = await original(store, *args)
-            self.answers.append(answer)
+            self.answers.append(answer is not None)
             return answer
 
         monkeypatch.setattr(PostgresStore, "_save_fast", spied)
@@ -395,8 +396,9 @@ async def test_a_version_5_database_gets_the_function_and_keeps_its_runs(
             await store.save_step("r", s)
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
         # What a release before version 6 left: the same tables, no function.
-        await admin.execute("DROP FUNCTION steadyrun.save_loop_step")
-        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version = 6")
+        await drop_loop_step(admin, LOOP_STEP_V7)
+        await drop_loop_step(admin, "steadyrun.save_loop_step")
+        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version >= 6")
     spy = Spy(monkeypatch)
     async with PostgresStore(pg_dsn) as store:
         for s in steps[3:]:
@@ -410,7 +412,53 @@ async def test_a_version_5_database_gets_the_function_and_keeps_its_runs(
     ]
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
         cur = await conn.execute("SELECT max(version) FROM steadyrun.steadyrun_schema")
-        assert await cur.fetchone() == (6,)
+        assert await cur.fetchone() == (SCHEMA_VERSION,)
+
+
+LOOP_STEP_V7 = (
+    "steadyrun.save_loop_step(text, text, text, bigint, bigint, bigint, bytea, bytea, text,"
+    " text, bigint, text[], text[], bigint, bigint, bytea[], text[], bigint[], text[], bytea[],"
+    " text[], bigint[], text[], bytea[], bytea[], text[], bigint[], bytea[], bytea, bigint)"
+)
+"""Version 7's overload of the function (version 6's takes all but the last argument)."""
+
+
+async def drop_loop_step(admin: psycopg.AsyncConnection[Any], signature: str) -> None:
+    await admin.execute(f"DROP FUNCTION {signature}")
+
+
+async def test_a_version_6_database_gets_the_step_that_tells_the_feed(pg_dsn: str) -> None:
+    steps = loop_steps(2)
+    async with PostgresStore(pg_dsn) as store:
+        for s in steps[:3]:
+            await store.save_step("r", s)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+        # What version 6 left: the function without the feed, which version 7 calls.
+        await drop_loop_step(admin, LOOP_STEP_V7)
+        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version = 7")
+        cur = await admin.execute(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
+        )
+        assert await cur.fetchone() == (1,)
+    async with PostgresStore(pg_dsn) as store:
+        await store.append("r", FeedMessage(id="late", content="one more thing"))
+        answers = [await store.save_step("r", s) for s in steps[3:]]
+        snap = await store.load("r")
+    # Not claimed by these steps (claimed_through 0): it waits, as message 1.
+    assert answers == [1] * len(steps[3:])
+    assert snap is not None and snap.run.status == "completed"
+    assert [c.status for c in snap.calls] == ["succeeded", "succeeded"]
+    async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+        cur = await conn.execute("SELECT max(version) FROM steadyrun.steadyrun_schema")
+        assert await cur.fetchone() == (SCHEMA_VERSION,)
+        # Version 6's function stays beside the overload: a process of the older release,
+        # still connected, writes its steps with it.
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
+        )
+        assert await cur.fetchone() == (2,)
 
 
 async def test_a_store_that_loaded_the_run_writes_its_next_step_in_one_statement(

@@ -4,10 +4,13 @@ Rules (``next_start``, a pure function): at most ``max_concurrent`` calls run at
 whose tool declares no concurrency runs alone (nothing before it is still running, nothing after
 it starts until it ends); calls with the same non-empty key never overlap. Calls start in call
 order where the rules allow, and a call blocked only by its key lets later calls of other keys go
-first. Before each round of starts the run's feed is checked: once new input is waiting, calls that
-have not started are cancelled, except calls a person cleared (approved, or answered) on this
-resume. The calls that may start at once start together: their starts are written in one go
-(with the step that opened the batch, when it is still owed) before any of their bodies runs.
+first. Before each round of starts the run's feed is checked (``input_pending``; a batch's first
+check takes what the run's last step's commit said): once new input is waiting, calls that have
+not started are cancelled, except calls a person cleared (approved, or answered) on this resume.
+The calls that may start at once start together: their starts are written in one go (with the
+step that opened the batch, when it is still owed) before any of their bodies runs. When that
+step's commit finds input waiting (``input_seen``: input that came while the model answered),
+the calls it started are cancelled as the others, before any body runs.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ class BatchRunner:
     input_pending: Callable[[], Awaitable[bool]]
     max_concurrent: int
     save_step: Callable[[], Awaitable[None]] | None = None
+    input_seen: Callable[[], bool] = lambda: False
+    """Whether the commit of ``save_step`` just made saw input waiting in the run's feed (a
+    store's ``save_step`` may say); nothing is read for it."""
 
     async def run(self) -> None:
         """Execute every queued call of the batch; returns when none is running."""
@@ -105,8 +111,18 @@ class BatchRunner:
                     starting.append(queue.pop(i))
                 if starting:
                     started = [self.calls.begin(item) for item in starting]
-                    await self._save_starts(started)
-                    for item, record in zip(starting, started, strict=True):
+                    pairs = list(zip(starting, started, strict=True))
+                    if await self._save_starts(started) and not superseded:
+                        # The commit of the starts found input that came while the model
+                        # answered: no body has run, so the calls go as if never started.
+                        superseded = True
+                        for waiting in [q for q in queue if not _cleared(q)]:
+                            queue.remove(waiting)
+                            await self.calls.cancel(waiting.record)
+                        for item, record in [p for p in pairs if not _cleared(p[0])]:
+                            pairs.remove((item, record))
+                            await self.calls.cancel(record)
+                    for item, record in pairs:
                         task = asyncio.create_task(self.calls.execute(item, record, last))
                         tasks[task] = item
                 if not tasks:
@@ -132,12 +148,17 @@ class BatchRunner:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _save_starts(self, started: list[CallRecord]) -> None:
-        """Make the starts durable: with the owed step, else together on their own."""
+    async def _save_starts(self, started: list[CallRecord]) -> bool:
+        """Make the starts durable: with the owed step, else together on their own.
+
+        Returns whether the step's commit saw input waiting (``input_seen``; the starts'
+        own writes say nothing).
+        """
         if self.calls.owed_step is not None:
             await self.calls.save_owed_step()
-        else:
-            await self.calls.save_starts(started)
+            return self.input_seen()
+        await self.calls.save_starts(started)
+        return False
 
     def _next(
         self,

@@ -457,7 +457,12 @@ class CallRunner:
         )
 
     async def cancel(self, record: CallRecord) -> None:
-        """Record a call that never started because new input arrived."""
+        """Record a call whose body never ran because new input arrived.
+
+        Its start may be written already (``begin``, with the step that found the input): the
+        body did not start, so neither does the record (no ``started_at``: budgets count
+        started calls).
+        """
         result = self.texts.cancelled.format(
             name=record.name, call_id=record.provider_call_id or record.id
         )
@@ -467,6 +472,7 @@ class CallRunner:
                 rev=record.rev + 1,
                 status="cancelled",
                 result=result,
+                started_at=None,
                 completed_at=self.clock(),
             )
         )

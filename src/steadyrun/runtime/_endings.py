@@ -58,6 +58,10 @@ class Endings:
     subagent: bool
     announce: Callable[[], Awaitable[None]] | None = None
     """Tells the observers what the saved step settled (``CallRunner.announce``)."""
+    feed: int | None = None
+    """What the last step's commit said waits in the run's feed above its claimed position
+    (``Journal.save_step``): the highest claimable sequence number, 0 for none, ``None`` when
+    the store does not say or the run claimed input since."""
 
     async def complete(
         self, text: str, *, completion: Any = None, reason: FallbackReason | None = None
@@ -125,8 +129,9 @@ class Endings:
             state.run.usage = state.run.usage + self.ext.take_usage()
         account_usage(state, self.agent)  # priced per model in the step it is saved in
         step = state.take_step(self.clock())
+        self.feed = None
         try:
-            await self.store.save_step(state.run_id, step)
+            self.feed = await self.store.save_step(state.run_id, step)
         except LeaseLostError:
             # Settled calls ride with the step; a lost claim refuses the step, not them:
             # they are the only word on what their bodies did (``late_outcome``).

@@ -42,10 +42,16 @@ def turn_limit_failure(exc: TurnLimit, max_turns: int | None) -> TurnLimitExceed
     )
 
 
-async def fresh_input(store: Store, state: RunState) -> Fresh:
-    """Claim what the feed holds and return the messages not yet in the context."""
+async def fresh_input(store: Store, state: RunState, waiting: int | None = None) -> Fresh:
+    """Claim what the feed holds and return the messages not yet in the context.
+
+    ``waiting``: what the feed holds above the claimed position, when the last step's commit
+    said so (``Journal.save_step``); ``None``: read it from the store.
+    """
     cp = state.cp
-    through = await store.pending(state.run_id, cp.claimed_through)
+    through = waiting
+    if through is None:
+        through = await store.pending(state.run_id, cp.claimed_through)
     if not through:
         return Fresh(0, [])
     claim = await store.claim(state.run_id, through)

@@ -262,6 +262,12 @@ class Execution:
 
     async def _model_phase(self) -> RunResult | None:
         """``model``/running: the limits, then one model call and its response admitted."""
+        if self.end.feed:
+            # The last step's commit saw input waiting (appended after the loop last looked):
+            # it goes in before the model call, at this safe point, as it would have at the end
+            # of the batch had it come a moment sooner.
+            await self._claim_input(new_turn=False, committed=True)
+            await self.end.save()
         cp = self.state.cp
         if cp.iteration >= self.limits.max_iterations:
             if self.agent.completion_fallback is not None:
@@ -476,11 +482,24 @@ class Execution:
         """``batch``/running: run the queued calls, then take their results in (or suspend)."""
         state = self.state
         owed, self._step_owed = self._step_owed, False
+        # The batch's first check of the feed takes what the last step's commit said (before
+        # the model call); input appended since is seen by the commit that starts the calls
+        # (``input_seen``: they are cancelled before any body runs) or by the commit after
+        # them (taken before the next model call).
+        committed = [self.end.feed]
+
+        async def input_pending() -> bool:
+            waiting, committed[0] = committed[0], None
+            if waiting is None:  # later rounds, or a store that does not say: read the feed
+                return await self._input_pending()
+            return bool(waiting)
+
         runner = BatchRunner(
             calls=self.calls,
-            input_pending=self._input_pending,
+            input_pending=input_pending,
             max_concurrent=self.limits.max_concurrent_tool_calls,
             save_step=self.end.save if owed else None,
+            input_seen=lambda: bool(self.end.feed),
         )
         await runner.run()
         records = state.batch_calls()
@@ -509,7 +528,9 @@ class Execution:
         direct = direct_text(records, self.agent.toolset)
         if direct is not None:
             return await self.end.complete(direct)
-        await self._claim_input(new_turn=False)
+        # What the step that started the calls saw: input appended during their bodies is
+        # seen by the commit below and taken before the next model call (``_model_phase``).
+        await self._claim_input(new_turn=False, committed=True)
         await self.end.save()
         return None
 
@@ -527,9 +548,16 @@ class Execution:
 
     # -- input -----------------------------------------------------------------------------
 
-    async def _claim_input(self, *, new_turn: bool) -> bool:
-        """Take new input into the context; whether anything new entered it."""
-        fresh = await fresh_input(self.store, self.state)
+    async def _claim_input(self, *, new_turn: bool, committed: bool = False) -> bool:
+        """Take new input into the context; whether anything new entered it.
+
+        ``committed``: what the last step's commit said waits in the feed will do (when the
+        store said); else the feed is read now. Only where input appended since that commit
+        is still taken at the next safe point: never before a run ends.
+        """
+        waiting = self.end.feed if committed else None
+        fresh = await fresh_input(self.store, self.state, waiting)
+        self.end.feed = None  # the claimed position moved: the answer is spent
         if fresh:
             take_input(
                 self.state,

@@ -385,8 +385,8 @@ class _DrainingStore:
         self._worker = worker
         self.leases = store.leases
 
-    async def save_step(self, run_id: str, step: Step) -> None:
-        await self._store.save_step(run_id, step)
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        waiting = await self._store.save_step(run_id, step)
         fence = current_fence()
         if (
             self._worker.stopping
@@ -397,6 +397,7 @@ class _DrainingStore:
             and not any(c.status == "running" for c in step.calls)
         ):
             raise _Drained(run_id)
+        return waiting
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         await self._store.save_call(run_id, call)

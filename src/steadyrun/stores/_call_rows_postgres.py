@@ -12,20 +12,21 @@ from psycopg.rows import TupleRow
 
 from steadyrun._codec import decode
 from steadyrun.chat import Message
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, merge_call
 from steadyrun.stores._call_rows import (
     CallRow,
     Spots,
     decode_rows,
     detached,
     detaching,
+    encode_row,
     gone,
     resolve,
 )
 from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, REFS_HEAD, UNKNOWN, lookups
 from steadyrun.stores._history_sql import sql
 
-__all__ = ["UNKNOWN", "held_row", "pg_detach", "pg_resolved"]
+__all__ = ["UNKNOWN", "held_row", "pg_detach", "pg_merge", "pg_resolved"]
 
 Cursor = AsyncCursor[TupleRow]
 
@@ -109,3 +110,39 @@ async def pg_detach(
         f"UPDATE {s}.calls SET record = %s WHERE run_id = %s AND call_id = %s",
         [(detached(row, segment, lost), run_id, row.record.id) for row in rows],
     )
+
+
+async def pg_merge(cur: Cursor, s: str, run_id: str, call: CallRecord, spots: Spots) -> int:
+    """Merge a call snapshot inside the caller's transaction; returns bytes written.
+
+    The stored row is read ``FOR UPDATE``; when there is none yet, the snapshot is inserted
+    unless a concurrent writer inserted the call first, whose row is then read locked. The
+    row refers to the texts ``spots`` hold.
+    """
+    while True:
+        await cur.execute(
+            f"SELECT rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
+            (run_id, call.id),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            break
+        data = encode_row(merge_call(None, call), spots)
+        await cur.execute(
+            f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
+            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
+            (run_id, call.id, call.rev, call.status, data),
+        )
+        if await cur.fetchone() is not None:
+            return len(data)
+    if call.rev <= row[0]:
+        return 0  # an older or equal snapshot changes nothing
+    stored, spots = await held_row(cur, s, run_id, row[1], spots)
+    merged = merge_call(stored, call)
+    data = encode_row(merged, spots)
+    await cur.execute(
+        f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
+        " WHERE run_id = %s AND call_id = %s",
+        (merged.rev, merged.status, data, run_id, call.id),
+    )
+    return len(data)

@@ -58,8 +58,11 @@ class MemoryStore(MemoryLifecycle):
 
     # -- journal ---------------------------------------------------------------------------
 
-    async def save_step(self, run_id: str, step: Step) -> None:
-        """Write one step atomically: everything is encoded before anything is changed."""
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        """Write one step atomically: everything is encoded before anything is changed.
+
+        Returns what ``pending`` returns for the step's claimed position (``Journal``).
+        """
         enc = encode_step(run_id, step)
         run_b, cp_b, base, appended, written = (
             enc.run,
@@ -109,6 +112,7 @@ class MemoryStore(MemoryLifecycle):
         self.leases.check(run_id, step.run.steps)  # logs the writer
         self.bytes_written += written
         self.step_bytes.append(written)
+        return self._pending(run_id, step.checkpoint.claimed_through)
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""
@@ -191,6 +195,9 @@ class MemoryStore(MemoryLifecycle):
 
     async def pending(self, run_id: str, after: int) -> int:
         """The last sequence number when it is above ``after`` and unconsumed, else 0."""
+        return self._pending(run_id, after)
+
+    def _pending(self, run_id: str, after: int) -> int:
         feed = self._feeds.get(run_id)
         if feed is None:
             return 0

@@ -118,10 +118,23 @@ class Journal(Protocol):
     host answers are final: of two racing hosts one wins and the other gets the
     ``ConflictError`` (or ``NotPendingError``) ``overlay_external`` raises, and nothing changes
     for it. ``load`` returns everything needed to resume or report a run, or ``None``.
+
+    ``save_step`` may also tell what the run's feed holds: it returns what
+    ``pending(run_id, step.checkpoint.claimed_through)`` would return, read as part of the
+    step's write (at or after the moment the step's transaction began), or ``None`` when the
+    store does not tell; the runtime then reads ``pending`` itself before it needs to know. A
+    step that leaves the run anything but ``running`` may answer ``None`` (its executor stops
+    after it and asks nothing), where the answer would cost a statement of its own.
     """
 
-    async def save_step(self, run_id: str, step: Step) -> None:
-        """Write one step atomically."""
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        """Write one step atomically.
+
+        Returns:
+            The highest claimable feed sequence number above the step's
+            ``checkpoint.claimed_through`` (0 when there is none), or ``None`` when the store
+            does not say (a store of your own may always return ``None``).
+        """
         ...
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:

@@ -32,11 +32,10 @@ from steadyrun.records import (
     RunSnapshot,
     RunStatus,
     Step,
-    merge_call,
     overlay_external,
 )
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
-from steadyrun.stores._call_rows_postgres import held_row, pg_detach, pg_resolved
+from steadyrun.stores._call_rows_postgres import pg_detach, pg_merge, pg_resolved
 from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
 from steadyrun.stores._encoded import EncodedStep, decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
@@ -165,28 +164,44 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
 
     # -- journal ---------------------------------------------------------------------------
 
-    async def save_step(self, run_id: str, step: Step) -> None:
-        """Write one step in one transaction."""
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        """Write one step in one transaction.
+
+        Returns what ``pending`` returns for the step's claimed position, read in the step's
+        transaction (the loop's steps: in the same statement, no round trip of its own). The
+        general paths answer ``None`` for a step that leaves the run not running (nobody
+        asks), rather than read the feed for it.
+        """
         s = self._s
         run = step.run
         enc = encode_step(run_id, step)
         run_b, cp_b, base, appended = enc.run, enc.checkpoint, enc.base, enc.append
         written, blocks = enc.size, enc.blocks
         times = (to_us(run.created_at), to_us(run.updated_at))
+        claimed = step.checkpoint.claimed_through
         if pipelined(step, enc):  # the loop's steps: nothing read first
             hint = self._segments.get(run_id)
-            if await self._save_fast(run_id, step, enc, hint):
-                return
+            waiting = await self._save_fast(run_id, step, enc, hint)
+            if waiting is not None:
+                return waiting
             self._rows.forget(run_id, [c.id for c in step.calls])
+            bounds: tuple[int, int] | None = None
             async with self.database.write_transaction() as tx:
+                feed = tx.conn.cursor()
+                if run.status == "running":  # fetched after the step's one wait: no round trip
+                    await feed.execute(_FEED_BOUNDS.format(s=s), (run_id, run_id))
                 wrote, segment = await write_step(tx, s, run_id, step, enc, hint, self._rows)
                 written += wrote
+                if run.status == "running":
+                    last, consumed = await _one(feed)
+                    bounds = (int(last), int(consumed))
             self._remember_segment(run_id, segment)
             self.bytes_written += written
             self.step_bytes.append(written)
-            return
+            return _waiting(*bounds, claimed) if bounds is not None else None
 
         self._rows.forget(run_id, [c.id for c in step.calls])  # merged below, not learned
+        bounds = None
         async with self._transaction() as conn:
             cur = conn.cursor()
             await fence_check(cur, s, run_id, run.steps)  # a worker's lost lease: refused
@@ -250,23 +265,32 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             spots = Spots()
             spots.add_messages([*(step.context.base or []), *step.context.append], segment, at)
             for call in step.calls:
-                written += await _merge(cur, s, run_id, call, spots)
+                written += await pg_merge(cur, s, run_id, call, spots)
             written += await pg_entry(cur, s, run_id, step, segment, end)
+            if run.status == "running":
+                bounds = await self._feed_bounds(conn, run_id)
         self._remember_segment(run_id, segment)
         self.bytes_written += written
         self.step_bytes.append(written)
+        return _waiting(*bounds, claimed) if bounds is not None else None
 
-    async def _save_fast(self, run_id: str, step: Step, enc: EncodedStep, hint: int | None) -> bool:
-        """The step in one statement (``_postgres_fast``); ``False``: the general path writes it."""
+    async def _save_fast(
+        self, run_id: str, step: Step, enc: EncodedStep, hint: int | None
+    ) -> int | None:
+        """The step in one statement (``_postgres_fast``); what waits in the feed.
+
+        ``None``: the statement did not write the step, the general path must.
+        """
         fast = fast_step(run_id, step, enc, hint, self._rows)
         if fast is None:
-            return False
+            return None
         try:
             async with self._connection() as conn:
-                await conn.execute(self._fast_sql, fast.params, prepare=True)
+                cur = await conn.execute(self._fast_sql, fast.params, prepare=True)
+                (waiting,) = await _one(cur)
         except StoreError as exc:
             if refused(exc.__cause__):
-                return False
+                return None
             raise
         self._rows.forget(run_id, step.removed_calls)
         for call, row in fast.rows:
@@ -274,7 +298,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         written = enc.size + fast.written
         self.bytes_written += written
         self.step_bytes.append(written)
-        return True
+        return int(waiting)
 
     def _remember_segment(self, run_id: str, segment: int) -> None:
         # A hint only (write_step checks it): forgetting costs a start's arguments stored twice.
@@ -422,7 +446,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         """The last sequence number when it is above ``after`` and unconsumed, else 0."""
         async with self._connection() as conn:
             last, consumed = await self._feed_bounds(conn, run_id)
-        return last if last > max(after, consumed) else 0
+        return _waiting(last, consumed, after)
 
     async def claim(self, run_id: str, through: int) -> Claim:
         """The unconsumed messages up to ``through``."""
@@ -524,11 +548,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             return
 
     async def _feed_bounds(self, conn: Connection, run_id: str) -> tuple[int, int]:
-        cur = await conn.execute(
-            f"SELECT (SELECT COALESCE(MAX(seq), 0) FROM {self._s}.feed WHERE run_id = %s),"
-            f" (SELECT COALESCE(MAX(consumed), 0) FROM {self._s}.feed_state WHERE run_id = %s)",
-            (run_id, run_id),
-        )
+        cur = await conn.execute(_FEED_BOUNDS.format(s=self._s), (run_id, run_id))
         row = await _one(cur)
         return int(row[0]), int(row[1])
 
@@ -555,42 +575,16 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         return [summary_of(r, from_us) for r in rows]
 
 
-async def _merge(
-    cur: psycopg.AsyncCursor[TupleRow], s: str, run_id: str, call: CallRecord, spots: Spots
-) -> int:
-    """Merge a call snapshot inside the caller's transaction; returns bytes written.
+_FEED_BOUNDS = (
+    "SELECT (SELECT COALESCE(MAX(seq), 0) FROM {s}.feed WHERE run_id = %s),"
+    " (SELECT COALESCE(MAX(consumed), 0) FROM {s}.feed_state WHERE run_id = %s)"
+)
+"""A run's last feed sequence number and consumed boundary (``{s}``: the quoted schema)."""
 
-    The stored row is read ``FOR UPDATE``; when there is none yet, the snapshot is inserted
-    unless a concurrent writer inserted the call first, whose row is then read locked. The
-    row refers to the texts ``spots`` hold.
-    """
-    while True:
-        await cur.execute(
-            f"SELECT rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s FOR UPDATE",
-            (run_id, call.id),
-        )
-        row = await cur.fetchone()
-        if row is not None:
-            break
-        data = encode_row(merge_call(None, call), spots)
-        await cur.execute(
-            f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
-            (run_id, call.id, call.rev, call.status, data),
-        )
-        if await cur.fetchone() is not None:
-            return len(data)
-    if call.rev <= row[0]:
-        return 0  # an older or equal snapshot changes nothing
-    stored, spots = await held_row(cur, s, run_id, row[1], spots)
-    merged = merge_call(stored, call)
-    data = encode_row(merged, spots)
-    await cur.execute(
-        f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
-        " WHERE run_id = %s AND call_id = %s",
-        (merged.rev, merged.status, data, run_id, call.id),
-    )
-    return len(data)
+
+def _waiting(last: int, consumed: int, claimed: int) -> int:
+    """What ``pending(run, claimed)`` returns for a feed of these bounds."""
+    return int(last) if last > max(claimed, consumed) else 0
 
 
 async def _one(cur: psycopg.AsyncCursor[TupleRow]) -> TupleRow:

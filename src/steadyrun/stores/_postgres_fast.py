@@ -1,11 +1,12 @@
-"""The loop's steps as one statement: ``save_loop_step`` (schema version 6), one round trip.
+"""The loop's steps as one statement: ``save_loop_step`` (schema version 7), one round trip.
 
 A step of the loop appends to the context where the executor knows it ends, starts calls the
 store does not hold yet, and settles calls this store wrote last. Everything the general path
 (``_postgres_step``) reads before it writes is then known in advance: the run's log segment
 (the store's hint), the stored rows of the settled calls (the rows this store wrote, kept in
 ``CallRows``), and that the append fits. So the whole step goes out as one call of a server
-function, in autocommit: one round trip and one commit, like the floor's one ``INSERT``.
+function, in autocommit: one round trip and one commit, like the floor's one ``INSERT``. Its
+answer is what the run's feed holds above the step's claimed position (``Journal.save_step``).
 
 The function checks what was assumed and refuses the step (SQLSTATE ``SR001``, or a unique
 violation when a call or message is already there), rolling back everything; the store then
@@ -44,7 +45,7 @@ def fast_sql(s: str) -> str:
     fence = "text text bigint"
     context = "text[] text[] bigint bigint bytea[]"  # removals, segment, append
     calls = "text[] bigint[] text[] bytea[] text[] bigint[] text[] bytea[] bytea[]"
-    rest = "text[] bigint[] bytea[] bytea"  # blocks, history entry
+    rest = "text[] bigint[] bytea[] bytea bigint"  # blocks, history entry, claimed feed
     types = " ".join((run, fence, context, calls, rest)).split(" ")
     return f"SELECT {s}.save_loop_step({', '.join(f'%s::{t}' for t in types)})"
 
@@ -161,6 +162,7 @@ def fast_step(
         *_calls(merged, 5),
         *_calls(enc.blocks, 3),
         entry,
+        step.checkpoint.claimed_through,
     )
     rows = new + [(c, r) for c, r, _ in merged]
     return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))

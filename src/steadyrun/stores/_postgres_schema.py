@@ -28,6 +28,10 @@ Versions:
        blocks, history entry) in one statement, so one round trip and one commit; it refuses
        (SQLSTATE ``SR001``, or a unique violation) whatever it cannot write without reading
        first, and the store then takes its general path. No table changes.
+    7: ``save_loop_step`` with one more argument, the run's claimed feed position, returning
+       the feed's highest claimable sequence number above it (0 for none): the step's commit
+       tells the loop whether input waits, so it reads the feed in no round trip of its own.
+       An overload that calls version 6's function (kept); no table changes.
 """
 
 from __future__ import annotations
@@ -258,6 +262,42 @@ MIGRATIONS: tuple[str, ...] = (
             VALUES (p_run, p_steps, p_segment, p_entry)
             ON CONFLICT (run_id, step) DO UPDATE SET segment = excluded.segment,
                 entry = excluded.entry;
+    END
+    $$;
+    """,
+    # 7: the loop step that tells what waits in the feed (see above). Version 6's function
+    # writes the step; the feed is read after it, in the same statement and transaction, so
+    # an append committed before this read is seen and one committed after it is seen by the
+    # next step (the executor reads nothing else in between).
+    """
+    CREATE FUNCTION {s}.save_loop_step(
+        p_run TEXT, p_agent TEXT, p_status TEXT, p_created BIGINT, p_updated BIGINT,
+        p_steps BIGINT, p_record BYTEA, p_checkpoint BYTEA,
+        p_fence_run TEXT, p_fence_owner TEXT, p_fence_token BIGINT,
+        p_removed_blocks TEXT[], p_removed_calls TEXT[],
+        p_segment BIGINT, p_at BIGINT, p_messages BYTEA[],
+        p_new_ids TEXT[], p_new_revs BIGINT[], p_new_statuses TEXT[], p_new_records BYTEA[],
+        p_set_ids TEXT[], p_set_revs BIGINT[], p_set_statuses TEXT[], p_set_records BYTEA[],
+        p_set_held BYTEA[],
+        p_block_ids TEXT[], p_block_positions BIGINT[], p_blocks BYTEA[],
+        p_entry BYTEA,
+        p_claimed BIGINT
+    ) RETURNS BIGINT LANGUAGE plpgsql AS $$
+    DECLARE
+        last_seq BIGINT;
+    BEGIN
+        PERFORM {s}.save_loop_step(p_run, p_agent, p_status, p_created, p_updated, p_steps,
+            p_record, p_checkpoint, p_fence_run, p_fence_owner, p_fence_token,
+            p_removed_blocks, p_removed_calls, p_segment, p_at, p_messages,
+            p_new_ids, p_new_revs, p_new_statuses, p_new_records,
+            p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held,
+            p_block_ids, p_block_positions, p_blocks, p_entry);
+        SELECT COALESCE(MAX(seq), 0) INTO last_seq FROM {s}.feed WHERE run_id = p_run;
+        IF last_seq > GREATEST(p_claimed, COALESCE((SELECT MAX(consumed) FROM {s}.feed_state
+                WHERE run_id = p_run), 0)) THEN
+            RETURN last_seq;
+        END IF;
+        RETURN 0;
     END
     $$;
     """,

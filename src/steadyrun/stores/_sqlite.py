@@ -177,8 +177,13 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
 
     # -- journal ---------------------------------------------------------------------------
 
-    async def save_step(self, run_id: str, step: Step) -> None:
-        """Write one step in one transaction."""
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        """Write one step in one transaction.
+
+        Returns what ``pending`` returns for the step's claimed position, read inside the
+        step's write transaction: one statement more there instead of a read of its own
+        (``None`` for a step that leaves the run not running: nobody asks).
+        """
         run = step.run
         enc = encode_step(run_id, step)
         run_b, cp_b, base, appended, written = (
@@ -191,7 +196,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         blocks = enc.blocks
         fence = current_fence()
 
-        def write(conn: sqlite3.Connection) -> int:
+        def write(conn: sqlite3.Connection) -> tuple[int, int | None]:
             calls_written = 0
             fence_check(conn, fence, run_id, run.steps)  # a lost claim: refused
             conn.execute(
@@ -236,11 +241,19 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             for call in step.calls:
                 calls_written += _merge(conn, run_id, call, spots)
             calls_written += sqlite_entry(conn, run_id, step, segment, end)
-            return calls_written
+            if run.status != "running":
+                return calls_written, None  # the executor stops here: nobody takes input
+            # Under the write lock: an append of another process commits before this read or
+            # after this step, when the next step's read sees it.
+            last, consumed = _feed_bounds(conn, run_id)
+            claimed = step.checkpoint.claimed_through
+            return calls_written, last if last > max(claimed, consumed) else 0
 
-        written += await self._db.write(write)
+        wrote, waiting = await self._db.write(write)
+        written += wrote
         self.bytes_written += written
         self.step_bytes.append(written)
+        return waiting
 
     async def save_call(self, run_id: str, call: CallRecord) -> None:
         """Merge one call snapshot with ``merge_call``."""

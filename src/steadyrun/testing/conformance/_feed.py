@@ -8,9 +8,10 @@ from dataclasses import replace
 
 from steadyrun._errors import StoreError
 from steadyrun.chat import MediaRef
+from steadyrun.records import Checkpoint, ContextChange, Step
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.testing.conformance._expect import expect, expect_equal, expect_raises, fail
-from steadyrun.testing.conformance._records import RUN, msg
+from steadyrun.testing.conformance._records import RUN, msg, run_row, step, user
 from steadyrun.testing.conformance._registry import CheckList
 
 __all__ = ["CHECKS"]
@@ -281,3 +282,51 @@ def _outcome(task: asyncio.Task[int]) -> str:
         return "cancelled"
     exc = task.exception()
     return f"raised {exc!r}" if exc is not None else f"returned {task.result()!r}"
+
+
+FEED_ANSWERS = [0, 2, 0, 3, 0, 0]
+"""What ``step_answers_what_the_feed_holds``'s steps are answered (``feed_answers``)."""
+
+
+async def feed_answers(store: Store) -> list[int | None]:
+    """Save steps around appends, claims and a consume; what each ``save_step`` returned.
+
+    A store that tells the feed answers ``FEED_ANSWERS``: what ``pending(run, claimed_through)``
+    returns right after each step (claimed_through of the step's checkpoint).
+    """
+
+    def claimed(steps: int, through: int, base: bool = False) -> Step:
+        # Step ``steps`` appends one message where the log ends (as the loop's steps do), or
+        # (``base``) rewrites the whole log: the stores' other way of writing a step.
+        change = ContextChange(append=[user(f"s{steps}")], start=steps - 1)
+        if base:
+            change = ContextChange(base=[user(f"s{n}") for n in range(1, steps + 1)])
+        return step(
+            run=run_row(steps=steps),
+            checkpoint=Checkpoint(context_length=steps, claimed_through=through),
+            context=change,
+        )
+
+    out = [await store.save_step(RUN, claimed(1, 0))]  # nothing appended yet
+    await store.append(RUN, msg("m1"))
+    await store.append(RUN, msg("m2"))
+    out.append(await store.save_step(RUN, claimed(2, 0)))  # m1 and m2 wait
+    out.append(await store.save_step(RUN, claimed(3, 2)))  # both claimed
+    await store.append(RUN, msg("m3"))
+    out.append(await store.save_step(RUN, claimed(4, 2)))  # m3 waits
+    await store.consume(RUN, 3)
+    out.append(await store.save_step(RUN, claimed(5, 2)))  # consumed: nothing to claim
+    out.append(await store.save_step(RUN, claimed(6, 3, base=True)))
+    return out
+
+
+@CHECKS.rule("step_answers_what_the_feed_holds")
+async def step_answers_what_the_feed_holds(store: Store) -> None:
+    """``save_step`` returns ``None`` or what ``pending`` returns for the step's claimed position.
+
+    The runtime takes a step's answer instead of reading ``pending`` before the next model
+    call, so a wrong number loses input (0 for waiting input) or claims what is not there.
+    """
+    answers = await feed_answers(store)
+    for i, (got, want) in enumerate(zip(answers, FEED_ANSWERS, strict=True), 1):
+        expect(got is None or got == want, f"save_step {i} answered {got!r}, not {want} or None")

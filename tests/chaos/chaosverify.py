@@ -115,7 +115,9 @@ def verify(
     statuses = Counter(c.status for c in snap.calls)
     # (5) where nothing was unknown, the context is the uninterrupted run's, message for message
     if not statuses["interrupted"] and not statuses["needs_review"]:
-        assert resumed["messages"] == baseline["messages"], "the context differs from baseline"
+        assert resumed["messages"] == baseline["messages"], (
+            "the context differs from baseline: " + _first_difference(resumed, baseline)
+        )
         assert [[c.id, c.name, c.status] for c in snap.calls] == baseline["calls"]
     else:
         ctx = loads(resumed["messages"], list[Message])
@@ -209,6 +211,21 @@ def scenario(
     except Exception as exc:  # collected: every failing point is reported at once
         outcome.error = f"{type(exc).__name__}: {exc}"
     return outcome
+
+
+def _first_difference(resumed: dict[str, Any], baseline: dict[str, Any]) -> str:
+    """Where two contexts part, in a line (a failing point says what went wrong)."""
+    got = [_short(m) for m in loads(resumed["messages"], list[Message])]
+    want = [_short(m) for m in loads(baseline["messages"], list[Message])]
+    pairs = enumerate(zip(got, want, strict=False))
+    at = next((i for i, (a, b) in pairs if a != b), min(len(got), len(want)))
+    return f"message {at}: {got[at : at + 2]} where the baseline has {want[at : at + 2]}"
+
+
+def _short(m: Message) -> str:
+    ids = [getattr(p, "call_id", None) or getattr(p, "id", "") for p in m.parts]
+    parts = [f"{type(p).__name__}({i})" for p, i in zip(m.parts, ids, strict=True)]
+    return f"{m.role}:{m.text[:50]!r}:{','.join(parts)}"
 
 
 def run_all(

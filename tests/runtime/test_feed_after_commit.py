@@ -168,3 +168,85 @@ async def test_input_sent_while_the_model_answers_cancels_that_answers_calls() -
     assert [m.role for m in second] == ["user", "assistant", "tool", "user"]
     assert second[-1].text == "Stop, wrong address!"
     assert len(model.requests) == 2
+
+
+class Crash(BaseException):
+    """The process dies right after a commit (not an Exception: nothing may catch it)."""
+
+
+async def _steered_run(store: Any, crash_after: int | None) -> tuple[sr.RunResult, int]:
+    """A run whose tool sends input; the "process" dies after committing step ``crash_after``.
+
+    A fresh runtime then resumes the run (as a new process would). Returns the result and
+    how many steps the run saved.
+    """
+    save_step: Callable[[str, Step], Awaitable[Any]] = store.save_step
+    saved: list[int] = []
+
+    async def save_then_crash(run_id: str, step: Step) -> Any:
+        answer = await save_step(run_id, step)
+        saved.append(step.run.steps)
+        if step.run.steps == crash_after and saved.count(crash_after) == 1:
+            raise Crash
+        return answer
+
+    setattr(store, "save_step", save_then_crash)  # noqa: B010 - an instance's method, patched
+    runtime: sr.Runtime
+
+    def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        k = _results(request)
+        if k == 0:
+            return tool_calls(call("escalate", {}, id="c0"))
+        if k == 1:
+            if not _has_late(request):
+                return text("the input never arrived")
+            return tool_calls(call("echo", {"text": "after"}, id="c1"))
+        return text("done")
+
+    async def escalate() -> str:
+        """Hand the customer's next request to the run."""
+        await runtime.send("steered", LATE, id="late")
+        return "escalated"
+
+    async def echo(text: str) -> str:
+        """Return the text.
+
+        Args:
+            text: What to return.
+        """
+        return text
+
+    agent = sr.Agent(
+        name="steered", model=FunctionModel(respond), tools=[sr.tool(escalate), sr.tool(echo)]
+    )
+    runtime = sr.Runtime(store, agents=[agent])
+    try:
+        result = await runtime.run(agent, run_id="steered", input="go")
+    except Crash:
+        runtime = sr.Runtime(store, agents=[agent])  # a new process takes the run over
+        result = await runtime.resume("steered")
+    return result, len(set(saved))
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_a_crash_right_after_any_commit_loses_no_input_sent_before_it(
+    kind: str, tmp_path: Path
+) -> None:
+    # The uninterrupted run takes the input its tool sent at the safe point after the tool's
+    # batch (a step's commit said it waits). A crash right after that commit must not let the
+    # resumed run call the model without it: a new process reads the feed itself.
+    async with _store(kind, tmp_path, None) as store:
+        baseline, steps = await _steered_run(store, None)
+    assert baseline.text == "done", baseline.text
+    compared = []
+    for crash_after in range(1, steps + 1):
+        folder = tmp_path / f"crash{crash_after}"
+        folder.mkdir()
+        async with _store(kind, folder, None) as store:
+            result, _ = await _steered_run(store, crash_after)
+        if any(c.status != "succeeded" for c in result.calls):
+            continue  # a start committed, its body never ran: settled by its traits
+        assert result.text == "done", (crash_after, result.text)
+        assert result.messages == baseline.messages, crash_after
+        compared.append(crash_after)
+    assert len(compared) >= steps - 2, compared

@@ -140,6 +140,9 @@ class Execution:
         # The usage of the response being admitted: shown on its first block.
         self._response_usage: Usage | None = None
         self._step_owed = False  # the step of a batch just opened, left to the batch to save
+        # A run resumed in "model" has no commit of this process to say what its feed holds:
+        # the step the last process saved may have seen input it died before taking.
+        self._feed_unread = False
         self._media_watch = MediaWatch()
         self.media_options = media or MediaOptions()
         self.media = media_preparer or MediaPreparer(self.media_options, texts)
@@ -247,6 +250,8 @@ class Execution:
         state.run.status = "running"
         if cp.phase == "batch":
             await self._recover_batch()
+        else:
+            self._feed_unread = True
         return await self._loop()
 
     # -- the loop (see the module's table) -------------------------------------------------
@@ -262,12 +267,15 @@ class Execution:
 
     async def _model_phase(self) -> RunResult | None:
         """``model``/running: the limits, then one model call and its response admitted."""
-        if self.end.feed:
-            # The last step's commit saw input waiting (appended after the loop last looked):
-            # it goes in before the model call, at this safe point, as it would have at the end
-            # of the batch had it come a moment sooner.
-            await self._claim_input(new_turn=False, committed=True)
-            await self.end.save()
+        unread, self._feed_unread = self._feed_unread, False
+        if self.end.feed or unread:
+            # The last step's commit saw input waiting (appended after the loop last looked),
+            # or a resumed run does not know: it goes in before the model call, at this safe
+            # point, as it would have at the end of the batch had it come a moment sooner.
+            through = self.state.cp.claimed_through
+            await self._claim_input(new_turn=False, committed=not unread)
+            if self.state.cp.claimed_through != through:
+                await self.end.save()
         cp = self.state.cp
         if cp.iteration >= self.limits.max_iterations:
             if self.agent.completion_fallback is not None:

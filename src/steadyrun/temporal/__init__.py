@@ -11,7 +11,7 @@ See docs/temporal.md.
 """
 
 from steadyrun.temporal._app import TemporalApp
-from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobgc import BlobCollector, collect_blobs
 from steadyrun.temporal._blobs import (
     BlobStore,
     FolderBlobs,
@@ -28,6 +28,7 @@ from steadyrun.temporal._run_handle import TemporalRunHandle
 from steadyrun.temporal._workflow import AgentWorkflow
 
 __all__ = [
+    "BlobCollector",
     "AgentWorkflow",
     "BlobStore",
     "DevServer",

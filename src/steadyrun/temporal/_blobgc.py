@@ -13,8 +13,12 @@ and replays decode them); after collection they no longer decode.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from temporalio.client import WorkflowExecutionStatus
@@ -26,7 +30,9 @@ from steadyrun.temporal._blobtypes import BlobStore, OwnedBlobStore
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["collect_blobs"]
+__all__ = ["BlobCollector", "collect_blobs"]
+
+_log = logging.getLogger("steadyrun.temporal.blobs")
 
 
 async def collect_blobs(
@@ -51,8 +57,7 @@ async def collect_blobs(
     Raises:
         UsageError: ``blobs`` keeps no owners.
     """
-    if not isinstance(blobs, OwnedBlobStore):
-        raise UsageError(f"{type(blobs).__name__} keeps no owners: its blobs cannot be collected")
+    blobs = _owned(blobs)
     cutoff = (now or datetime.now(UTC)) - grace
     owners = await blobs.owners()
     if runs is not None:
@@ -89,3 +94,88 @@ async def _ended(
         return False
     ended[workflow_id] = True
     return True
+
+
+def _owned(blobs: BlobStore) -> OwnedBlobStore:
+    if not isinstance(blobs, OwnedBlobStore):
+        raise UsageError(f"{type(blobs).__name__} keeps no owners: its blobs cannot be collected")
+    return blobs
+
+
+class BlobCollector:
+    """Collects a blob store's blobs every ``every`` while open (an async context manager).
+
+    Made by ``LargePayloadCodec.collecting`` (and run by a ``TemporalEngine`` given
+    ``collect_blobs_every``): a pass when it opens, then one every ``every``, each
+    ``collect_blobs(client, blobs, grace=grace)``, so a run's blobs go about ``grace`` after
+    its workflow closed without anyone scheduling it. A failing pass (the cluster or the blob
+    store not answering) is logged and counted, and the next pass tries again. Run one
+    collector per blob store (``FolderBlobs`` takes one collector at a time).
+
+    Attributes:
+        passes: Passes made so far.
+        collected: Blobs deleted so far.
+        failures: Passes that raised.
+        last_error: The last pass's error, ``None`` once a pass succeeded.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        blobs: BlobStore,
+        *,
+        every: timedelta = timedelta(minutes=10),
+        grace: timedelta = timedelta(hours=1),
+    ) -> None:
+        if every <= timedelta(0):
+            raise UsageError(f"a blob collector needs every > 0 between passes, not {every}")
+        self.client = client
+        self.blobs = _owned(blobs)
+        self.every = every
+        self.grace = grace
+        self.passes = 0
+        self.collected = 0
+        self.failures = 0
+        self.last_error: BaseException | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BlobCollector:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def start(self) -> None:
+        """Start the passes in the running event loop (once)."""
+        if self._task is None:
+            self._stop = asyncio.Event()
+            self._task = asyncio.get_running_loop().create_task(
+                self._passes(), name="steadyrun-blob-collector"
+            )
+
+    async def stop(self) -> None:
+        """Stop after the pass under way, if any."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._stop.set()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _passes(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.collected += await collect_blobs(self.client, self.blobs, grace=self.grace)
+                self.last_error = None
+            except Exception as exc:  # noqa: BLE001 - logged; the next pass tries again
+                self.failures += 1
+                self.last_error = exc
+                _log.warning("blob collection failed, trying again in %s: %s", self.every, exc)
+            self.passes += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.every.total_seconds())

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
 
-from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobgc import BlobCollector, collect_blobs
 from steadyrun.temporal._blobtypes import BlobStore, OwnedBlobStore
 
 if TYPE_CHECKING:
@@ -367,6 +367,23 @@ class LargePayloadCodec(PayloadCodec, WithSerializationContext):
             UsageError: The codec's blob store keeps no owners.
         """
         return await collect_blobs(client, self.blobs, grace=grace, runs=runs)
+
+    def collecting(
+        self,
+        client: Client,
+        *,
+        every: timedelta = timedelta(minutes=10),
+        grace: timedelta = timedelta(hours=1),
+    ) -> BlobCollector:
+        """A ``BlobCollector`` of this codec's blobs: ``collect`` every ``every`` while open.
+
+        Example:
+            ``async with worker, codec.collecting(client, every=timedelta(minutes=10)):``
+
+        Raises:
+            UsageError: The codec's blob store keeps no owners, or ``every`` is not positive.
+        """
+        return BlobCollector(client, self.blobs, every=every, grace=grace)
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         """Store large payloads and leave references; compress others when it helps."""

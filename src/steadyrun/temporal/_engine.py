@@ -61,7 +61,7 @@ from steadyrun.stores import FeedMessage
 from steadyrun.stores._leases import Fence, fenced, foreign_engine
 from steadyrun.temporal._app import TemporalApp
 from steadyrun.temporal._background import ACTIVITY_BACKGROUND
-from steadyrun.temporal._blobgc import collect_blobs
+from steadyrun.temporal._blobgc import BlobCollector, collect_blobs
 from steadyrun.temporal._blobs import LargePayloadCodec
 from steadyrun.temporal._claim import ENGINE, engine_owner
 from steadyrun.temporal._client import TemporalRuns
@@ -104,6 +104,11 @@ class TemporalEngine:
             ``retention.every`` seconds; each due run goes as ``delete`` deletes it (its
             workflow history and, with ``LargePayloadCodec``, its blobs too). ``retained``
             counts them.
+        collect_blobs_every: With a ``LargePayloadCodec``: collect its blobs every this
+            long while the app is open (``LargePayloadCodec.collecting``), so a run's blobs
+            go ``blob_grace`` after its workflow closed; ``blob_collector`` counts them. One
+            collector per blob store: give it to one process.
+        blob_grace: How long a closed run keeps its blobs (its result and history decode).
 
     Example:
         ``App(store, agents=[support], engine=TemporalEngine(client, task_queue="support"))``
@@ -121,7 +126,17 @@ class TemporalEngine:
         settle_seconds: float = 30.0,
         namespace: str = "default",
         retention: Retention | None = None,
+        collect_blobs_every: timedelta | None = None,
+        blob_grace: timedelta = timedelta(hours=1),
     ) -> None:
+        if collect_blobs_every is not None and not isinstance(payload_codec, LargePayloadCodec):
+            raise UsageError(
+                "collect_blobs_every collects the blobs of a LargePayloadCodec: give it as "
+                "payload_codec"
+            )
+        self.collect_blobs_every = collect_blobs_every
+        self.blob_grace = blob_grace
+        self.blob_collector: BlobCollector | None = None
         self.task_queue = task_queue
         self.retention = retention
         self.retained = 0
@@ -173,6 +188,13 @@ class TemporalEngine:
             self._retaining = asyncio.get_running_loop().create_task(
                 self._retain(self.retention), name="steadyrun-temporal-retention"
             )
+        codec = self.payload_codec
+        every = self.collect_blobs_every
+        if every is not None and isinstance(codec, LargePayloadCodec) and not self.blob_collector:
+            self.blob_collector = codec.collecting(
+                (await self.runs()).client, every=every, grace=self.blob_grace
+            )
+            self.blob_collector.start()
         if self._embedded is False or self._working is not None:
             return
         app = self._embedded
@@ -193,6 +215,9 @@ class TemporalEngine:
 
     async def close(self, grace: float = 10.0) -> None:
         """Stop the embedded worker and retention; its activities get ``grace`` seconds to end."""
+        collector, self.blob_collector = self.blob_collector, None
+        if collector is not None:
+            await collector.stop()
         retaining, self._retaining = self._retaining, None
         if retaining is not None:
             self._stop_retaining.set()

@@ -1,0 +1,98 @@
+"""Instructions and middleware of extensions that do I/O: the same result on both engines.
+
+On Temporal they run in activities (``steadyrun.temporal._extmw``): the workflow stays
+deterministic (its history replays without running them) and no hook ran inside it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import extmw_kit as kit  # noqa: E402
+
+from steadyrun.chat import ModelRequest  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(params=["builtin", "temporal"])
+def engine(request: pytest.FixtureRequest) -> Any:
+    if request.param == "builtin":
+        return kit.builtin
+    server = request.getfixturevalue("temporal_server")
+    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
+
+
+async def _scenario(engine: Any, folder: Path, **kw: Any) -> tuple[Any, ...]:
+    """Two runs asking the same question: the second is answered from the cache."""
+    kit.prepare(folder)
+    requests: list[ModelRequest] = []
+    agent = kit.make_agent(folder, requests)
+    first, second = kit.fresh("audit"), kit.fresh("again")
+    async with engine(agent, folder, **kw) as run:
+        one = await run(first, "Is there tea?")
+        two = await run(second, "Is there tea?")
+    # Run ids differ between engines: the log is compared with them named by role.
+    rows = [(h, d.replace(first, "R1").replace(second, "R2"), i) for h, d, i in kit.log(folder)]
+    return one, two, len(requests), rows
+
+
+async def test_instructions_and_middleware_do_io_with_the_same_result(
+    engine: Any, tmp_path: Path
+) -> None:
+    one, two, model_calls, rows = await _scenario(engine, tmp_path)
+    assert one.status == two.status == "completed"
+    # Instructions: the agent's, the deterministic extension's, then the file's, with the
+    # state the model middleware kept (one call passed on before the second).
+    assert one.text == (
+        "You are careful.\n\nBe brief.\n\nNotes from the file. (1 calls so far) || "
+        "(found tea [audited]) the policy refuses rm"
+    )
+    assert two.text == f"cached: {one.text}"  # the model middleware answered from its cache
+    assert model_calls == 2
+    assert one.calls == [
+        ("lookup", "succeeded", "(found tea [audited])", None),  # both wraps, in order
+        ("rm", "failed", None, "the policy refuses rm"),  # refused by the review
+    ]
+    assert two.calls == []
+    assert [r[:2] for r in rows] == [
+        ("instructions", "R1 t1.i1"),
+        ("wrap_model", "R1 m1"),
+        ("review_batch", "R1 m1"),
+        ("wrap_tool", "m1.c1 lookup {'q': 'tea'}"),
+        ("wrap_tool", "m1.c1 returned"),
+        ("instructions", "R1 t1.i2"),
+        ("wrap_model", "R1 m2"),
+        ("instructions", "R2 t1.i1"),
+        ("wrap_model", "R2 m1"),
+    ]
+    assert all(inside == 0 for *_, inside in rows)  # on Temporal: never in the workflow
+
+
+
+async def test_a_history_whose_hooks_ran_in_the_workflow_replays(tmp_path: Path) -> None:
+    """Recorded with main 7783891 (``extmw_kit.record``): the instructions and middleware of
+    the I/O extension ran in the workflow. Without the patch markers, they still do."""
+    from temporalio.client import WorkflowHistory
+
+    from steadyrun.temporal import TemporalApp
+
+    kit.prepare(tmp_path)
+    app = TemporalApp(agents=[kit.make_agent(tmp_path, [])])
+    for run_id, text in json.loads((DATA / "extmw_before.json").read_text()).items():
+        await app.replayer().replay_workflow(WorkflowHistory.from_json(run_id, text))
+    assert [r[0] for r in kit.log(tmp_path)] == [
+        "instructions",
+        "wrap_model",
+        "review_batch",
+        "wrap_tool",
+        "wrap_tool",
+        "instructions",
+        "wrap_model",
+    ]  # in the workflow, on replay, as they ran

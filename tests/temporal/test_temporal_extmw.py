@@ -16,6 +16,7 @@ from typing import Any  # noqa: E402
 
 import extmw_kit as kit  # noqa: E402
 
+import steadyrun as sr  # noqa: E402
 from steadyrun.chat import ModelRequest  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -84,7 +85,7 @@ async def test_a_history_whose_hooks_ran_in_the_workflow_replays(tmp_path: Path)
     from steadyrun.temporal import TemporalApp
 
     kit.prepare(tmp_path)
-    app = TemporalApp(agents=[kit.make_agent(tmp_path, [])])
+    app = TemporalApp(agents=[kit.make_agent(tmp_path, [])], store=sr.MemoryStore())
     for run_id, text in json.loads((DATA / "extmw_before.json").read_text()).items():
         await app.replayer().replay_workflow(WorkflowHistory.from_json(run_id, text))
     assert [r[0] for r in kit.log(tmp_path)] == [

@@ -116,7 +116,9 @@ class Brief(Extension):
         return "Be brief."
 
     async def wrap_tool(self, call: ToolCall, next: ToolNext) -> Any:
-        return f"({await next(call)})"
+        # Passes the value on untouched: on Temporal a deterministic wrap around a tool that
+        # runs in an activity gets the rendered outcome, not the body's value.
+        return await next(call)
 
 
 def _question(request: ModelRequest) -> str:
@@ -272,4 +274,4 @@ async def record(server: Any, folder: Path, out: Path) -> None:
     agent = make_agent(folder, [])
     async with on_temporal(agent, folder, server=server, keep=keep, replay=False) as run:
         await run("extmw-before", "Is there tea?")
-    out.write_text(json.dumps({k: h.to_json() for k, h in keep.items()}))
+    out.write_text(json.dumps({k: h.to_json() for k, h in keep.items()}))  # noqa: ASYNC240

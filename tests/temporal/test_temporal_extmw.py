@@ -18,6 +18,7 @@ import extmw_kit as kit  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
 from steadyrun.chat import ModelRequest  # noqa: E402
+from steadyrun.extensions import Extension  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -53,12 +54,12 @@ async def test_instructions_and_middleware_do_io_with_the_same_result(
     # state the model middleware kept (one call passed on before the second).
     assert one.text == (
         "You are careful.\n\nBe brief.\n\nNotes from the file. (1 calls so far) || "
-        "(found tea [audited]) the policy refuses rm"
+        "found tea [audited] the policy refuses rm"
     )
     assert two.text == f"cached: {one.text}"  # the model middleware answered from its cache
     assert model_calls == 2
     assert one.calls == [
-        ("lookup", "succeeded", "(found tea [audited])", None),  # both wraps, in order
+        ("lookup", "succeeded", "found tea [audited]", None),  # the wrap's result
         ("rm", "failed", None, "the policy refuses rm"),  # refused by the review
     ]
     assert two.calls == []
@@ -74,7 +75,6 @@ async def test_instructions_and_middleware_do_io_with_the_same_result(
         ("wrap_model", "R2 m1"),
     ]
     assert all(inside == 0 for *_, inside in rows)  # on Temporal: never in the workflow
-
 
 
 async def test_a_history_whose_hooks_ran_in_the_workflow_replays(tmp_path: Path) -> None:
@@ -97,3 +97,36 @@ async def test_a_history_whose_hooks_ran_in_the_workflow_replays(tmp_path: Path)
         "instructions",
         "wrap_model",
     ]  # in the workflow, on replay, as they ran
+
+
+class _Tagging(Extension):
+    name = "tagging"
+    temporal_io = False
+
+    async def wrap_model(self, call: Any, next: Any) -> Any:
+        return await next(call)
+
+
+def test_a_deterministic_wrap_inside_one_that_does_io_is_refused(tmp_path: Path) -> None:
+    # The I/O extension's wrap_model runs in the model activity, so it can only be the inner
+    # part of the chain: a deterministic one after it would change the order.
+    from steadyrun.temporal import TemporalApp
+
+    agent = kit.make_agent(tmp_path, [])
+    agent = sr.Agent(name="bad", model=agent.client, extensions=[kit.Audited(tmp_path), _Tagging()])
+    with pytest.raises(sr.UsageError, match=r"wrap_model of extension 'tagging'.*'audited'"):
+        TemporalApp(agents=[agent])
+    TemporalApp(agents=[sr.Agent(name="good", model=agent.client, extensions=[_Tagging()])])
+
+
+def test_an_io_wrap_around_a_tool_of_the_workflow_is_refused(tmp_path: Path) -> None:
+    from steadyrun.extensions import SubAgents
+    from steadyrun.temporal import TemporalApp
+
+    agent = sr.Agent(
+        name="lead",
+        model=kit.make_agent(tmp_path, []).client,
+        extensions=[SubAgents(), kit.Audited(tmp_path)],
+    )
+    with pytest.raises(sr.UsageError, match=r"wrap_tool of 'audited'.*\['delegate'\]"):
+        TemporalApp(agents=[agent])

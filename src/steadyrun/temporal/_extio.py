@@ -14,10 +14,12 @@ In the activity the extension is the run's own as far as its state goes: an inst
 ``for_run`` from the worker's template, given the run's saved state (``restore_state``) and a
 handle on the run, runs the hook; its state afterwards (``save_state``) and the usage of its
 own model calls come back and the workflow's instance takes them. So an extension's run state
-must be in ``save_state`` (it must be anyway to survive a crash). What stays in the workflow:
-``instructions`` (built from that state), the middleware (``wrap_model``, ``review_batch``,
-``wrap_tool``) and ``recover_call``; those must not do I/O. The handle in an activity has no
-sub-agents (a forked skill fails there).
+must be in ``save_state`` (it must be anyway to survive a crash). The rest of what an I/O
+extension adds (``instructions``, the middleware ``wrap_model``, ``review_batch`` and
+``wrap_tool``, and ``recover_call``) leaves the workflow too, in the model and tool
+activities and a local activity, with the chains in the built-in engine's order:
+``steadyrun.temporal._extmw``. The handle in an activity has no sub-agents (a forked skill
+fails there).
 """
 
 from __future__ import annotations
@@ -132,22 +134,28 @@ class HookOutput:
 # -- in the workflow ------------------------------------------------------------------------
 
 
-def route_hooks(app: AppView, agent: Agent, ext: ExtensionSet, run_id: str, sub: bool) -> None:
+def route_hooks(
+    app: AppView, agent: Agent, ext: ExtensionSet, run_id: str, sub: bool
+) -> dict[str, list[Usage]]:
     """Make the observer hooks of the run's I/O extensions call the activity.
 
     The instances' hooks are replaced on the instances themselves (the set finds hooks by
     the class, calls them by the instance); so is ``take_usage``, which adds what the
-    activities reported.
+    activities reported. Returns where each instance's reported usage goes, by name (the
+    middleware's activities report there too).
     """
+    out: dict[str, list[Usage]] = {}
     for inst in ext.instances:
         if not does_io(inst):
             continue
         reported: list[Usage] = []
+        out[inst.name] = reported
         for hook in HOOKS:
             if overrides(inst, hook):
                 remote = partial(_remote, app, agent.name, run_id, sub, inst, hook, reported)
                 setattr(inst, hook, remote)
         inst.take_usage = partial(_take_usage, inst.take_usage, reported)  # type: ignore[method-assign]
+    return out
 
 
 def _take_usage(own: Callable[[], Usage], reported: list[Usage]) -> Usage:

@@ -10,13 +10,16 @@ results. ``builtin`` and ``on_temporal`` open the same agent on either engine.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse
@@ -30,7 +33,9 @@ from steadyrun.extensions import (
     ToolNext,
     TurnView,
 )
+from steadyrun.records import CallRecord
 from steadyrun.testing import FunctionModel, text, tool_calls
+from steadyrun.tools import ToolContext
 
 
 def _inside() -> bool:
@@ -105,6 +110,19 @@ class Audited(Extension):
         self._log("wrap_tool", f"{call.record.id} returned")
         return f"{value} [audited]"
 
+    async def recover_call(self, record: CallRecord) -> CallRecord | None:
+        self._log("recover_call", f"{record.id} {record.name} {record.status}")
+        if record.name != "hang":
+            return None
+        notes = (self.folder / "notes.txt").read_text().strip()
+        return replace(
+            record,
+            rev=record.rev + 1,
+            status="succeeded",
+            result=f"recovered by the audit ({notes})",
+            completed_at=datetime.now(UTC),
+        )
+
 
 class Brief(Extension):
     """A deterministic extension before ``Audited``: its text first, its wrap outermost."""
@@ -129,6 +147,8 @@ def _question(request: ModelRequest) -> str:
 def answer(request: ModelRequest) -> ModelResponse:
     """Two calls first (``rm`` is refused by the policy), then what the run saw."""
     results = [m for m in request.messages if m.role == "tool"]
+    if not results and _question(request) == "Hang on.":
+        return tool_calls(("hang", {"what": "a crash"}))
     if not results:
         return tool_calls(("lookup", {"q": "tea"}), ("rm", {"path": "/"}))
     said = " | ".join(" ".join(getattr(p, "content", "") for p in m.parts) for m in results)
@@ -178,7 +198,7 @@ def make_agent(folder: Path, calls: list[ModelRequest]) -> sr.Agent:
         name="audit",
         instructions="You are careful.",
         model=FunctionModel(model),
-        tools=[lookup, rm],
+        tools=[lookup, rm, hang],
         extensions=[Brief(), Audited(folder)],
     )
 
@@ -192,21 +212,86 @@ class Ran:
     calls: list[tuple[str, str, str | None, str | None]]  # name, status, result, error
 
 
-Runner = Callable[[str, str], Any]
+class Runner(Protocol):
+    """The scenario's side of an engine."""
+
+    async def __call__(self, run_id: str, input: str) -> Ran:
+        """Run to its end."""
+        ...
+
+    async def crash(self, run_id: str, input: str) -> None:
+        """Start, and crash while the ``hang`` body runs (its call started, not settled)."""
+        ...
+
+    async def resume(self, run_id: str) -> Ran:
+        """Resume the crashed run to its end."""
+        ...
+
+
+class _Builtin:
+    def __init__(self, agent: sr.Agent, store: sr.Store) -> None:
+        self.agent = agent
+        self.store = store
+        self.runtime = sr.Runtime(store, agents=[agent])
+
+    async def __call__(self, run_id: str, input: str) -> Ran:
+        out = await self.runtime.run(self.agent, run_id=run_id, input=input)
+        return await _ran(self.store, run_id, out.status, out.text)
+
+    async def crash(self, run_id: str, input: str) -> None:
+        HUNG.clear()
+        going = asyncio.create_task(self.runtime.run(self.agent, run_id=run_id, input=input))
+        await _until(lambda: _hung(self.store, run_id))
+        going.cancel()  # the run is dropped mid-body, recording nothing: as a crash
+        with contextlib.suppress(asyncio.CancelledError):
+            await going
+
+    async def resume(self, run_id: str) -> Ran:
+        out = await self.runtime.resume(run_id)
+        return await _ran(self.store, run_id, out.status, out.text)
 
 
 @asynccontextmanager
 async def builtin(agent: sr.Agent, folder: Path, **_: Any) -> AsyncIterator[Runner]:
     """The built-in engine: ``Runtime`` over a SQLite store."""
     store = sr.SqliteStore(folder / "runs.db")
-    runtime = sr.Runtime(store, agents=[agent])
-
-    async def run(run_id: str, input: str) -> Ran:
-        out = await runtime.run(agent, run_id=run_id, input=input)
-        return await _ran(store, run_id, out.status, out.text)
-
-    yield run
+    yield _Builtin(agent, store)
     await store.close()
+
+
+class _Temporal:
+    def __init__(
+        self, app: Any, client: Any, folder: Path, keep: dict[str, Any] | None, replay: bool
+    ) -> None:
+        self.app, self.client, self.folder = app, client, folder
+        self.store = app.store
+        self.runs = app.runs(client)
+        self.keep, self.replay = keep, replay
+
+    async def __call__(self, run_id: str, input: str) -> Ran:
+        await self.runs.start("audit", run_id=run_id, input=input)
+        return await self._ended(run_id)
+
+    async def crash(self, run_id: str, input: str) -> None:
+        HUNG.clear()
+        await self.runs.start("audit", run_id=run_id, input=input)
+        await _until(lambda: _hung(self.store, run_id))  # its start recorded, the body going
+        await self.client.get_workflow_handle(run_id).terminate("a crash, for the test")
+
+    async def resume(self, run_id: str) -> Ran:
+        await self.runs.resume(run_id)
+        return await self._ended(run_id)
+
+    async def _ended(self, run_id: str) -> Ran:
+        out = await self.runs.result(run_id)
+        history = await self.client.get_workflow_handle(run_id).fetch_history()
+        if self.keep is not None:
+            self.keep[run_id] = history
+        if self.replay:
+            before = log(self.folder)
+            await self.app.replayer().replay_workflow(history)
+            assert log(self.folder) == before, "the replay ran a hook of the I/O extension"
+        return await _ran(self.store, run_id, out.status, out.text)
 
 
 @asynccontextmanager
@@ -231,23 +316,39 @@ async def on_temporal(
     queue = f"q-{uuid.uuid4().hex}"
     store = sr.SqliteStore(folder / "runs.db")
     app = TemporalApp(agents=[agent], store=store, options=TemporalOptions(task_queue=queue))
-    runs = app.runs(client)
-
-    async def run(run_id: str, input: str) -> Ran:
-        await runs.start(agent.name, run_id=run_id, input=input)
-        out = await runs.result(run_id)
-        history = await client.get_workflow_handle(run_id).fetch_history()
-        if keep is not None:
-            keep[run_id] = history
-        if replay:
-            before = log(folder)
-            await app.replayer().replay_workflow(history)
-            assert log(folder) == before, "the replay ran a hook of the I/O extension"
-        return await _ran(store, run_id, out.status, out.text)
-
     async with app.worker(client):
-        yield run
+        yield _Temporal(app, client, folder, keep, replay)
     await store.close()
+
+
+HUNG: list[str] = []
+"""The ``hang`` calls whose body started (it never returns)."""
+
+
+async def hang(what: str, ctx: ToolContext) -> str:
+    """Wait for something that never comes.
+
+    Args:
+        what: What to wait for.
+        ctx: The call's context.
+    """
+    HUNG.append(ctx.call_id)
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def _hung(store: sr.Store, run_id: str) -> bool:
+    snap = await store.load(run_id)
+    started = snap is not None and any(c.status == "running" for c in snap.calls)
+    return started and bool(HUNG)
+
+
+async def _until(check: Callable[[], Awaitable[bool]]) -> None:
+    for _ in range(1200):  # a cap that only keeps a broken run from hanging
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("never happened")
 
 
 async def _ran(store: sr.Store, run_id: str, status: str, said: str | None) -> Ran:
@@ -262,10 +363,12 @@ def fresh(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-async def record(server: Any, folder: Path, out: Path) -> None:
+async def record(server: Any, folder: Path, out: Path, *, crash: bool = False) -> None:
     """Record the first run's history of the scenario to ``out`` (``{run_id: json}``).
 
-    How ``data/extmw_before.json`` was made, with main 7783891 (the hooks in the workflow).
+    How ``data/extmw_before.json`` (and, with ``crash``, ``data/extmw_recover_before.json``:
+    a run crashed mid-body and resumed) were made, with main 7783891 (the hooks in the
+    workflow).
     """
     import json
 
@@ -273,5 +376,9 @@ async def record(server: Any, folder: Path, out: Path) -> None:
     keep: dict[str, Any] = {}
     agent = make_agent(folder, [])
     async with on_temporal(agent, folder, server=server, keep=keep, replay=False) as run:
-        await run("extmw-before", "Is there tea?")
+        if crash:
+            await run.crash("extmw-recover-before", "Hang on.")
+            await run.resume("extmw-recover-before")
+        else:
+            await run("extmw-before", "Is there tea?")
     out.write_text(json.dumps({k: h.to_json() for k, h in keep.items()}))  # noqa: ASYNC240

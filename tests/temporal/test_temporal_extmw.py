@@ -77,26 +77,56 @@ async def test_instructions_and_middleware_do_io_with_the_same_result(
     assert all(inside == 0 for *_, inside in rows)  # on Temporal: never in the workflow
 
 
-async def test_a_history_whose_hooks_ran_in_the_workflow_replays(tmp_path: Path) -> None:
-    """Recorded with main 7783891 (``extmw_kit.record``): the instructions and middleware of
-    the I/O extension ran in the workflow. Without the patch markers, they still do."""
+@pytest.mark.parametrize(
+    ("name", "hooks"),
+    [
+        (
+            "extmw_before.json",
+            ["instructions", "wrap_model", "review_batch", "wrap_tool", "wrap_tool"]
+            + ["instructions", "wrap_model"],
+        ),
+        (  # a run crashed mid-body, resumed: recover_call, then the next model call
+            "extmw_recover_before.json",
+            ["recover_call", "instructions", "wrap_model"],
+        ),
+    ],
+)
+async def test_a_history_whose_hooks_ran_in_the_workflow_replays(
+    name: str, hooks: list[str], tmp_path: Path
+) -> None:
+    """Recorded with main 7783891 (``extmw_kit.record``): the instructions, middleware and
+    recovery of the I/O extension ran in the workflow. Without the patch markers, they
+    still do, on replay, as they ran."""
     from temporalio.client import WorkflowHistory
 
     from steadyrun.temporal import TemporalApp
 
     kit.prepare(tmp_path)
     app = TemporalApp(agents=[kit.make_agent(tmp_path, [])], store=sr.MemoryStore())
-    for run_id, text in json.loads((DATA / "extmw_before.json").read_text()).items():
+    for run_id, text in json.loads((DATA / name).read_text()).items():
         await app.replayer().replay_workflow(WorkflowHistory.from_json(run_id, text))
-    assert [r[0] for r in kit.log(tmp_path)] == [
-        "instructions",
-        "wrap_model",
-        "review_batch",
-        "wrap_tool",
-        "wrap_tool",
-        "instructions",
-        "wrap_model",
-    ]  # in the workflow, on replay, as they ran
+    assert [r[0] for r in kit.log(tmp_path)] == hooks
+
+
+async def test_recover_call_does_io_with_the_same_result(engine: Any, tmp_path: Path) -> None:
+    # A crash mid-body (the built-in run dropped, the Temporal workflow terminated): on
+    # resume the I/O extension settles the call from its notes file.
+    kit.prepare(tmp_path)
+    agent = kit.make_agent(tmp_path, [])
+    run_id = kit.fresh("hang")
+    async with engine(agent, tmp_path) as run:
+        await run.crash(run_id, "Hang on.")
+        out = await run.resume(run_id)
+    assert out.status == "completed"
+    assert out.calls == [
+        ("hang", "succeeded", "recovered by the audit (Notes from the file.)", None)
+    ]
+    assert out.text is not None and out.text.endswith(
+        "|| recovered by the audit (Notes from the file.)"
+    )
+    rows = [(h, d.replace(run_id, "R"), i) for h, d, i in kit.log(tmp_path)]
+    assert ("recover_call", "m1.c1 hang running", 0) in rows
+    assert all(inside == 0 for *_, inside in rows)
 
 
 class _Tagging(Extension):

@@ -160,3 +160,41 @@ def test_an_io_wrap_around_a_tool_of_the_workflow_is_refused(tmp_path: Path) -> 
     )
     with pytest.raises(sr.UsageError, match=r"wrap_tool of 'audited'.*\['delegate'\]"):
         TemporalApp(agents=[agent])
+
+
+class _Writes(Extension):
+    def __init__(self, name: str, text: str | None) -> None:
+        self.name = name
+        self.text = text
+
+    def instructions(self, view: Any) -> str | None:
+        return self.text
+
+
+@pytest.mark.parametrize(
+    ("texts", "want"),
+    [
+        ((None, "det", "io"), "base\n\ndet\n\nio"),
+        (("io", "det", None), "base\n\nio\n\ndet"),
+        (("io", None, "det"), "base\n\nio\n\ndet"),
+        ((None, None, "det"), "base\n\ndet"),
+        ((None, None, None), "base"),
+    ],
+)
+def test_instructions_written_in_the_activity_keep_their_place(
+    texts: tuple[str | None, ...], want: str
+) -> None:
+    # Three extensions after the agent's text: the first and last do I/O (a marker in the
+    # workflow), the middle one is deterministic. One that writes nothing leaves no gap, as
+    # ExtensionSet.instructions leaves it out on the built-in engine.
+    from steadyrun.runtime._extset import ExtensionSet
+    from steadyrun.temporal._extmw import fill_instructions, marker
+
+    first, det, last = (_Writes(n, t) for n, t in zip(("a", "d", "z"), texts, strict=True))
+    view = kit.TurnView(run_id="r", agent="x", subagent=False, turn=1, iteration=1)
+    assert ExtensionSet([first, det, last]).instructions("base", view) == want
+    first.instructions = lambda v: marker("a")  # type: ignore[method-assign]
+    last.instructions = lambda v: marker("z")  # type: ignore[method-assign]
+    in_workflow = ExtensionSet([first, det, last]).instructions("base", view)
+    io = {"a": _Writes("a", texts[0]), "z": _Writes("z", texts[2])}
+    assert fill_instructions(in_workflow, io, view) == want  # type: ignore[arg-type]

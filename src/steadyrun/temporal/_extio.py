@@ -3,7 +3,8 @@
 A workflow must be deterministic: a hook that searches a memory bank, calls a model or reads a
 file cannot run in it. The extensions of a Temporal run are split in two:
 
-- **deterministic** ones (``Planning``, ``SubAgents``, ``DeferredTools``, or any extension
+- **deterministic** ones (``Planning``, ``SubAgents``, ``DeferredTools``, a ``TaskManager``'s
+  ``recovery()``, or any extension
   whose class sets ``temporal_io = False``) run in the workflow, as before;
 - **I/O** ones (``Memory``, ``Skills``, and by default any other extension, unless it sets
   ``temporal_io = False``): their observer hooks (``on_claim``, ``on_model_output``,
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
+    from steadyrun.background._recovery import TaskRecovery
     from steadyrun.chat import Message, ModelResponse, Usage
     from steadyrun.extensions.deferred import DeferredTools
     from steadyrun.extensions.planning import Planning
@@ -74,7 +76,9 @@ HOOKS: dict[str, tuple[Any, ...]] = {
 }
 """The observer hooks an I/O extension runs in the activity, with the types of their arguments."""
 
-_DETERMINISTIC = (Planning, SubAgents, DeferredTools)
+# ``TaskRecovery`` reads the workflow's own tasks on Temporal (``WorkflowExecution`` swaps
+# its source), so its ``recover_call`` must stay in the workflow.
+_DETERMINISTIC = (Planning, SubAgents, DeferredTools, TaskRecovery)
 
 
 def does_io(ext: Extension) -> bool:

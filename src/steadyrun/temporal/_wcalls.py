@@ -228,7 +228,10 @@ class _ActivityCalls(CallRunner):
             if tasks is not None and c.tool.name in TASK_TOOLS:
                 # The agent's task tools answer from the tasks this workflow holds.
                 return await tasks.task_tool(c.tool.name, c.args, c.context.run_id)
-            if c.tool.name in own or (wrapped and c.tool.name in self.engine.ext_tools):
+            moved = (
+                wrapped and c.tool.name in self.engine.ext_tools and c.tool.name not in delegated
+            )
+            if c.tool.name in own or moved:
                 # With I/O extensions wrapping tools, a deterministic extension's tools run
                 # in the activity too, inside their wrap (its state goes along).
                 return await invoker(c)

@@ -3,7 +3,8 @@
 ``WorkflowExecution`` is steadyrun's own ``Execution`` with two pieces swapped: its model is the
 ``steadyrun.model`` activity, and its ``CallRunner`` runs the agent's own tools as
 ``steadyrun.tool`` activities. Tools of extensions and the context policy's read tool work on
-the run's own state and run in the workflow.
+the run's own state and run in the workflow (a deterministic extension's tools run in the
+activity when an I/O extension's ``wrap_tool`` wraps them: ``_extmw``).
 """
 
 from __future__ import annotations

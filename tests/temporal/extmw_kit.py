@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -149,6 +149,8 @@ def answer(request: ModelRequest) -> ModelResponse:
     results = [m for m in request.messages if m.role == "tool"]
     if not results and _question(request) == "Hang on.":
         return tool_calls(("hang", {"what": "a crash"}))
+    if not results and _question(request) == "Plan tea.":
+        return tool_calls(("create_task", {"title": "brew tea"}))
     if not results:
         return tool_calls(("lookup", {"q": "tea"}), ("rm", {"path": "/"}))
     said = " | ".join(" ".join(getattr(p, "content", "") for p in m.parts) for m in results)
@@ -187,8 +189,10 @@ def log(folder: Path) -> list[tuple[str, str, int]]:
     return [(h, d, i) for h, d, i in rows]
 
 
-def make_agent(folder: Path, calls: list[ModelRequest]) -> sr.Agent:
-    """The agent: ``Brief`` then ``Audited``, the model recording its requests in ``calls``."""
+def make_agent(
+    folder: Path, calls: list[ModelRequest], *, first: Sequence[Extension] = ()
+) -> sr.Agent:
+    """The agent: ``first``, ``Brief``, then ``Audited``; the model records its requests."""
 
     def model(request: ModelRequest) -> ModelResponse:
         calls.append(request)
@@ -199,7 +203,7 @@ def make_agent(folder: Path, calls: list[ModelRequest]) -> sr.Agent:
         instructions="You are careful.",
         model=FunctionModel(model),
         tools=[lookup, rm, hang],
-        extensions=[Brief(), Audited(folder)],
+        extensions=[*first, Brief(), Audited(folder)],
     )
 
 

@@ -129,6 +129,27 @@ async def test_recover_call_does_io_with_the_same_result(engine: Any, tmp_path: 
     assert all(inside == 0 for *_, inside in rows)
 
 
+async def test_a_deterministic_extensions_tool_runs_inside_the_io_wrap(
+    engine: Any, tmp_path: Path
+) -> None:
+    # Planning's tool works on the run's plan; wrapped by an I/O wrap_tool it runs in the
+    # tool activity on Temporal, with Planning's state going there and back.
+    from steadyrun.extensions import Planning
+
+    kit.prepare(tmp_path)
+    agent = kit.make_agent(tmp_path, [], first=[Planning()])
+    run_id = kit.fresh("plan")
+    async with engine(agent, tmp_path) as run:
+        out = await run(run_id, "Plan tea.")
+    assert out.status == "completed"
+    assert [c[:2] for c in out.calls] == [("create_task", "succeeded")]
+    assert (out.calls[0][2] or "").endswith(" [audited]")
+    assert out.text is not None and "brew tea" in out.text.split(" || ")[0]  # the plan, shown
+    rows = [(h, d.replace(run_id, "R"), i) for h, d, i in kit.log(tmp_path)]
+    assert ("wrap_tool", "m1.c1 returned", 0) in rows
+    assert all(inside == 0 for *_, inside in rows)
+
+
 class _Tagging(Extension):
     name = "tagging"
     temporal_io = False

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from steadyrun._codec import from_plain, to_plain
-from steadyrun._errors import ConflictError, NotPendingError, StoreError
+from steadyrun._errors import ConflictError, NotPendingError, StoreError, UsageError
 from steadyrun.background import Materializer
 from steadyrun.chat import MediaRef, ModelRequest, ModelResponse, Usage
 from steadyrun.control import (
@@ -33,6 +35,7 @@ from steadyrun.media import MediaOptions, MediaPreparer, supplying
 from steadyrun.models import ModelClient, resolve_model
 from steadyrun.records import CallRecord, RunSnapshot, Step
 from steadyrun.runtime import Agent
+from steadyrun.runtime._extension import ModelCall, ModelNext, ToolCall, TurnView
 from steadyrun.stores import FeedMessage, Store
 from steadyrun.stores._leases import Fence, LeaseLostError, fenced
 from steadyrun.stores._live_open import live_feed
@@ -49,6 +52,18 @@ from steadyrun.temporal._extio import (
     HookOutput,
     instances_for,
     run_hook,
+)
+from steadyrun.temporal._extmw import (
+    ACTIVITY_MIDDLEWARE,
+    ACTIVITY_MODEL_WRAPPED,
+    MiddlewareInput,
+    MiddlewareOutput,
+    WrappedModelInput,
+    WrappedModelOutput,
+    fill_instructions,
+    run_middleware,
+    wrap_model_chain,
+    wrap_tool_chain,
 )
 from steadyrun.temporal._handover import (
     ACTIVITY_HANDOVER,
@@ -109,6 +124,8 @@ class Activities:
             self.load,
             self.handover,
             self.extension,
+            self.model_wrapped,
+            self.middleware,
         ]
 
     def _agent(self, name: str) -> Agent:
@@ -122,26 +139,75 @@ class Activities:
     @activity.defn(name=ACTIVITY_MODEL)
     async def model(self, inp: ModelCallInput) -> dict[str, Any]:
         """One model call of a run (media are prepared here, where they can be read)."""
+        response = await self._respond(inp, None)
+        return to_plain(response, ModelResponse)  # type: ignore[no-any-return]
+
+    @activity.defn(name=ACTIVITY_MODEL_WRAPPED)
+    async def model_wrapped(self, inp: WrappedModelInput) -> WrappedModelOutput:
+        """A model call inside I/O extensions' instructions and ``wrap_model`` (``_extmw``)."""
+        call = inp.call
+        agent = self._agent(call.agent)
+        found = instances_for(self.app, agent, call.run_id, inp.states, inp.subagent)
+        view = from_plain(inp.view, TurnView)
+
+        async def wrap(request: ModelRequest, respond: ModelNext) -> ModelResponse:
+            # The instructions first, as the built-in engine builds the request before the
+            # middleware sees it.
+            request = replace(
+                request, instructions=fill_instructions(request.instructions, found, view)
+            )
+            model_call = ModelCall(
+                run_id=call.run_id,
+                model_call_id=call.model_call_id,
+                agent=call.agent,
+                subagent=inp.subagent,
+                request=request,
+            )
+            response: ModelResponse = await wrap_model_chain(found, inp.chain, model_call, respond)
+            return response
+
+        response = await self._respond(call, wrap)
+        usage = Usage()
+        for ext in found.values():
+            usage = usage + ext.take_usage()
+        return WrappedModelOutput(
+            response=to_plain(response, ModelResponse),
+            states={n: to_plain(e.save_state(), Any) for n, e in found.items()},
+            usage=to_plain(usage, Usage),
+        )
+
+    async def _respond(
+        self,
+        inp: ModelCallInput,
+        wrap: Callable[[ModelRequest, ModelNext], Awaitable[ModelResponse]] | None,
+    ) -> ModelResponse:
         agent = self._agent(inp.agent)
         client: ModelClient = agent.client
         if inp.purpose == "summary" and agent.context is not None:
             summary = agent.context.summary_model
             client = resolve_model(summary) if summary is not None else agent.client
         request = from_plain(inp.request, ModelRequest)
+
+        async def respond(call: ModelCall) -> ModelResponse:
+            return await client.respond(call.request)
+
         try:
             # A model call can take minutes: the heartbeat lets Temporal notice a lost worker
             # within heartbeat_timeout instead of model_timeout.
             async with self._beating():
                 request, supply = await self.media.prepare(request, client)
                 with supplying(supply):
-                    response = await client.respond(request)
+                    if wrap is None:
+                        response = await client.respond(request)
+                    else:
+                        response = await wrap(request, respond)
         except Exception as exc:
             if getattr(exc, "retryable", True) is False:
                 raise ApplicationError(
                     f"{type(exc).__name__}: {exc}", type=type(exc).__name__, non_retryable=True
                 ) from exc
             raise
-        return to_plain(response, ModelResponse)  # type: ignore[no-any-return]
+        return response
 
     # -- tool -------------------------------------------------------------------------------
 
@@ -173,8 +239,15 @@ class Activities:
             texts=self.app.texts,
             extensions=instances_for(self.app, agent, inp.run_id, inp.extensions),
         )
+        invoke = partial(tool.invoke, args, ctx)
+        if inp.wraps and inp.record is not None:
+            # I/O extensions' wrap_tool around the body, here (``_extmw``).
+            call = ToolCall(
+                record=from_plain(inp.record, CallRecord), tool=tool, args=args, context=ctx
+            )
+            invoke = partial(wrap_tool_chain, ctx.extensions, inp.wraps, call, _body)
         async with self._beating():
-            outcome = await _run_tool(tool, args, ctx)
+            outcome = await _run_tool(tool, invoke)
         outcome.extensions = {n: to_plain(e.save_state(), Any) for n, e in ctx.extensions.items()}
         if ctx.usage is not None:
             outcome.usage = to_plain(ctx.usage, Usage)
@@ -210,6 +283,16 @@ class Activities:
         self._agent(inp.agent)
         async with self._beating():
             return await run_hook(self.app, inp)
+
+    @activity.defn(name=ACTIVITY_MIDDLEWARE)
+    async def middleware(self, inp: MiddlewareInput) -> MiddlewareOutput:
+        """``review_batch`` or ``recover_call`` of extensions that do I/O (``_extmw``)."""
+        self._agent(inp.agent)
+        try:
+            async with self._beating():
+                return await run_middleware(self.app, inp)
+        except UsageError as exc:
+            raise ApplicationError(str(exc), type="UsageError", non_retryable=True) from exc
 
     # -- on_handover ------------------------------------------------------------------------
 
@@ -363,10 +446,14 @@ async def saved(store: Store, run_id: str) -> None:
         activity.logger.debug("live note of run %r not sent", run_id, exc_info=True)
 
 
-async def _run_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-    """Run the body and describe how it ended."""
+async def _body(call: ToolCall) -> Any:
+    return await call.tool.invoke(call.args, call.context)
+
+
+async def _run_tool(tool: Tool, invoke: Callable[[], Awaitable[Any]]) -> ToolOutcome:
+    """Run the body (``invoke``: with its arguments, maybe wrapped) and say how it ended."""
     try:
-        value = await tool.invoke(args, ctx)
+        value = await invoke()
     except Complete as signal:
         try:
             plain = to_plain(signal.value, Any)

@@ -15,6 +15,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from steadyrun._errors import UsageError
 from steadyrun.background import BackgroundTool, Materializer
+from steadyrun.context._read_tool import READ_TOOL
 from steadyrun.media import MediaOptions
 from steadyrun.runtime import Agent, Texts
 from steadyrun.runtime._calls import HandoverHook
@@ -24,9 +25,11 @@ from steadyrun.temporal._ahead import AheadAwareRunner
 from steadyrun.temporal._client import TemporalRuns, client_with_codec
 from steadyrun.temporal._contextfree import ContextFreeRunner, context_free
 from steadyrun.temporal._converter import with_step_converter
+from steadyrun.temporal._extmw import check_agent
 from steadyrun.temporal._options import TemporalOptions
-from steadyrun.temporal._subagents import child_agents
+from steadyrun.temporal._subagents import child_agents, delegations
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
+from steadyrun.temporal._wtasks import TASK_TOOLS
 
 __all__ = ["STICKY_TIMEOUT", "TemporalApp", "TemporalOptions"]
 
@@ -58,6 +61,13 @@ class TemporalApp:
             does (each event id once): a folder of that worker's machine, or one every
             worker shares.
 
+    Raises:
+        UsageError: Two agents share a name; or an agent's extensions that do I/O cannot
+            keep their place on Temporal (``steadyrun.temporal._extmw``): one's
+            ``wrap_model``, ``review_batch`` or ``wrap_tool`` comes before a deterministic
+            extension's (it runs in an activity, inside the workflow's part of the chain),
+            or one's ``wrap_tool`` would wrap a tool that runs only in the workflow.
+
     Example:
         ``worker = TemporalApp(agents=[agent], store=SqliteStore("runs.db")).worker(client)``
     """
@@ -88,6 +98,8 @@ class TemporalApp:
         self.options = options or TemporalOptions()
         self.media = media
         self.background: dict[str, BackgroundTool] = {t.name: t for t in background}
+        for agent in self._agents.values():
+            check_agent(agent, _workflow_tools(agent, set(self.background)))
         self.on_handover = on_handover
         output = Materializer(Path(task_output_dir)) if task_output_dir is not None else None
         self.activities = Activities(self, task_output=output)
@@ -178,6 +190,15 @@ class TemporalApp:
         kwargs.setdefault("data_converter", self.data_converter)
         runner = workflow_runner(kwargs["data_converter"])
         return Replayer(workflows=[AgentWorkflow], workflow_runner=runner, **kwargs)
+
+
+def _workflow_tools(agent: Agent, background: set[str]) -> set[str]:
+    """The agent's tools whose bodies can only run in its workflow (``_extmw.check_agent``)."""
+    names = set(agent.toolset.names)
+    bound = set(delegations(agent)) | (names & background) | (names & TASK_TOOLS)
+    if agent.context is not None:
+        bound.add(READ_TOOL)
+    return bound
 
 
 def workflow_runner(converter: DataConverter | None = None) -> WorkflowRunner:

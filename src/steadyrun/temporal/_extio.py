@@ -3,7 +3,8 @@
 A workflow must be deterministic: a hook that searches a memory bank, calls a model or reads a
 file cannot run in it. The extensions of a Temporal run are split in two:
 
-- **deterministic** ones (``Planning``, ``SubAgents``, ``DeferredTools``, or any extension
+- **deterministic** ones (``Planning``, ``SubAgents``, ``DeferredTools``, a ``TaskManager``'s
+  ``recovery()``, or any extension
   whose class sets ``temporal_io = False``) run in the workflow, as before;
 - **I/O** ones (``Memory``, ``Skills``, and by default any other extension, unless it sets
   ``temporal_io = False``): their observer hooks (``on_claim``, ``on_model_output``,
@@ -14,10 +15,12 @@ In the activity the extension is the run's own as far as its state goes: an inst
 ``for_run`` from the worker's template, given the run's saved state (``restore_state``) and a
 handle on the run, runs the hook; its state afterwards (``save_state``) and the usage of its
 own model calls come back and the workflow's instance takes them. So an extension's run state
-must be in ``save_state`` (it must be anyway to survive a crash). What stays in the workflow:
-``instructions`` (built from that state), the middleware (``wrap_model``, ``review_batch``,
-``wrap_tool``) and ``recover_call``; those must not do I/O. The handle in an activity has no
-sub-agents (a forked skill fails there).
+must be in ``save_state`` (it must be anyway to survive a crash). The rest of what an I/O
+extension adds (``instructions``, the middleware ``wrap_model``, ``review_batch`` and
+``wrap_tool``, and ``recover_call``) leaves the workflow too, in the model and tool
+activities and a local activity, with the chains in the built-in engine's order:
+``steadyrun.temporal._extmw``. The handle in an activity has no sub-agents (a forked skill
+fails there).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun._errors import UsageError
     from steadyrun._texts import Texts
+    from steadyrun.background._recovery import TaskRecovery
     from steadyrun.chat import Message, ModelResponse, Usage
     from steadyrun.extensions.deferred import DeferredTools
     from steadyrun.extensions.planning import Planning
@@ -72,7 +76,9 @@ HOOKS: dict[str, tuple[Any, ...]] = {
 }
 """The observer hooks an I/O extension runs in the activity, with the types of their arguments."""
 
-_DETERMINISTIC = (Planning, SubAgents, DeferredTools)
+# ``TaskRecovery`` reads the workflow's own tasks on Temporal (``WorkflowExecution`` swaps
+# its source), so its ``recover_call`` must stay in the workflow.
+_DETERMINISTIC = (Planning, SubAgents, DeferredTools, TaskRecovery)
 
 
 def does_io(ext: Extension) -> bool:
@@ -132,22 +138,28 @@ class HookOutput:
 # -- in the workflow ------------------------------------------------------------------------
 
 
-def route_hooks(app: AppView, agent: Agent, ext: ExtensionSet, run_id: str, sub: bool) -> None:
+def route_hooks(
+    app: AppView, agent: Agent, ext: ExtensionSet, run_id: str, sub: bool
+) -> dict[str, list[Usage]]:
     """Make the observer hooks of the run's I/O extensions call the activity.
 
     The instances' hooks are replaced on the instances themselves (the set finds hooks by
     the class, calls them by the instance); so is ``take_usage``, which adds what the
-    activities reported.
+    activities reported. Returns where each instance's reported usage goes, by name (the
+    middleware's activities report there too).
     """
+    out: dict[str, list[Usage]] = {}
     for inst in ext.instances:
         if not does_io(inst):
             continue
         reported: list[Usage] = []
+        out[inst.name] = reported
         for hook in HOOKS:
             if overrides(inst, hook):
                 remote = partial(_remote, app, agent.name, run_id, sub, inst, hook, reported)
                 setattr(inst, hook, remote)
         inst.take_usage = partial(_take_usage, inst.take_usage, reported)  # type: ignore[method-assign]
+    return out
 
 
 def _take_usage(own: Callable[[], Usage], reported: list[Usage]) -> Usage:

@@ -218,7 +218,11 @@ class ToolCallInput:
         input_response: The validated answer.
         edited_arguments: Whether a reviewer edited the arguments.
         extensions: For a tool of an extension that does I/O: that extension's state
-            (``save_state``), by name, so the body sees the run's instance.
+            (``save_state``), by name, so the body sees the run's instance; with ``wraps``,
+            theirs too (and that of a deterministic extension whose tool it is).
+        wraps: The I/O extensions whose ``wrap_tool`` runs around the body, outermost first
+            (``steadyrun.temporal._extmw``).
+        record: With ``wraps``: the call's record as it starts (``CallRecord`` plain data).
     """
 
     agent: str
@@ -233,6 +237,8 @@ class ToolCallInput:
     input_response: Any = None
     edited_arguments: bool = False
     extensions: dict[str, Any] = field(default_factory=dict)
+    wraps: list[str] = field(default_factory=list)
+    record: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

@@ -3,7 +3,8 @@
 ``WorkflowExecution`` is steadyrun's own ``Execution`` with two pieces swapped: its model is the
 ``steadyrun.model`` activity, and its ``CallRunner`` runs the agent's own tools as
 ``steadyrun.tool`` activities. Tools of extensions and the context policy's read tool work on
-the run's own state and run in the workflow.
+the run's own state and run in the workflow (a deterministic extension's tools run in the
+activity when an I/O extension's ``wrap_tool`` wraps them: ``_extmw``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,19 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.records import CallRecord
     from steadyrun.runtime import Agent
     from steadyrun.runtime._calls import CallRunner
-    from steadyrun.runtime._extension import ModelCall, ToolCall
+    from steadyrun.runtime._extension import ModelCall, ToolCall, TurnView
     from steadyrun.runtime._loop import Execution
     from steadyrun.temporal._extio import io_tool_owners, route_hooks
+    from steadyrun.temporal._extmw import (
+        ACTIVITY_MODEL_WRAPPED,
+        Moved,
+        Routing,
+        WrappedModelInput,
+        WrappedModelOutput,
+        model_parts,
+        route_middleware,
+        tool_parts,
+    )
     from steadyrun.temporal._outcomes import Returned, Unrenderable, outcome_value
     from steadyrun.temporal._payloads import (
         ACTIVITY_MODEL,
@@ -87,6 +98,8 @@ class Engine:
     delegations: dict[str, Delegation]
     background: dict[str, BackgroundTool]
     io_tools: dict[str, str]
+    ext_tools: dict[str, str]  # every extension's tools: tool name -> extension name
+    moved: Moved  # which hooks of I/O extensions run in activities (the run's patches)
     tasks: WorkflowTasks | None = None  # the workflow's background tasks (with ``background``)
     children: ChildTurns | None = None  # sub-agents that may signal their result
 
@@ -95,7 +108,8 @@ class Engine:
         """The engine of ``agent``: its own tools run as activities, built-in ones here.
 
         Delegation tools of its ``SubAgents`` extension run as child workflows, and tools of
-        the app's ``background`` tools as heartbeating activities.
+        the app's ``background`` tools as heartbeating activities. Called in the workflow,
+        once per workflow run, before its loop: it decides the run's ``Moved`` patches.
         """
         # Tools of extensions that do I/O run as activities, like the agent's own.
         io_tools = io_tool_owners(agent)
@@ -111,6 +125,8 @@ class Engine:
             delegations=delegations(agent),
             background=background,
             io_tools=io_tools,
+            ext_tools={t.name: ext.name for ext in agent.extensions for t in ext.tools()},
+            moved=Moved.decide(agent),
         )
 
 
@@ -127,21 +143,38 @@ class _ActivityModel:
         self.calls += 1
         return await self.call(f"{self.purpose}{self.calls}", request)
 
+    def input(self, model_call_id: str, request: ModelRequest) -> ModelCallInput:
+        """The activity's input for one call."""
+        return ModelCallInput(
+            agent=self.engine.agent.name,
+            run_id=self.run_id,
+            model_call_id=model_call_id,
+            request=to_plain(request, ModelRequest),
+            purpose="summary" if self.purpose == "summary" else "turn",
+        )
+
     async def call(self, model_call_id: str, request: ModelRequest) -> ModelResponse:
+        inp = self.input(model_call_id, request)
+        plain = await self.execute(ACTIVITY_MODEL, inp, dict, model_call_id)
+        return from_plain(plain, ModelResponse)
+
+    async def wrapped(self, inp: WrappedModelInput) -> WrappedModelOutput:
+        """The call inside I/O extensions' instructions and ``wrap_model`` (``_extmw``)."""
+        out: WrappedModelOutput = await self.execute(
+            ACTIVITY_MODEL_WRAPPED, inp, WrappedModelOutput, inp.call.model_call_id
+        )
+        return out
+
+    async def execute(self, name: str, inp: Any, result_type: type, model_call_id: str) -> Any:
+        """The model activity ``name``, again when a lost worker cut its attempts short."""
         options = self.engine.app.options
         lost = 0
         while True:
             try:
-                plain = await workflow.execute_activity(
-                    ACTIVITY_MODEL,
-                    ModelCallInput(
-                        agent=self.engine.agent.name,
-                        run_id=self.run_id,
-                        model_call_id=model_call_id,
-                        request=to_plain(request, ModelRequest),
-                        purpose="summary" if self.purpose == "summary" else "turn",
-                    ),
-                    result_type=dict,
+                return await workflow.execute_activity(
+                    name,
+                    inp,
+                    result_type=result_type,
                     start_to_close_timeout=options.model_timeout,
                     heartbeat_timeout=options.heartbeat_timeout,
                     retry_policy=RetryPolicy(
@@ -151,7 +184,6 @@ class _ActivityModel:
                     ),
                     summary=f"{self.engine.agent.name} {model_call_id}",
                 )
-                return from_plain(plain, ModelResponse)
             except ActivityError as exc:
                 if isinstance(exc.cause, CancelledError) and workflow.patched(PATCH_MODEL_CANCEL):
                     # Only the run's cancel cancels a model call: it is that cancel, not a
@@ -189,6 +221,7 @@ class _ActivityCalls(CallRunner):
         background = self.engine.background
 
         tasks = self.engine.tasks if background else None
+        wrapped = bool(tool_parts(self.extensions, self.engine.moved))
 
         async def invoke(c: ToolCall) -> Any:
             if tasks is not None and c.tool.name in background:
@@ -196,7 +229,12 @@ class _ActivityCalls(CallRunner):
             if tasks is not None and c.tool.name in TASK_TOOLS:
                 # The agent's task tools answer from the tasks this workflow holds.
                 return await tasks.task_tool(c.tool.name, c.args, c.context.run_id)
-            if c.tool.name in own:
+            moved = (
+                wrapped and c.tool.name in self.engine.ext_tools and c.tool.name not in delegated
+            )
+            if c.tool.name in own or moved:
+                # With I/O extensions wrapping tools, a deterministic extension's tools run
+                # in the activity too, inside their wrap (its state goes along).
                 return await invoker(c)
             if c.tool.name in delegated:
                 return await run_delegation(
@@ -228,8 +266,9 @@ class _ActivityCalls(CallRunner):
 class _ToolInvoker:
     """Replaces ``Tool.invoke`` for the agent's own tools inside the workflow."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, wraps: list[str]) -> None:
         self.engine = engine
+        self.wraps = wraps
 
     async def __call__(self, call: ToolCall) -> Any:
         record, tool, ctx = call.record, call.tool, call.context
@@ -256,8 +295,15 @@ class _ToolInvoker:
             edited_arguments=ctx.edited_arguments,
         )
         owner = self.engine.io_tools.get(tool.name)
-        if owner is not None and owner in ctx.extensions:
-            inp.extensions = {owner: to_plain(ctx.extensions[owner].save_state(), Any)}
+        if self.wraps:
+            # I/O extensions' wrap_tool runs around the body in the activity (``_extmw``).
+            inp.wraps = self.wraps
+            inp.record = to_plain(record, CallRecord)
+            owner = self.engine.ext_tools.get(tool.name)
+        names = {*self.wraps, *([owner] if owner is not None else [])}
+        inp.extensions = {
+            n: to_plain(ctx.extensions[n].save_state(), Any) for n in names if n in ctx.extensions
+        }
         try:
             out = await workflow.execute_activity(
                 ACTIVITY_TOOL,
@@ -297,10 +343,16 @@ class WorkflowExecution(Execution):
             **{f.name: getattr(old, f.name) for f in fields(CallRunner)}, engine=engine
         )
         self.engine = engine
-        self.calls.invoker = _ToolInvoker(engine)
+        self.calls.invoker = _ToolInvoker(engine, tool_parts(self.ext, engine.moved))
         self.model = _ActivityModel(engine, self.state.run_id, "turn")
+        self.routing = Routing(
+            app=engine.app, agent=self.agent.name, run_id=self.state.run_id, subagent=self.subagent
+        )
         if self.ext is not None:
-            route_hooks(engine.app, self.agent, self.ext, self.state.run_id, self.subagent)
+            self.routing.reported = route_hooks(
+                engine.app, self.agent, self.ext, self.state.run_id, self.subagent
+            )
+            route_middleware(engine.moved, self.ext, self.routing)
             if engine.tasks is not None:
                 for inst in self.ext.instances:
                     if isinstance(inst, TaskRecovery):
@@ -313,8 +365,30 @@ class WorkflowExecution(Execution):
         if self.ext is None:
             return await self.model.call(model_call_id, request)
 
+        ext, cp = self.ext, self.state.cp
+
         async def respond(call: ModelCall) -> ModelResponse:
-            return await self.model.call(model_call_id, call.request)
+            chain, states = model_parts(ext, self.engine.moved)
+            if not states:
+                return await self.model.call(model_call_id, call.request)
+            view = TurnView(
+                run_id=call.run_id,
+                agent=call.agent,
+                subagent=call.subagent,
+                turn=cp.turn,
+                iteration=cp.iteration,
+            )
+            out = await self.model.wrapped(
+                WrappedModelInput(
+                    call=self.model.input(model_call_id, call.request),
+                    subagent=self.subagent,
+                    chain=chain,
+                    states=states,
+                    view=to_plain(view, TurnView),
+                )
+            )
+            self.routing.take(out, ext.by_name)
+            return from_plain(out.response, ModelResponse)
 
         call = ModelCall(
             run_id=self.state.run_id,

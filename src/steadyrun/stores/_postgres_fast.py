@@ -30,7 +30,7 @@ from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
 from steadyrun.stores._sql_values import to_us
 
-__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused"]
+__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused", "run_row"]
 
 REFUSED = "SR001"
 """The SQLSTATE of ``save_loop_step``'s checks."""
@@ -137,19 +137,11 @@ def fast_step(
         record = merge_call(stored, call)
         merged.append((record, encode_row(record, spots.carrying(row)), raw))
     entry = encode_entry(entry_of(step, segment, at))
-    run = step.run
     fence = current_fence()
     if fence is not None and not fence.covers(run_id):
         fence = None
     params = (
-        run_id,
-        run.agent,
-        run.status,
-        to_us(run.created_at),
-        to_us(run.updated_at),
-        run.steps,
-        enc.run,
-        enc.checkpoint,
+        *run_row(run_id, step, enc),
         fence.run_id if fence else None,
         fence.owner if fence else None,
         fence.token if fence else None,
@@ -166,6 +158,25 @@ def fast_step(
     )
     rows = new + [(c, r) for c, r, _ in merged]
     return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))
+
+
+def run_row(run_id: str, step: Step, enc: EncodedStep) -> tuple[Any, ...]:
+    """The ``runs`` row a step writes, in the columns' order.
+
+    (run_id, agent, status, created_us, updated_us, steps, record, checkpoint): the fast
+    statement's first parameters and the general path's upsert.
+    """
+    run = step.run
+    return (
+        run_id,
+        run.agent,
+        run.status,
+        to_us(run.created_at),
+        to_us(run.updated_at),
+        run.steps,
+        enc.run,
+        enc.checkpoint,
+    )
 
 
 def _array(values: Sequence[Any]) -> list[Any] | None:

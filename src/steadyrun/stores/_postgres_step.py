@@ -31,8 +31,7 @@ from steadyrun.stores._history_postgres import pg_entry
 from steadyrun.stores._history_sql import PREVIOUS, sql
 from steadyrun.stores._leases import Fence, LeaseLostError, current_fence
 from steadyrun.stores._postgres_db import WriteTransaction
-from steadyrun.stores._postgres_fast import CallRows
-from steadyrun.stores._sql_values import to_us
+from steadyrun.stores._postgres_fast import CallRows, run_row
 
 __all__ = ["pipelined", "write_call", "write_step"]
 
@@ -70,16 +69,7 @@ async def write_step(
         " DO UPDATE SET agent = excluded.agent, status = excluded.status, updated_us ="
         " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
         " checkpoint = excluded.checkpoint",
-        (
-            run_id,
-            run.agent,
-            run.status,
-            to_us(run.created_at),
-            to_us(run.updated_at),
-            run.steps,
-            enc.run,
-            enc.checkpoint,
-        ),
+        run_row(run_id, step, enc),
     )
     if step.removed_blocks:
         await conn.execute(

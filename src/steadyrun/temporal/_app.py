@@ -28,6 +28,7 @@ from steadyrun.temporal._converter import with_step_converter
 from steadyrun.temporal._extmw import check_agent
 from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents, delegations
+from steadyrun.temporal._wforks import fork_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
 from steadyrun.temporal._wtasks import TASK_TOOLS
 
@@ -92,7 +93,8 @@ class TemporalApp:
         self.texts = texts or Texts()
         for agent in list(self._agents.values()):
             # The children of its SubAgents delegations, which run as child workflows.
-            for child in child_agents(agent, self.texts):
+            # And the agents of its forked skills, which run as child workflows too.
+            for child in [*child_agents(agent, self.texts), *fork_agents(agent, self.texts)]:
                 self._agents.setdefault(child.name, child)
         self.store = store
         self.options = options or TemporalOptions()

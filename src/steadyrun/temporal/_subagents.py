@@ -53,6 +53,7 @@ __all__ = [
     "PATCH_SUBAGENT_BACKGROUND",
     "ChildResults",
     "Delegation",
+    "MainOnly",
     "child_agents",
     "delegations",
     "record_subcalls",
@@ -73,12 +74,15 @@ class Delegation:
         child: The child agent's name in the app (``<agent>.subagent``, ``<agent>.<name>``).
         typed: Whether the child returns a typed completion (a ``Delegate`` with ``output``).
         limits: The child's limits (``max_iterations`` shown when it hits them).
+        failure: The ``Texts`` field of the error of a child that did not complete
+            (``skill_failed`` for a forked skill).
     """
 
     tool: str
     child: str
     typed: bool
     limits: Limits
+    failure: str = "subagent_failed"
 
 
 class ChildResults(Protocol):
@@ -115,7 +119,7 @@ def delegations(agent: Agent) -> dict[str, Delegation]:
     return out
 
 
-class _Main:
+class MainOnly:
     """What ``_child_agent`` reads from a run handle: the main agent and its shareable tools."""
 
     def __init__(self, agent: Agent) -> None:
@@ -127,7 +131,7 @@ class _Main:
 
 def child_agents(agent: Agent, texts: Texts) -> list[Agent]:
     """The child agents of ``agent``'s delegations, built as the ``SubAgents`` extension does."""
-    handle = cast(RunHandle, _Main(agent))
+    handle = cast(RunHandle, MainOnly(agent))
     return [_child_agent(spec, handle, ext.limits, texts) for ext, spec in _specs(agent)]
 
 
@@ -163,7 +167,8 @@ async def run_delegation(
         ctx.report_usage(from_plain(out.usage, Usage))
     if out.status != "completed":
         why = why_of(out, ctx.texts, delegation)
-        raise SubAgentFailed(ctx.texts.subagent_failed.format(why=why))
+        failure: str = getattr(ctx.texts, delegation.failure)
+        raise SubAgentFailed(failure.format(why=why))
     if delegation.typed:
         return out.completion
     return out.text or ""

@@ -53,6 +53,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steadyrun.temporal._subagents import Delegation, delegations, run_delegation
     from steadyrun.temporal._wchildren import ChildTurns
+    from steadyrun.temporal._wforks import Forks
     from steadyrun.temporal._wtasks import TASK_TOOLS, WorkflowTasks
     from steadyrun.tools import Tool
 
@@ -100,6 +101,7 @@ class Engine:
     io_tools: dict[str, str]
     ext_tools: dict[str, str]  # every extension's tools: tool name -> extension name
     moved: Moved  # which hooks of I/O extensions run in activities (the run's patches)
+    forks: Forks  # forked skills, whose loads run as child workflows
     tasks: WorkflowTasks | None = None  # the workflow's background tasks (with ``background``)
     children: ChildTurns | None = None  # sub-agents that may signal their result
 
@@ -127,6 +129,7 @@ class Engine:
             io_tools=io_tools,
             ext_tools={t.name: ext.name for ext in agent.extensions for t in ext.tools()},
             moved=Moved.decide(agent),
+            forks=Forks.of(agent),
         )
 
 
@@ -211,6 +214,7 @@ class _ActivityCalls(CallRunner):
 
     engine: Engine
     invoker: _ToolInvoker | None = None
+    subagent: bool = False  # the run is a sub-agent's (it forks no skill)
 
     async def _body(self, call: ToolCall) -> Any:
         invoker = self.invoker
@@ -229,6 +233,11 @@ class _ActivityCalls(CallRunner):
             if tasks is not None and c.tool.name in TASK_TOOLS:
                 # The agent's task tools answer from the tasks this workflow holds.
                 return await tasks.task_tool(c.tool.name, c.args, c.context.run_id)
+            fork = self.engine.forks.of_call(c)
+            if fork is not None:
+                # A forked skill's sub-agent: a child workflow, as a delegation's.
+                forks = self.engine.forks
+                return await forks.run(fork, c, self.save, subagent=self.subagent)
             moved = (
                 wrapped and c.tool.name in self.engine.ext_tools and c.tool.name not in delegated
             )
@@ -340,7 +349,9 @@ class WorkflowExecution(Execution):
         super().__init__(**kwargs)
         old = self.calls
         self.calls = _ActivityCalls(
-            **{f.name: getattr(old, f.name) for f in fields(CallRunner)}, engine=engine
+            **{f.name: getattr(old, f.name) for f in fields(CallRunner)},
+            engine=engine,
+            subagent=self.subagent,
         )
         self.engine = engine
         self.calls.invoker = _ToolInvoker(engine, tool_parts(self.ext, engine.moved))

@@ -1,0 +1,69 @@
+"""Sub-agents on Temporal at parity with the built-in engine: forked skills, shared extensions.
+
+A forked skill's ``load_skill`` runs as a child workflow (as a delegation does), and the child
+workflow runs with the parent's extensions in the parent's state, whose states come back
+(``steadyrun.temporal._subagents``). Each scenario runs on both engines with the same result.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import subext_kit as kit  # noqa: E402
+
+import steadyrun as sr  # noqa: E402
+from steadyrun.chat import ModelRequest  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(params=["builtin", "temporal"])
+def engine(request: pytest.FixtureRequest) -> Any:
+    if request.param == "builtin":
+        return kit.builtin
+    server = request.getfixturevalue("temporal_server")
+    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
+
+
+async def test_a_forked_skill_runs_its_sub_agent(engine: Any, tmp_path: Path) -> None:
+    requests: list[ModelRequest] = []
+    run_id = kit.fresh("fork")
+    async with engine(kit.make_agent(requests, tmp_path, tally=False), tmp_path) as run:
+        out = await run(run_id, "Read the report.")
+    said = "digest of Read the report. ['list_skills', 'load_skill', 'read_skill_resource'] <>"
+    assert (out.status, out.text) == ("completed", f"done: {said}")
+    assert out.calls == [("m1.c1", "succeeded", said, None)]
+    assert out.usage == 3  # two of the main agent's model calls, one of the fork's
+    forks = [r for r in requests if "carrying out the skill" in r.instructions]
+    assert len(forks) == 1
+    assert forks[0].messages[0].text == "Read the report."
+    # What the fork's model sees: the skill's preamble and body.
+    assert "Digest the task in one line." in forks[0].instructions
+
+
+async def test_a_forked_skill_without_a_task_is_refused(engine: Any, tmp_path: Path) -> None:
+    async with engine(kit.make_agent([], tmp_path, tally=False), tmp_path) as run:
+        out = await run(kit.fresh("notask"), "No task.")
+    assert out.status == "completed"
+    why = sr.Texts().skill_fork_needs_task.format(name="digest")
+    refused = f"load_skill failed: ValueError: {why}"
+    assert out.calls == [("m1.c1", "failed", None, refused)]
+    assert out.text == f"done: {refused}"
+
+
+async def test_a_history_of_a_fork_from_before_replays(tmp_path: Path) -> None:
+    """Recorded with main 1ace2f3 (``subext_kit.record``): the fork's load ran in the tool
+    activity (and failed there). Without the patch marker it still does, on replay."""
+    from temporalio.client import WorkflowHistory
+
+    from steadyrun.temporal import TemporalApp
+
+    app = TemporalApp(agents=[kit.make_agent([], tmp_path, tally=False)], store=sr.MemoryStore())
+    for run_id, text in json.loads((DATA / "skill_fork_before.json").read_text()).items():
+        await app.replayer().replay_workflow(WorkflowHistory.from_json(run_id, text))

@@ -60,7 +60,7 @@ class Tally(Extension):
         ext = self
 
         @tool(replayable=True)
-        def tally(ctx: ToolContext) -> str:
+        async def tally(ctx: ToolContext) -> str:
             """Say what the tally saw so far.
 
             Args:

@@ -67,3 +67,30 @@ async def test_a_history_of_a_fork_from_before_replays(tmp_path: Path) -> None:
     app = TemporalApp(agents=[kit.make_agent([], tmp_path, tally=False)], store=sr.MemoryStore())
     for run_id, text in json.loads((DATA / "skill_fork_before.json").read_text()).items():
         await app.replayer().replay_workflow(WorkflowHistory.from_json(run_id, text))
+
+
+async def test_the_sub_agent_runs_with_the_parents_extensions(engine: Any, tmp_path: Path) -> None:
+    """The fork's model calls and tool calls pass through the parent's ``Tally`` (its
+    instructions, middleware and tool, in the parent's state), whose state the parent keeps;
+    ``Skills`` lists the fork its unforked skills only."""
+    requests: list[ModelRequest] = []
+    async with engine(kit.make_agent(requests, tmp_path), tmp_path) as run:
+        out = await run(kit.fresh("shared"), "Read the report.")
+    tools = "['list_skills', 'load_skill', 'read_skill_resource', 'tally']"
+    said = f"digest of Read the report. {tools} <2 model calls, tools ['load_skill', 'tally']>"
+    assert (out.status, out.text) == ("completed", f"done: {said}")
+    assert out.calls == [
+        ("m1.c1", "succeeded", said, None),
+        ("m1.c1/m1.c1", "succeeded", "2 model calls, tools ['load_skill', 'tally']", None),
+    ]
+    assert out.usage == 4
+    assert out.tally == {"models": 4, "tools": ["load_skill", "tally"]}
+    marks = [r.instructions.split("[tally ")[1].split("]")[0] for r in requests]
+    assert marks == [
+        "main: 0 model calls so far",
+        "sub-agent: 1 model calls so far",
+        "sub-agent: 2 model calls so far",
+        "main: 3 model calls so far",
+    ]
+    fork = requests[1].instructions
+    assert "- style" in fork and "- digest" not in fork  # Skills' listing for a sub-agent

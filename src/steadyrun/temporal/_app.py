@@ -30,6 +30,7 @@ from steadyrun.temporal._options import TemporalOptions
 from steadyrun.temporal._subagents import child_agents, delegations
 from steadyrun.temporal._wforks import fork_agents
 from steadyrun.temporal._workflow import AgentWorkflow, register_app
+from steadyrun.temporal._wshared import shared_view
 from steadyrun.temporal._wtasks import TASK_TOOLS
 
 __all__ = ["STICKY_TIMEOUT", "TemporalApp", "TemporalOptions"]
@@ -94,8 +95,9 @@ class TemporalApp:
         for agent in list(self._agents.values()):
             # The children of its SubAgents delegations, which run as child workflows.
             # And the agents of its forked skills, which run as child workflows too.
+            # Each runs with its parent's extensions (``_wshared``).
             for child in [*child_agents(agent, self.texts), *fork_agents(agent, self.texts)]:
-                self._agents.setdefault(child.name, child)
+                self._agents.setdefault(child.name, shared_view(child, agent))
         self.store = store
         self.options = options or TemporalOptions()
         self.media = media

@@ -112,6 +112,10 @@ class RunInput:
             going, and stays open, each task's ending a new turn signalled again.
             ``None`` (delegations started before ``steadyrun.subagent-background``): its
             background calls wait in the foreground and its result is its workflow's.
+        shared: With ``subagent``, the parent's extension states when the delegation
+            started (``save_state`` plain data, by name): the child runs with the parent's
+            extensions in those states (``_wshared``). ``None`` (children started before
+            ``steadyrun.subagent-extensions``): the child runs without extensions.
     """
 
     agent: str
@@ -124,6 +128,7 @@ class RunInput:
     cancel: bool = False
     cancelled_by: str | None = None
     parent: str | None = None
+    shared: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)
@@ -143,6 +148,8 @@ class RunOutput:
         generations: How many times the workflow continued as new.
         calls: A sub-agent run's call records (``CallRecord`` plain data), copied under the
             delegation call by the parent.
+        shared: A sub-agent run started with ``RunInput.shared``: the extensions' states
+            when it ended, which the parent's instances take.
     """
 
     run_id: str
@@ -155,6 +162,7 @@ class RunOutput:
     usage: dict[str, Any] = field(default_factory=dict)
     generations: int = 0
     calls: list[dict[str, Any]] = field(default_factory=list)
+    shared: dict[str, Any] | None = None
 
 
 @dataclass(kw_only=True)

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime._extension import RunHandle, ToolCall
     from steadyrun.runtime._handle import child_run_id
     from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
+    from steadyrun.temporal._wshared import parent_states, take_states
     from steadyrun.tools import Tool
 
 __all__ = [
@@ -158,10 +159,12 @@ async def run_delegation(
     ctx = call.context
     run_id = child_run_id(ctx.run_id, call.record.id)
     task = str(call.args.get("task", ""))
+    shared = parent_states(ctx)  # the child runs with the parent's extensions, as they are
     if children is not None and workflow.patched(PATCH_SUBAGENT_BACKGROUND):
-        out = await _detachable(delegation, call, run_id, task, children)
+        out = await _detachable(delegation, call, run_id, task, children, shared)
     else:
-        out = await _child(delegation, call, run_id, task)
+        out = await _child(delegation, call, run_id, task, shared)
+    take_states(ctx, out.shared)
     await record_subcalls(call.record.id, out.calls, save)
     if out.usage:
         ctx.report_usage(from_plain(out.usage, Usage))
@@ -175,7 +178,11 @@ async def run_delegation(
 
 
 def _child_input(
-    delegation: Delegation, run_id: str, task: str, parent: str | None = None
+    delegation: Delegation,
+    run_id: str,
+    task: str,
+    parent: str | None = None,
+    shared: dict[str, Any] | None = None,
 ) -> RunInput:
     """The child workflow's input: the delegation's task as its first message."""
     return RunInput(
@@ -185,15 +192,22 @@ def _child_input(
         input_id=f"{run_id}:task",
         subagent=True,
         parent=parent,
+        shared=shared,
     )
 
 
-async def _child(delegation: Delegation, call: ToolCall, run_id: str, task: str) -> RunOutput:
+async def _child(
+    delegation: Delegation,
+    call: ToolCall,
+    run_id: str,
+    task: str,
+    shared: dict[str, Any] | None = None,
+) -> RunOutput:
     """The child workflow's output (delegations from before ``PATCH_SUBAGENT_BACKGROUND``)."""
     try:
         out: RunOutput = await workflow.execute_child_workflow(
             WORKFLOW_NAME,
-            _child_input(delegation, run_id, task),
+            _child_input(delegation, run_id, task, shared=shared),
             id=run_id,
             task_queue=workflow.info().task_queue,
             result_type=RunOutput,
@@ -206,7 +220,12 @@ async def _child(delegation: Delegation, call: ToolCall, run_id: str, task: str)
 
 
 async def _detachable(
-    delegation: Delegation, call: ToolCall, run_id: str, task: str, children: ChildResults
+    delegation: Delegation,
+    call: ToolCall,
+    run_id: str,
+    task: str,
+    children: ChildResults,
+    shared: dict[str, Any] | None = None,
 ) -> RunOutput:
     """The child's first turn: its workflow's output, or signalled while its tasks go on.
 
@@ -215,7 +234,7 @@ async def _detachable(
     """
     handle = await workflow.start_child_workflow(
         WORKFLOW_NAME,
-        _child_input(delegation, run_id, task, parent=workflow.info().workflow_id),
+        _child_input(delegation, run_id, task, workflow.info().workflow_id, shared),
         id=run_id,
         task_queue=workflow.info().task_queue,
         result_type=RunOutput,

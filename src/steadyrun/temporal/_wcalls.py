@@ -104,9 +104,11 @@ class Engine:
     forks: Forks  # forked skills, whose loads run as child workflows
     tasks: WorkflowTasks | None = None  # the workflow's background tasks (with ``background``)
     children: ChildTurns | None = None  # sub-agents that may signal their result
+    shared: dict[str, Any] | None = None  # a child's parent's extension states (``_wshared``)
+    shared_set: Any = None  # the child's instances of them, as its last turn left them
 
     @classmethod
-    def of(cls, app: AppView, agent: Agent) -> Engine:
+    def of(cls, app: AppView, agent: Agent, shared: dict[str, Any] | None = None) -> Engine:
         """The engine of ``agent``: its own tools run as activities, built-in ones here.
 
         Delegation tools of its ``SubAgents`` extension run as child workflows, and tools of
@@ -130,6 +132,7 @@ class Engine:
             ext_tools={t.name: ext.name for ext in agent.extensions for t in ext.tools()},
             moved=Moved.decide(agent),
             forks=Forks.of(agent),
+            shared=shared,
         )
 
 

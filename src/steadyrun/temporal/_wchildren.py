@@ -51,8 +51,10 @@ if TYPE_CHECKING:
 __all__ = ["PATCH_SUBAGENT_BACKGROUND", "ChildSide", "ChildTurns", "output_of"]
 
 
-def output_of(result: RunResult, generation: int, *, subagent: bool) -> RunOutput:
-    """The workflow's output for ``result`` (a sub-agent's carries its call records)."""
+def output_of(
+    result: RunResult, generation: int, *, subagent: bool, shared: dict[str, Any] | None = None
+) -> RunOutput:
+    """The workflow's output for ``result`` (a sub-agent's: its calls, its shared states)."""
     return RunOutput(
         run_id=result.run_id,
         status=result.status,
@@ -64,6 +66,7 @@ def output_of(result: RunResult, generation: int, *, subagent: bool) -> RunOutpu
         usage=to_plain(result.usage, Usage),
         generations=generation,
         calls=to_plain(result.calls, list[CallRecord]) if subagent else [],
+        shared=shared,
     )
 
 

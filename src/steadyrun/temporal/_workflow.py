@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.temporal._taskrecords import RECORDED_UPDATES
     from steadyrun.temporal._wcalls import Engine, NoMedia, WorkflowExecution
     from steadyrun.temporal._wchildren import ChildSide, ChildTurns, output_of
+    from steadyrun.temporal._wshared import child_extensions, plain, shared_states
     from steadyrun.temporal._wstore import (
         CANCELLED,
         TASK_RECORDS,
@@ -195,18 +196,17 @@ class AgentWorkflow:
                     non_retryable=True,
                 )
         elif inp.resume:
-            # With an agent (a start for an ended workflow id) a run the store does not
-            # have is new: its input comes with the start, as an update.
+            # With an agent (a start for an ended workflow id) a run the store lacks is new.
             carried = await self._load(options, missing_ok=bool(inp.agent))
         agent_name = inp.agent
         if carried is not None and not agent_name:
             agent_name = carried.snapshot["run"]["agent"]
         try:
-            agent = app.agent(agent_name)
+            view = app.agent(agent_name)  # a child's has its parent's extensions (_wshared)
         except KeyError as exc:
             # A failure of the workflow (not of its task, which Temporal would retry forever).
             raise ApplicationError(str(exc), type="UsageError", non_retryable=True) from None
-        self._agent = agent
+        self._agent = agent = plain(view)
         texts = app.texts or Texts()
         children = ChildTurns(inp.run_id, store, delegations(agent), texts, self._wake)
         self._children = children
@@ -231,20 +231,18 @@ class AgentWorkflow:
             raise ApplicationError("a new run needs input", type="UsageError", non_retryable=True)
         self._ready = True
         if inp.resume:
-            # Input that restarted the run (an update with the start) is in the feed before
-            # the run looks for it.
+            # Input that restarted the run (an update with the start) is in the feed first.
             await workflow.wait_condition(workflow.all_handlers_finished)
         recorder.start()
         if inp.cancel:
             # A failed run, cancelled as the built-in engine cancels it: marked cancelled in
-            # the app's store, so nothing resumes it. (Histories from before ``cancel``
-            # decode it False: they replay as they ran.)
+            # the app's store, so nothing resumes it (histories from before decode it False).
             by = inp.cancelled_by
             why = f"{CANCELLED} by {by}" if by is not None else CANCELLED
             await store.cancel(inp.run_id, workflow.now(), why, by=by)
             await recorder.drain()
             return RunOutput(run_id=inp.run_id, status="cancelled", generations=generation)
-        engine = Engine.of(app, agent)
+        engine = Engine.of(app, view if inp.shared is not None else agent, shared=inp.shared)
         engine.tasks = tasks
         engine.children = children
         try:
@@ -260,6 +258,7 @@ class AgentWorkflow:
                     carried=carried,
                     subagent=inp.subagent,
                     parent=inp.parent,  # a sub-agent still signals its parent
+                    shared=inp.shared,
                 )
             )
         except asyncio.CancelledError:
@@ -276,7 +275,7 @@ class AgentWorkflow:
             raise
         await workflow.wait_condition(workflow.all_handlers_finished)
         await recorder.drain()
-        return output_of(result, generation, subagent=inp.subagent)
+        return output_of(result, generation, subagent=inp.subagent, shared=shared_states(engine))
 
     async def _load(
         self, options: TemporalOptions, *, missing_ok: bool, local: bool = False
@@ -347,6 +346,7 @@ class AgentWorkflow:
                 can_suspend=not self._subagent,
                 subagent=self._subagent,
                 on_handover=handover_in_activity(engine.app),
+                extensions=child_extensions(engine, state, new=new),
             )
             result = await (execution.start() if new else execution.resume())
             new = False

@@ -19,8 +19,8 @@ must be in ``save_state`` (it must be anyway to survive a crash). The rest of wh
 extension adds (``instructions``, the middleware ``wrap_model``, ``review_batch`` and
 ``wrap_tool``, and ``recover_call``) leaves the workflow too, in the model and tool
 activities and a local activity, with the chains in the built-in engine's order:
-``steadyrun.temporal._extmw``. The handle in an activity has no sub-agents (a forked skill
-fails there).
+``steadyrun.temporal._extmw``. The handle in an activity has no sub-agents (a forked skill's
+load runs as a child workflow instead: ``_wforks``).
 """
 
 from __future__ import annotations

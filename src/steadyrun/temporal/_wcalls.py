@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.temporal._wforks import Forks
     from steadyrun.temporal._wtasks import TASK_TOOLS, WorkflowTasks
     from steadyrun.tools import Tool
+    from steadyrun.tools._threads import sync_bodies_on_the_loop
 
 if TYPE_CHECKING:
     from steadyrun.temporal._options import AppView
@@ -252,7 +253,8 @@ class _ActivityCalls(CallRunner):
                 return await run_delegation(
                     delegated[c.tool.name], c, self.save, self.engine.children
                 )
-            return await c.tool.invoke(c.args, c.context)
+            with sync_bodies_on_the_loop():  # the workflow's loop takes no thread's answer
+                return await c.tool.invoke(c.args, c.context)
 
         if self.extensions is None:
             return await invoke(call)

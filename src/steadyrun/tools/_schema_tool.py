@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import jsonschema
@@ -26,6 +26,7 @@ from steadyrun.tools._arguments import (
 )
 from steadyrun.tools._context import ToolContext
 from steadyrun.tools._signature import Binding
+from steadyrun.tools._threads import run_in_thread
 from steadyrun.tools._tool import Tool
 
 __all__ = ["schema_tool", "validate_strictly"]
@@ -75,7 +76,7 @@ class _SchemaTool(Tool):
         """
         if self._binding.is_async:
             return await self.function(dict(args), ctx)
-        result = await asyncio.to_thread(self.function, dict(args), ctx)
+        result = await run_in_thread(partial(self.function, dict(args), ctx))
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -25,10 +25,10 @@ import contextvars
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["run_in_thread"]
+__all__ = ["run_in_thread", "sync_bodies_on_the_loop"]
 
 T = TypeVar("T")
 
@@ -124,6 +124,26 @@ def _new_pool() -> None:
 os.register_at_fork(after_in_child=_new_pool)
 
 
+_ON_THE_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "steadyrun_sync_bodies_on_the_loop", default=False
+)
+
+
+@contextlib.contextmanager
+def sync_bodies_on_the_loop() -> Iterator[None]:
+    """Within the block, ``run_in_thread`` calls ``fn`` on the caller's loop, no thread.
+
+    For an event loop that takes no other thread's callback: a Temporal workflow's, where
+    the tools that run in the workflow (deterministic and I/O-free, or they could not run
+    there) would otherwise wait forever for their thread's answer.
+    """
+    token = _ON_THE_LOOP.set(True)
+    try:
+        yield
+    finally:
+        _ON_THE_LOOP.reset(token)
+
+
 async def run_in_thread(fn: Callable[[], T]) -> T:
     """Run ``fn()`` in a worker thread and return (or raise) what it did.
 
@@ -133,4 +153,6 @@ async def run_in_thread(fn: Callable[[], T]) -> T:
     Returns:
         What ``fn`` returned.
     """
+    if _ON_THE_LOOP.get():
+        return fn()
     return await _pool.submit(fn)

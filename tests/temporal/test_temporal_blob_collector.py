@@ -22,6 +22,11 @@ from steadyrun.temporal._blobtypes import BlobStore  # noqa: E402
 EVERY = timedelta(milliseconds=200)
 
 
+def fresh(name: str) -> str:
+    # Workflow ids are the namespace's, and the dev server is shared by every test module.
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
 async def test_a_collector_frees_a_runs_blobs_after_it_ends_and_keeps_a_live_runs(
     temporal_server: Any, tmp_path: Path
 ) -> None:
@@ -29,21 +34,22 @@ async def test_a_collector_frees_a_runs_blobs_after_it_ends_and_keeps_a_live_run
     blobs = FolderBlobs(tmp_path / "blobs")
     app, codec = build(tmp_path, f"q-{uuid.uuid4().hex}", blobs)
     runs = app.runs(client)
+    one, two = fresh("collected"), fresh("kept")
     async with app.worker(client), codec.collecting(client, every=EVERY, grace=EVERY) as gc:
-        first = await runs.start("exporter", run_id="c-1", input="Export and publish May 1st.")
-        pending = await eventually(lambda: runs.pending("c-1"), lambda p: len(p) == 1)
-        await runs.start("exporter", run_id="c-2", input="Export and publish May 2nd.")
-        await eventually(lambda: runs.pending("c-2"), lambda p: len(p) == 1)
+        first = await runs.start("exporter", run_id=one, input="Export and publish May 1st.")
+        pending = await eventually(lambda: runs.pending(one), lambda p: len(p) == 1)
+        await runs.start("exporter", run_id=two, input="Export and publish May 2nd.")
+        await eventually(lambda: runs.pending(two), lambda p: len(p) == 1)
         passes = gc.passes
         await eventually(lambda: _passes(gc), lambda n: n >= passes + 3)
-        assert {"c-1", "c-2"} <= set(await blobs.owners())  # live runs keep theirs
+        assert {one, two} <= set(await blobs.owners())  # live runs keep theirs
         kept = blob_count("folder", tmp_path)
 
-        await runs.decide("c-1", pending[0].call_id, approve=True)
+        await runs.decide(one, pending[0].call_id, approve=True)
         assert (await first.result()).text == "published"
-        # Nobody calls collect: the collector lets c-1 go once its grace passed.
-        await eventually(blobs.owners, lambda owners: "c-1" not in owners)
-        assert "c-2" in await blobs.owners()
+        # Nobody calls collect: the collector lets the first go once its grace passed.
+        await eventually(blobs.owners, lambda owners: one not in owners)
+        assert two in await blobs.owners()
         assert 0 < blob_count("folder", tmp_path) <= kept
         assert gc.collected >= 1 and gc.last_error is None
     stopped = gc.passes
@@ -108,11 +114,12 @@ async def test_the_engine_collects_while_the_app_is_open(
     await host.open()
     try:
         runs = app.runs(client)
-        await runs.start("exporter", run_id="e-1", input="Export and publish May 1st.")
-        pending = await eventually(lambda: runs.pending("e-1"), lambda p: len(p) == 1)
-        await runs.decide("e-1", pending[0].call_id, approve=True)
-        assert (await runs.result("e-1")).text == "published"
-        await eventually(blobs.owners, lambda owners: "e-1" not in owners)
+        run = fresh("engine")
+        await runs.start("exporter", run_id=run, input="Export and publish May 1st.")
+        pending = await eventually(lambda: runs.pending(run), lambda p: len(p) == 1)
+        await runs.decide(run, pending[0].call_id, approve=True)
+        assert (await runs.result(run)).text == "published"
+        await eventually(blobs.owners, lambda owners: run not in owners)
         collector = engine.blob_collector
         assert collector is not None and collector.collected >= 1
     finally:

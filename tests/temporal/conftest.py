@@ -6,6 +6,8 @@ temporal CLI is missing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from devserverkit import temporal_missing
@@ -18,3 +20,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             missing = temporal_missing()
             if missing:
                 item.add_marker(pytest.mark.skip(reason=missing))
+
+
+@pytest.fixture(params=["builtin", "temporal"])
+def engine(request: pytest.FixtureRequest) -> Any:
+    """Either engine, as ``extmw_kit`` opens it: ``engine(agent, folder, **kw)``."""
+    import extmw_kit as kit
+
+    if request.param == "builtin":
+        return kit.builtin
+    server = request.getfixturevalue("temporal_server")
+    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)

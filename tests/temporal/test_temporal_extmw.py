@@ -23,14 +23,6 @@ from steadyrun.extensions import Extension  # noqa: E402
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(params=["builtin", "temporal"])
-def engine(request: pytest.FixtureRequest) -> Any:
-    if request.param == "builtin":
-        return kit.builtin
-    server = request.getfixturevalue("temporal_server")
-    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
-
-
 async def _scenario(engine: Any, folder: Path, **kw: Any) -> tuple[Any, ...]:
     """Two runs asking the same question: the second is answered from the cache."""
     kit.prepare(folder)

@@ -51,14 +51,6 @@ def answer(request: ModelRequest) -> ModelResponse:
     return text(f"done: {results[0]}")
 
 
-@pytest.fixture(params=["builtin", "temporal"])
-def engine(request: pytest.FixtureRequest) -> Any:
-    if request.param == "builtin":
-        return kit.builtin
-    server = request.getfixturevalue("temporal_server")
-    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
-
-
 async def test_a_deterministic_extensions_sync_tool_runs_in_the_workflow(
     engine: Any, tmp_path: Path
 ) -> None:

@@ -27,7 +27,14 @@ from steadyrun.records._stored import StoredSnapshot
 from steadyrun.stores._lifecycle import RunDump
 from steadyrun.stores._sql_values import to_us
 
-__all__ = ["DumpRows", "EncodedStep", "decode_snapshot", "dump_rows", "encode_step"]
+__all__ = [
+    "DumpRows",
+    "EncodedStep",
+    "decode_snapshot",
+    "dump_rows",
+    "encode_step",
+    "run_row",
+]
 
 
 @dataclass(slots=True)
@@ -163,4 +170,23 @@ def dump_rows(dump: RunDump) -> DumpRows:
             (f.run_id, m.seq, m.id, m.revision, encode(m)) for f in dump.feeds for m in f.messages
         ],
         consumed=[(f.run_id, f.consumed) for f in dump.feeds if f.consumed],
+    )
+
+
+def run_row(run_id: str, step: Step, enc: EncodedStep) -> tuple[Any, ...]:
+    """The ``runs`` row a step writes, in the columns' order.
+
+    (run_id, agent, status, created_us, updated_us, steps, record, checkpoint): every SQL
+    store's upsert, and PostgreSQL's fast statement's first parameters.
+    """
+    run = step.run
+    return (
+        run_id,
+        run.agent,
+        run.status,
+        to_us(run.created_at),
+        to_us(run.updated_at),
+        run.steps,
+        enc.run,
+        enc.checkpoint,
     )

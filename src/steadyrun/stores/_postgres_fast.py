@@ -25,12 +25,11 @@ import psycopg
 
 from steadyrun.records import CallRecord, Step, merge_call
 from steadyrun.stores._call_rows import Spots, decode_rows, encode_row
-from steadyrun.stores._encoded import EncodedStep
+from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
-from steadyrun.stores._sql_values import to_us
 
-__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused", "run_row"]
+__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused"]
 
 REFUSED = "SR001"
 """The SQLSTATE of ``save_loop_step``'s checks."""
@@ -158,25 +157,6 @@ def fast_step(
     )
     rows = new + [(c, r) for c, r, _ in merged]
     return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))
-
-
-def run_row(run_id: str, step: Step, enc: EncodedStep) -> tuple[Any, ...]:
-    """The ``runs`` row a step writes, in the columns' order.
-
-    (run_id, agent, status, created_us, updated_us, steps, record, checkpoint): the fast
-    statement's first parameters and the general path's upsert.
-    """
-    run = step.run
-    return (
-        run_id,
-        run.agent,
-        run.status,
-        to_us(run.created_at),
-        to_us(run.updated_at),
-        run.steps,
-        enc.run,
-        enc.checkpoint,
-    )
 
 
 def _array(values: Sequence[Any]) -> list[Any] | None:

@@ -33,7 +33,7 @@ from steadyrun.records import (
 )
 from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
 from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_detach, sqlite_resolved
-from steadyrun.stores._encoded import encode_step
+from steadyrun.stores._encoded import encode_step, run_row
 from steadyrun.stores._feed_wait import FeedWaiters
 from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
 from steadyrun.stores._leases import current_fence, late_outcome
@@ -186,13 +186,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         """
         run = step.run
         enc = encode_step(run_id, step)
-        run_b, cp_b, base, appended, written = (
-            enc.run,
-            enc.checkpoint,
-            enc.base,
-            enc.append,
-            enc.size,
-        )
+        base, appended, written = enc.base, enc.append, enc.size
         blocks = enc.blocks
         fence = current_fence()
 
@@ -205,16 +199,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                 " agent = excluded.agent, status = excluded.status, updated_us ="
                 " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
                 " checkpoint = excluded.checkpoint",
-                (
-                    run_id,
-                    run.agent,
-                    run.status,
-                    to_us(run.created_at),
-                    to_us(run.updated_at),
-                    run.steps,
-                    run_b,
-                    cp_b,
-                ),
+                run_row(run_id, step, enc),
             )
             if step.removed_blocks:
                 conn.executemany(

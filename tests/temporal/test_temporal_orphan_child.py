@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("temporalio", reason="temporalio is not installed (the temporal extra)")
 
 import asyncio  # noqa: E402
+import time  # noqa: E402
 import uuid  # noqa: E402
 from datetime import timedelta  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -31,7 +32,7 @@ from steadyrun.testing import FunctionModel, text, tool_calls  # noqa: E402
 
 
 @sr.tool(side_effects=True, concurrency_key="")
-async def gated_charge(order_id: str, ctx: sr.ToolContext) -> str:
+def gated_charge(order_id: str, ctx: sr.ToolContext) -> str:
     """Charge an order once the gate opens (the test opens it).
 
     Args:
@@ -41,7 +42,7 @@ async def gated_charge(order_id: str, ctx: sr.ToolContext) -> str:
     effect(deps, f"started {order_id}")
     gate = deps.effects.with_name("gate")
     while not gate.exists():
-        await asyncio.sleep(0.05)
+        time.sleep(0.05)
     effect(deps, f"charge {order_id}")
     return f"charged {order_id}"
 
@@ -67,9 +68,7 @@ def build(tmp: Path, queue: str) -> TemporalApp:
         model=FunctionModel(charger_model),
     )
     subagents = SubAgents([charger], general=False)
-    lead = sr.Agent(
-        name="lead", model=FunctionModel(lead_model), extensions=[subagents], deps=deps
-    )
+    lead = sr.Agent(name="lead", model=FunctionModel(lead_model), extensions=[subagents], deps=deps)
     options = TemporalOptions(
         task_queue=queue,
         heartbeat_timeout=timedelta(seconds=2),
@@ -85,19 +84,36 @@ async def _terminated_mid_delegation(
     handle = await runs.start("lead", run_id=run_id, input="Charge my order.")
     await eventually(lambda: asyncio.to_thread(effects, tmp / "fx"), lambda fx: bool(fx))
     await handle.terminate("an operator stopped it")  # the workflow fails mid-delegation
-    children = [
-        w.id async for w in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}/'")
-    ]
+    children = [w.id async for w in client.list_workflows(f"WorkflowId STARTS_WITH '{run_id}/'")]
     (child,) = children
     described = await client.get_workflow_handle(child).describe()
     assert described.status == WorkflowExecutionStatus.RUNNING  # abandoned, going on
     return str(child)
 
 
-def _assert_once(tmp: Path, out: Any) -> None:
+async def _waits_for_child(client: Any, run_id: str) -> bool:
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return any(
+        e.activity_task_scheduled_event_attributes.activity_type.name == "steadyrun.subagent-end"
+        for e in history.events
+    )
+
+
+async def _assert_once(tmp: Path, out: Any, run_id: str) -> None:
     assert out.status == "completed", out
     assert out.text == "lead: child: charged A-1"
     assert effects(tmp / "fx") == ["started A-1", "charge A-1"]  # nothing ran twice
+    store = sr.SqliteStore(tmp / "runs.db")
+    snap = await eventually(
+        lambda: store.load(run_id), lambda s: s is not None and s.run.status == "completed"
+    )
+    await store.close()
+    assert snap is not None
+    # The delegation has the child's answer, and the child's charge under it, once.
+    assert [(c.name, c.status, c.result) for c in snap.calls] == [
+        ("delegate_charger", "succeeded", "child: charged A-1"),
+        ("gated_charge", "succeeded", "charged A-1"),
+    ]
 
 
 async def test_a_resumed_parent_takes_over_its_lingering_child(
@@ -111,13 +127,15 @@ async def test_a_resumed_parent_takes_over_its_lingering_child(
     async with app.worker(client):
         child = await _terminated_mid_delegation(client, runs, tmp_path, run_id)
         await runs.resume(run_id)
-        # The resumed parent waits for the same child: it is told as the child's turn ends.
-        await asyncio.sleep(1)
+        # The resumed parent waits for the same child, not a second one.
+        await eventually(lambda: _waits_for_child(client, run_id), lambda found: found)
         (tmp_path / "gate").touch()
         out = await asyncio.wait_for(runs.result(run_id), 60)
         history = await client.get_workflow_handle(run_id).fetch_history()
         child_history = await client.get_workflow_handle(child).fetch_history()
-    _assert_once(tmp_path, out)
+        child_runs = [w async for w in client.list_workflows(f"WorkflowId = '{child}'")]
+    await _assert_once(tmp_path, out, run_id)
+    assert len(child_runs) == 1  # taken over, never started again
     await app.replayer().replay_workflow(history)
     await app.replayer().replay_workflow(child_history)
 
@@ -140,5 +158,5 @@ async def test_a_resumed_parent_whose_child_ended_meanwhile_takes_its_stored_ans
         await runs.resume(run_id)
         out = await asyncio.wait_for(runs.result(run_id), 60)
         history = await client.get_workflow_handle(run_id).fetch_history()
-    _assert_once(tmp_path, out)
+    await _assert_once(tmp_path, out, run_id)
     await app.replayer().replay_workflow(history)

@@ -17,7 +17,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from steadyrun._codec import from_plain, to_plain
 from steadyrun._errors import ConflictError, NotPendingError, StoreError, UsageError
@@ -72,14 +73,17 @@ from steadyrun.temporal._handover import (
     call_hook,
 )
 from steadyrun.temporal._payloads import (
+    ACTIVITY_CHILD_END,
     ACTIVITY_LOAD,
     ACTIVITY_MODEL,
     ACTIVITY_RECORD,
     ACTIVITY_TOOL,
     Carried,
+    ChildEnd,
     Loaded,
     ModelCallInput,
     RecordInput,
+    RunOutput,
     ToolCallInput,
     ToolOutcome,
     update_from_plain,
@@ -126,6 +130,7 @@ class Activities:
             self.extension,
             self.model_wrapped,
             self.middleware,
+            self.child_end,
         ]
 
     def _agent(self, name: str) -> Agent:
@@ -324,6 +329,23 @@ class Activities:
             )
         interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
         return await run_operation(tool, inp, interval, self.task_output)
+
+    @activity.defn(name=ACTIVITY_CHILD_END)
+    async def child_end(self, run_id: str) -> ChildEnd:
+        """Wait for a sub-agent's child workflow that an earlier run of its parent started.
+
+        A resumed parent takes over the child a terminated run of it abandoned: Temporal
+        gives a child's result only to the run that started it, so this waits for it here.
+        """
+        handle = activity.client().get_workflow_handle(run_id, result_type=RunOutput)
+        async with self._beating():
+            try:
+                return ChildEnd(output=await handle.result())  # across its continue-as-new
+            except WorkflowFailureError as exc:
+                if isinstance(exc.cause, CancelledError):
+                    return ChildEnd(cancelled=True)
+                cause = exc.cause if exc.cause is not None else exc
+                return ChildEnd(error=f"{type(cause).__name__}: {cause}")
 
     # -- records ----------------------------------------------------------------------------
 

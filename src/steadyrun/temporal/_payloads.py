@@ -14,6 +14,7 @@ from steadyrun.records import CallUpdate
 from steadyrun.stores import FeedMessage
 
 __all__ = [
+    "ACTIVITY_CHILD_END",
     "ACTIVITY_LOAD",
     "ACTIVITY_MODEL",
     "ACTIVITY_RECORD",
@@ -21,6 +22,7 @@ __all__ = [
     "WORKFLOW_NAME",
     "AnswerArgs",
     "Carried",
+    "ChildEnd",
     "DecideArgs",
     "Loaded",
     "ModelCallInput",
@@ -41,6 +43,7 @@ ACTIVITY_MODEL = "steadyrun.model"
 ACTIVITY_TOOL = "steadyrun.tool"
 ACTIVITY_RECORD = "steadyrun.record"
 ACTIVITY_LOAD = "steadyrun.load"
+ACTIVITY_CHILD_END = "steadyrun.subagent-end"
 
 
 @dataclass(kw_only=True)
@@ -188,6 +191,21 @@ class SubagentTurn:
 
 SIGNAL_SUBAGENT_TURN = "subagent_turn"
 """The signal a sub-agent child workflow sends its parent (``SubagentTurn``)."""
+
+
+@dataclass(kw_only=True)
+class ChildEnd:
+    """How a child workflow another run of its parent started ended (``steadyrun.subagent-end``).
+
+    Attributes:
+        output: Its ``RunOutput``, when it returned one.
+        cancelled: It was cancelled.
+        error: Otherwise why it ended without output (failed, terminated, timed out).
+    """
+
+    output: RunOutput | None = None
+    cancelled: bool = False
+    error: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -25,10 +25,11 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from temporalio import workflow
-from temporalio.exceptions import CancelledError, ChildWorkflowError
+from temporalio.exceptions import CancelledError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -46,12 +47,19 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun.runtime import Agent, Limits
     from steadyrun.runtime._extension import RunHandle, ToolCall
     from steadyrun.runtime._handle import child_run_id
-    from steadyrun.temporal._payloads import WORKFLOW_NAME, RunInput, RunOutput
+    from steadyrun.temporal._payloads import (
+        ACTIVITY_CHILD_END,
+        WORKFLOW_NAME,
+        ChildEnd,
+        RunInput,
+        RunOutput,
+    )
     from steadyrun.temporal._wshared import parent_states, take_states
     from steadyrun.tools import Tool
 
 __all__ = [
     "PATCH_SUBAGENT_BACKGROUND",
+    "PATCH_SUBAGENT_TAKEOVER",
     "ChildResults",
     "Delegation",
     "MainOnly",
@@ -64,6 +72,11 @@ __all__ = [
 
 PATCH_SUBAGENT_BACKGROUND = "steadyrun.subagent-background"
 """Marks parents whose delegations take a child's result by signal (``_wchildren``)."""
+
+PATCH_SUBAGENT_TAKEOVER = "steadyrun.subagent-takeover"
+"""Marks parents whose delegations take over a child still going (``_take_over``)."""
+
+_FOREVER = timedelta(days=365)  # a child may wait that long; a lost worker shows by heartbeat
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +154,7 @@ async def run_delegation(
     call: ToolCall,
     save: Callable[[CallRecord], Any],
     children: ChildResults | None = None,
+    heartbeat: timedelta = timedelta(seconds=4),
 ) -> Any:
     """Run a delegation call as a child workflow and return what the tool would return.
 
@@ -150,6 +164,7 @@ async def run_delegation(
         save: The workflow's ``CallRunner.save`` (the child's calls are copied with it).
         children: The workflow's ``ChildTurns``: the child may then signal its result while
             its background tasks go on (runs with ``PATCH_SUBAGENT_BACKGROUND``).
+        heartbeat: The heartbeat timeout of the wait for a child taken over.
 
     Raises:
         SubAgentFailed: The child did not complete.
@@ -161,7 +176,7 @@ async def run_delegation(
     task = str(call.args.get("task", ""))
     shared = parent_states(ctx)  # the child runs with the parent's extensions, as they are
     if children is not None and workflow.patched(PATCH_SUBAGENT_BACKGROUND):
-        out = await _detachable(delegation, call, run_id, task, children, shared)
+        out = await _detachable(delegation, call, run_id, task, children, shared, heartbeat)
     else:
         out = await _child(delegation, call, run_id, task, shared)
     take_states(ctx, out.shared)
@@ -183,8 +198,14 @@ def _child_input(
     task: str,
     parent: str | None = None,
     shared: dict[str, Any] | None = None,
+    *,
+    stored: bool = False,
 ) -> RunInput:
-    """The child workflow's input: the delegation's task as its first message."""
+    """The child workflow's input: the delegation's task as its first message.
+
+    ``stored``: a child run the app's store has goes on from there (not anew, and without
+    the task again), as the built-in engine's ``run_subagent`` continues it.
+    """
     return RunInput(
         agent=delegation.child,
         run_id=run_id,
@@ -193,6 +214,7 @@ def _child_input(
         subagent=True,
         parent=parent,
         shared=shared,
+        resume=stored,
     )
 
 
@@ -226,21 +248,31 @@ async def _detachable(
     task: str,
     children: ChildResults,
     shared: dict[str, Any] | None = None,
+    heartbeat: timedelta = timedelta(seconds=4),
 ) -> RunOutput:
     """The child's first turn: its workflow's output, or signalled while its tasks go on.
 
     The child is abandoned when this run closes (a continue-as-new must not cancel a child
     whose tasks go on); a cancel of this run cancels it here, or through ``ChildTurns``.
+    Since ``PATCH_SUBAGENT_TAKEOVER`` a child that a terminated run of this workflow
+    abandoned is taken over (``_take_over``), and one that ended goes on from the store.
     """
-    handle = await workflow.start_child_workflow(
-        WORKFLOW_NAME,
-        _child_input(delegation, run_id, task, workflow.info().workflow_id, shared),
-        id=run_id,
-        task_queue=workflow.info().task_queue,
-        result_type=RunOutput,
-        parent_close_policy=ParentClosePolicy.ABANDON,
-        static_summary=f"{delegation.child} for {call.record.id}",
-    )
+    takeover = workflow.patched(PATCH_SUBAGENT_TAKEOVER)
+    parent = workflow.info().workflow_id
+    try:
+        handle = await workflow.start_child_workflow(
+            WORKFLOW_NAME,
+            _child_input(delegation, run_id, task, parent, shared, stored=takeover),
+            id=run_id,
+            task_queue=workflow.info().task_queue,
+            result_type=RunOutput,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"{delegation.child} for {call.record.id}",
+        )
+    except WorkflowAlreadyStartedError:
+        if not takeover:
+            raise
+        return await _take_over(delegation, run_id, children, heartbeat)
     try:
         await workflow.wait_condition(lambda: handle.done() or run_id in children.early)
     except asyncio.CancelledError:
@@ -250,14 +282,58 @@ async def _detachable(
         raise
     if run_id in children.early:
         # Its turn ended with tasks going: it stays open, and its later turns are signalled.
-        children.going[run_id] = delegation.tool
         handle.add_done_callback(_quiet)
-        return children.early.pop(run_id)
+        return _going(delegation, run_id, children)
     try:
         out: RunOutput = await handle
     except ChildWorkflowError as exc:
         raise _failed(exc) from None
     return out
+
+
+def _going(delegation: Delegation, run_id: str, children: ChildResults) -> RunOutput:
+    """The child's signalled first turn; it goes on with its tasks, telling later turns."""
+    children.going[run_id] = delegation.tool
+    return children.early.pop(run_id)
+
+
+async def _take_over(
+    delegation: Delegation, run_id: str, children: ChildResults, heartbeat: timedelta
+) -> RunOutput:
+    """The first turn of a child still going that an earlier run of this workflow started.
+
+    A run terminated while a delegation waited abandoned its child (``ABANDON``); resumed,
+    it runs the delegation again and the child's id is taken. The child signals its parent
+    by workflow id, so a turn that ends with tasks going reaches this run; its workflow's
+    result, though, goes only to the run that started it, and the ``steadyrun.subagent-end``
+    activity waits for it instead. Nothing of the child runs again: it is the same child.
+    """
+    end = workflow.start_activity(
+        ACTIVITY_CHILD_END,
+        run_id,
+        result_type=ChildEnd,
+        activity_id=f"subagent-end:{run_id}",
+        start_to_close_timeout=_FOREVER,
+        heartbeat_timeout=heartbeat,
+    )
+    end.add_done_callback(_quiet)
+    try:
+        await workflow.wait_condition(lambda: end.done() or run_id in children.early)
+    except asyncio.CancelledError:
+        end.cancel()
+        # The run is cancelled: so is the child it took over, as its own would be.
+        with contextlib.suppress(Exception):
+            await workflow.get_external_workflow_handle(run_id).cancel()
+        raise
+    if run_id in children.early:
+        end.cancel()  # its later turns come by signal
+        return _going(delegation, run_id, children)
+    ended: ChildEnd = end.result()
+    if ended.cancelled:
+        raise asyncio.CancelledError()  # as ``_failed`` for a child cancelled on its own
+    if ended.output is None:
+        raise HostFailure(f"its child workflow ended ({ended.error})")
+    return ended.output
 
 
 def _quiet(handle: Any) -> None:

@@ -250,8 +250,9 @@ class _ActivityCalls(CallRunner):
                 # in the activity too, inside their wrap (its state goes along).
                 return await invoker(c)
             if c.tool.name in delegated:
+                heartbeat = self.engine.app.options.heartbeat_timeout
                 return await run_delegation(
-                    delegated[c.tool.name], c, self.save, self.engine.children
+                    delegated[c.tool.name], c, self.save, self.engine.children, heartbeat
                 )
             with sync_bodies_on_the_loop():  # the workflow's loop takes no thread's answer
                 return await c.tool.invoke(c.args, c.context)

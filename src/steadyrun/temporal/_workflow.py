@@ -25,10 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._texts import Texts
     from steadyrun.background import Task
     from steadyrun.media import MediaOptions
-    from steadyrun.records import (
-        CallRecord,
-        RunSnapshot,
-    )
+    from steadyrun.records import CallRecord, RunSnapshot
     from steadyrun.runtime import Agent, PendingItem, RunResult
     from steadyrun.runtime._observers import ObserverSet
     from steadyrun.runtime._state import RunState
@@ -220,9 +217,10 @@ class AgentWorkflow:
             tasks.restore(carried.tasks, carried.task_updates)
             children.going = dict(carried.children)
             generation = carried.generation
-        if inp.input is not None:
+        if inp.input is not None and not (inp.subagent and carried is not None):
             # A new run's first message is ``<run>:input``, as ``Runtime.run`` names it; input
-            # for a run that goes on gets an id of its own (that one is taken).
+            # for a run that goes on gets an id of its own (that one is taken). A sub-agent
+            # started again goes on from the store without its task again (``_subagents``).
             default_id = f"{inp.run_id}:input" if carried is None else workflow.uuid4().hex
             await store.append(
                 inp.run_id, FeedMessage(id=inp.input_id or default_id, content=inp.input)

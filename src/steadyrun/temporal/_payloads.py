@@ -103,7 +103,9 @@ class RunInput:
             and its output carries its call records.
         resume: A run that exists: the workflow loads it from the app's store (its last
             saved step) and resumes it, taking ``input`` as new input (a new turn when the
-            run had ended). ``agent`` may then be empty (the stored run names it).
+            run had ended). ``agent`` may then be empty (the stored run names it). With
+            ``subagent`` (delegations since ``steadyrun.subagent-takeover``) ``input`` is the
+            task of a child the store lacks; a stored child goes on without it.
         cancel: With ``resume``, for a run whose workflow ended with the run failed: the
             workflow marks the run cancelled in the app's store (its open calls
             ``cancelled``) and ends with the output status ``cancelled``, as the built-in

@@ -10,6 +10,8 @@ the extension uses. The child records itself in the store under its own id; when
 call records are copied under the delegation call (``parent_id``), its usage is counted, and a
 child that did not complete fails the call with the extension's sentence. Cancelling the
 parent cancels the child (``ParentClosePolicy.REQUEST_CANCEL`` and the cancelled await).
+A parent resumed after its workflow was terminated mid-delegation takes over the child the
+terminated run abandoned (``_take_over``), or continues it from the store if it ended.
 
 A delegation is never in flight when the parent continues as new: ``WorkflowStore`` continues
 only from ``save_step``, and the loop saves steps only outside ``BatchRunner.run`` (before the

@@ -368,7 +368,8 @@ def _unknown(child_calls: Sequence[CallRecord]) -> list[CallRecord]:
 
 def usage_since(after: Usage, before: Usage) -> Usage:
     """What a run used between two of its (cumulative) usages."""
-    return Usage(**{f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Usage)})
+    spent = {f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Usage)}
+    return Usage(**spent)
 
 
 def follow_up(

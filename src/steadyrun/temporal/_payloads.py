@@ -63,6 +63,8 @@ class Carried:
             run takes their later turns (``SubagentTurn`` signals) and stays open for them.
         task_updates: The last progress updates of those tasks (``Update`` plain data), by
             task id (older payloads have none: their tasks show no progress).
+        child_usage: Of ``children``, the usage (``Usage`` plain data) the run counted so far
+            (their later turns add what they used since; older payloads have none).
     """
 
     snapshot: dict[str, Any]
@@ -73,6 +75,7 @@ class Carried:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     children: dict[str, str] = field(default_factory=dict)
     task_updates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    child_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -149,7 +152,9 @@ class RunOutput:
         calls: A sub-agent run's call records (``CallRecord`` plain data), copied under the
             delegation call by the parent.
         shared: A sub-agent run started with ``RunInput.shared``: the extensions' states
-            when it ended, which the parent's instances take.
+            when it ended, which the parent's instances take; in a ``SubagentTurn`` (since
+            ``steadyrun.subagent-later-turns``) when that turn ended.
+        usage: The run's usage over all its turns (``Usage`` plain data).
     """
 
     run_id: str

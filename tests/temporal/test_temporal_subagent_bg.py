@@ -143,6 +143,9 @@ async def test_the_parent_continues_as_new_while_its_childs_task_runs(
     assert lead is not None
     told = [m for m in lead.context if m.role == "system" and m.text == follow_up(note)]
     assert len(told) == 1
+    # The lead's four model calls and its child's three, the later turn's counted after the
+    # lead continued as new (what it had counted of the child was carried).
+    assert lead.run.usage.requests == 7
 
 
 async def test_cancelling_the_parent_stops_its_childs_task(

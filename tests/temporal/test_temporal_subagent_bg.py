@@ -1,9 +1,10 @@
 """A sub-agent's background calls on Temporal: adopted, and its later turns told to the parent.
 
-The scenario both engines share is ``bg_subagents.subagent_adoption``; here what is Temporal's
-own: histories of delegations written before ``steadyrun.subagent-background`` replay, the
-parent continues as new while its child's task runs, cancelling the parent stops the child's
-task, and a worker SIGKILLed while the child's task runs.
+The scenarios both engines share are in ``bg_subagents``; here what is Temporal's own:
+histories of delegations written before ``steadyrun.subagent-background`` (and of later turns
+before ``steadyrun.subagent-later-turns``) replay, the parent continues as new while its
+child's task runs, cancelling the parent stops the child's task, and a worker SIGKILLed while
+the child's task runs.
 """
 
 from __future__ import annotations
@@ -78,6 +79,19 @@ async def test_delegations_recorded_before_the_change_replay(tmp_path: Path) -> 
     # Recorded with main 6041153: the child's build waited in the foreground.
     data = json.loads((DATA / "subagent_bg_before.json").read_text())
     app = build_app(tmp_path / "runs.db", tmp_path, tmp_path / "fx", task_queue="subbg-before")
+    for workflow_id, text in data.items():
+        history = WorkflowHistory.from_json(workflow_id, text)
+        await app.replayer().replay_workflow(history)
+
+
+async def test_later_turns_recorded_before_their_usage_and_states_were_taken_replay(
+    tmp_path: Path,
+) -> None:
+    # Recorded with main 6423012, before steadyrun.subagent-later-turns: the child's first
+    # turn and its later turn signalled to the lead without their states, the lead adding
+    # nothing of the later turn's usage.
+    data = json.loads((DATA / "subagent_later_before.json").read_text())
+    app = build_app(tmp_path / "runs.db", tmp_path, tmp_path / "fx", task_queue="subbg-later")
     for workflow_id, text in data.items():
         history = WorkflowHistory.from_json(workflow_id, text)
         await app.replayer().replay_workflow(history)

@@ -236,6 +236,8 @@ class ToolCallInput:
         wraps: The I/O extensions whose ``wrap_tool`` runs around the body, outermost first
             (``steadyrun.temporal._extmw``).
         record: With ``wraps``: the call's record as it starts (``CallRecord`` plain data).
+        subagent: Whether the run is a sub-agent's (its extensions' handles say so: ``Skills``
+            lists a sub-agent no forked skill). Older inputs say ``False``.
     """
 
     agent: str
@@ -252,6 +254,7 @@ class ToolCallInput:
     extensions: dict[str, Any] = field(default_factory=dict)
     wraps: list[str] = field(default_factory=list)
     record: dict[str, Any] | None = None
+    subagent: bool = False
 
 
 @dataclass(kw_only=True)

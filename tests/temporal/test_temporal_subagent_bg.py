@@ -194,6 +194,36 @@ async def test_cancelling_the_parent_stops_its_childs_task(
     assert [e.split()[0] for e in farm.effects()] == ["start", "stop"]
 
 
+async def test_a_later_turn_that_comes_while_the_parent_waits_for_a_decision_is_counted(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await Client.connect(temporal_server.target)
+    farm = Farm(tmp_path)
+    runs, store = farm.app.runs(client), sr.SqliteStore(tmp_path / "runs.db")
+    async with farm.app.worker(client):
+        await runs.start("lead", run_id=farm.run_id, input="build app and ship it")
+
+        async def asks() -> list[sr.PendingItem]:
+            return [i for i in await runs.pending(farm.run_id) if i.kind == "decision"]
+
+        (decision,) = await eventually(asks, bool)  # the lead waits, its child's task going
+        farm.finish()
+
+        async def child_ended() -> bool:
+            described = await client.get_workflow_handle(farm.child).describe()
+            return described.status is not None and described.status.name == "COMPLETED"
+
+        await eventually(child_ended, bool)  # its later turn signalled to the waiting lead
+        await runs.decide(farm.run_id, decision.call_id, approve=True)
+        out = await asyncio.wait_for(runs.result(farm.run_id), 120)  # a cap, not a limit
+        await farm.replay(client)
+        lead = await store.load(farm.run_id)
+    await store.close()
+    assert out.status == "completed" and (out.text or "").startswith("lead told: ")
+    # The lead's three model calls (delegate, ship, told) and its child's three.
+    assert lead is not None and lead.run.usage.requests == 6
+
+
 def start_worker(server: Any, farm: Farm) -> subprocess.Popen[str]:
     tmp = farm.tmp
     args = [server.target, farm.queue, str(tmp / "runs.db"), str(tmp / "jobs"), str(tmp / "fx")]

@@ -24,7 +24,7 @@ import steadyrun as sr
 from bgkit import Build, Deploy, Registry
 from steadyrun.background import BackgroundTool, MemoryTaskStore, Task, TaskManager
 from steadyrun.chat import ModelRequest
-from steadyrun.extensions import SubAgents
+from steadyrun.extensions import Extension, SubAgents
 from steadyrun.records import RunSnapshot
 from steadyrun.testing import ScriptedModel, text, tool_calls
 
@@ -90,15 +90,17 @@ def run_id_for(opener: Opener) -> str:
 
 class _BuiltinSession:
     def __init__(
-        self, model: ScriptedModel, tools: Sequence[BackgroundTool], subagents: bool = False
+        self,
+        model: ScriptedModel,
+        tools: Sequence[BackgroundTool],
+        subagents: bool = False,
+        extensions: Sequence[Extension] = (),
     ) -> None:
         self.store: sr.Store = sr.MemoryStore()
         self.tasks_store = MemoryTaskStore()
         self.manager = TaskManager(self.tasks_store, self.store, list(tools), lease=1.0, poll=0.02)
-        extensions = [SubAgents()] if subagents else []
-        self.agent = sr.Agent(
-            name="a", model=model, tools=self.manager.tools(), extensions=extensions
-        )
+        exts = [*([SubAgents()] if subagents else []), *extensions]
+        self.agent = sr.Agent(name="a", model=model, tools=self.manager.tools(), extensions=exts)
         self.runtime = sr.Runtime(self.store, agents=[self.agent])
         self.runtime.use_tasks(self.manager)
         self.first: dict[str, asyncio.Task[sr.RunResult]] = {}
@@ -146,13 +148,18 @@ class _BuiltinSession:
 
 @asynccontextmanager
 async def builtin(
-    model: ScriptedModel, tools: Sequence[BackgroundTool], *, subagents: bool = False
+    model: ScriptedModel,
+    tools: Sequence[BackgroundTool],
+    *,
+    subagents: bool = False,
+    extensions: Sequence[Extension] = (),
 ) -> AsyncIterator[_BuiltinSession]:
     """The built-in engine: ``Runtime`` and a ``TaskManager`` worker in this process.
 
-    With ``subagents`` the agent has ``SubAgents()`` (its ``delegate`` child has its tools).
+    With ``subagents`` the agent has ``SubAgents()`` (its ``delegate`` child has its tools),
+    then ``extensions``.
     """
-    session = _BuiltinSession(model, tools, subagents)
+    session = _BuiltinSession(model, tools, subagents, extensions)
     async with session.manager:
         yield session
 
@@ -218,7 +225,11 @@ def on_temporal(
 
     @asynccontextmanager
     async def open_(
-        model: ScriptedModel, tools: Sequence[BackgroundTool], *, subagents: bool = False
+        model: ScriptedModel,
+        tools: Sequence[BackgroundTool],
+        *,
+        subagents: bool = False,
+        extensions: Sequence[Extension] = (),
     ) -> AsyncIterator[_TemporalSession]:
         from temporalio.client import Client
 
@@ -227,9 +238,9 @@ def on_temporal(
         client = await Client.connect(server.target)
         queue = f"q-{uuid.uuid4().hex}"
         manager = TaskManager(MemoryTaskStore(), sr.MemoryStore(), list(tools))
-        extensions = [SubAgents()] if subagents else []
+        exts = [*([SubAgents()] if subagents else []), *extensions]
         agent = sr.Agent(
-            name="a", model=model, tools=[*manager.tools(), *extra_tools], extensions=extensions
+            name="a", model=model, tools=[*manager.tools(), *extra_tools], extensions=exts
         )
         store = sr.SqliteStore(folder / f"{queue}.db")
         settings: dict[str, Any] = {

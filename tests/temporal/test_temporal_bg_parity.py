@@ -33,6 +33,7 @@ SCENARIOS: list[Scenario] = [
     bg_engines.failure_and_time_limit,
     bg_engines.listed_by_the_service,
     bg_subagents.subagent_adoption,
+    bg_subagents.subagent_later_turn_counts,
     bg_engines.task_tools_in_a_later_turn,
 ]
 

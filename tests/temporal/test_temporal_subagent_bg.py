@@ -1,9 +1,10 @@
 """A sub-agent's background calls on Temporal: adopted, and its later turns told to the parent.
 
-The scenario both engines share is ``bg_subagents.subagent_adoption``; here what is Temporal's
-own: histories of delegations written before ``steadyrun.subagent-background`` replay, the
-parent continues as new while its child's task runs, cancelling the parent stops the child's
-task, and a worker SIGKILLed while the child's task runs.
+The scenarios both engines share are in ``bg_subagents``; here what is Temporal's own:
+histories of delegations written before ``steadyrun.subagent-background`` (and of later turns
+before ``steadyrun.subagent-later-turns``) replay, the parent continues as new while its
+child's task runs, cancelling the parent stops the child's task, and a worker SIGKILLed while
+the child's task runs.
 """
 
 from __future__ import annotations
@@ -83,6 +84,19 @@ async def test_delegations_recorded_before_the_change_replay(tmp_path: Path) -> 
         await app.replayer().replay_workflow(history)
 
 
+async def test_later_turns_recorded_before_their_usage_and_states_were_taken_replay(
+    tmp_path: Path,
+) -> None:
+    # Recorded with main 6423012, before steadyrun.subagent-later-turns: the child's first
+    # turn and its later turn signalled to the lead without their states, the lead adding
+    # nothing of the later turn's usage.
+    data = json.loads((DATA / "subagent_later_before.json").read_text())
+    app = build_app(tmp_path / "runs.db", tmp_path, tmp_path / "fx", task_queue="subbg-later")
+    for workflow_id, text in data.items():
+        history = WorkflowHistory.from_json(workflow_id, text)
+        await app.replayer().replay_workflow(history)
+
+
 async def test_a_sub_agents_task_ending_is_told_to_the_parent(
     temporal_server: Any, tmp_path: Path
 ) -> None:
@@ -143,6 +157,9 @@ async def test_the_parent_continues_as_new_while_its_childs_task_runs(
     assert lead is not None
     told = [m for m in lead.context if m.role == "system" and m.text == follow_up(note)]
     assert len(told) == 1
+    # The lead's four model calls and its child's three, the later turn's counted after the
+    # lead continued as new (what it had counted of the child was carried).
+    assert lead.run.usage.requests == 7
 
 
 async def test_cancelling_the_parent_stops_its_childs_task(
@@ -175,6 +192,36 @@ async def test_cancelling_the_parent_stops_its_childs_task(
     # cancelled, as on the built-in engine.
     assert child is not None and child.run.status == "completed"
     assert [e.split()[0] for e in farm.effects()] == ["start", "stop"]
+
+
+async def test_a_later_turn_that_comes_while_the_parent_waits_for_a_decision_is_counted(
+    temporal_server: Any, tmp_path: Path
+) -> None:
+    client = await Client.connect(temporal_server.target)
+    farm = Farm(tmp_path)
+    runs, store = farm.app.runs(client), sr.SqliteStore(tmp_path / "runs.db")
+    async with farm.app.worker(client):
+        await runs.start("lead", run_id=farm.run_id, input="build app and ship it")
+
+        async def asks() -> list[sr.PendingItem]:
+            return [i for i in await runs.pending(farm.run_id) if i.kind == "decision"]
+
+        (decision,) = await eventually(asks, bool)  # the lead waits, its child's task going
+        farm.finish()
+
+        async def child_ended() -> bool:
+            described = await client.get_workflow_handle(farm.child).describe()
+            return described.status is not None and described.status.name == "COMPLETED"
+
+        await eventually(child_ended, bool)  # its later turn signalled to the waiting lead
+        await runs.decide(farm.run_id, decision.call_id, approve=True)
+        out = await asyncio.wait_for(runs.result(farm.run_id), 120)  # a cap, not a limit
+        await farm.replay(client)
+        lead = await store.load(farm.run_id)
+    await store.close()
+    assert out.status == "completed" and (out.text or "").startswith("lead told: ")
+    # The lead's three model calls (delegate, ship, told) and its child's three.
+    assert lead is not None and lead.run.usage.requests == 6
 
 
 def start_worker(server: Any, farm: Farm) -> subprocess.Popen[str]:

@@ -18,7 +18,9 @@ from typing import Any  # noqa: E402
 import subext_kit as kit  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
-from steadyrun.chat import ModelRequest  # noqa: E402
+from steadyrun.chat import ModelRequest, ModelResponse  # noqa: E402
+from steadyrun.extensions import Skills  # noqa: E402
+from steadyrun.testing import FunctionModel, tool_calls  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -94,3 +96,29 @@ async def test_the_sub_agent_runs_with_the_parents_extensions(engine: Any, tmp_p
     ]
     fork = requests[1].instructions
     assert "- style" in fork and "- digest" not in fork  # Skills' listing for a sub-agent
+
+
+async def test_a_sub_agents_list_skills_leaves_out_forked_skills(
+    engine: Any, tmp_path: Path
+) -> None:
+    """``list_skills`` called by the fork's sub-agent lists what the built-in engine lists for
+    a sub-agent: its unforked skills only (a fork runs only from the main agent)."""
+
+    def model(request: ModelRequest) -> ModelResponse:
+        forked = "carrying out the skill 'digest'" in (request.instructions or "")
+        if forked and not any(m.role == "tool" for m in request.messages):
+            return tool_calls(("list_skills", {}))
+        return kit.answer(request)
+
+    agent = sr.Agent(
+        name=kit.AGENT,
+        instructions="You delegate.",
+        model=FunctionModel(model),
+        extensions=[Skills(kit.prepare(tmp_path))],
+    )
+    async with engine(agent, tmp_path) as run:
+        out = await run(kit.fresh("listed"), "Read the report.")
+    assert out.status == "completed"
+    (listed,) = [c for c in out.calls if c[0] == "m1.c1/m1.c1"]
+    assert listed[1] == "succeeded"
+    assert "style" in (listed[2] or "") and "digest" not in (listed[2] or "")

@@ -144,7 +144,10 @@ class Skills(Extension):
         self.texts = texts_of(handle)
 
     def _in_subagent(self, ctx: ToolContext) -> bool:
-        return self.handle is not None and ctx.run_id != self.handle.run_id
+        # A sub-agent shares its main run's instance (the main run's handle) on the built-in
+        # engine; on Temporal an instance in a tool activity has the sub-agent's own handle.
+        handle = self.handle
+        return handle is not None and (ctx.run_id != handle.run_id or handle.subagent)
 
     def visible(self, *, subagent: bool) -> list[Skill]:
         """The skills an agent may load: all of them, or for a sub-agent the unforked ones."""

@@ -14,7 +14,8 @@ call adopted into a task: its model got the launch receipt). When such a task en
 notification goes to the child run's feed, which wakes the run tree; the main run, resumed,
 gives the child a new turn (``on_restore``) and tells its own model what the child answered,
 in a system message of its feed (``Texts.subagent_follow_up``), taken in a new turn or at the
-next safe point.
+next safe point. That turn's usage is counted in the main run's too (``take_usage``), and it
+changed the main run's extension instances, which the child shares.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from steadyrun._errors import (
@@ -36,7 +37,7 @@ from steadyrun._errors import (
     UsageError,
 )
 from steadyrun._texts import Texts, default_texts, texts_of
-from steadyrun.chat import ModelResponse, ToolDefinition
+from steadyrun.chat import ModelResponse, ToolDefinition, Usage
 from steadyrun.models import ModelClient
 from steadyrun.records import CallRecord
 from steadyrun.runtime._agent import Agent, Limits
@@ -138,6 +139,7 @@ class SubAgents(Extension):
         # Delegations whose child completed: call id -> tool name. Their child runs may
         # still have background tasks going, whose endings give the child a new turn.
         self.delegated: dict[str, str] = {}
+        self._later = Usage()  # children's later turns' usage, not yet counted in the run's
 
     def for_run(self) -> SubAgents:
         """An instance for one run (child agents are built once per run, on first use)."""
@@ -156,6 +158,11 @@ class SubAgents(Extension):
     def restore_state(self, state: Any) -> None:
         """Load ``save_state``'s delegations (``None``: a new run)."""
         self.delegated = dict((state or {}).get("delegated", {}))
+
+    def take_usage(self) -> Usage:
+        """The usage of children's later turns (``on_restore``) since last taken."""
+        taken, self._later = self._later, Usage()
+        return taken
 
     def tool_names(self) -> set[str]:
         """The names of the delegation tools."""
@@ -258,6 +265,9 @@ class SubAgents(Extension):
             spec = self.delegates.get(tool_name.removeprefix("delegate_"))
             agent = await self._agent(spec if tool_name != "delegate" else None, handle)
             result = await handle.run_subagent(agent, call_id=call_id, task="")
+            # The child's usage is its run's, over every turn: the delegation counted the
+            # turns before this one.
+            self._later = self._later + usage_since(result.usage, child.run.usage)
             await handle.record_subcalls(call_id, result.calls)
             after = await handle.child_snapshot(call_id)
             turn = after.checkpoint.turn if after is not None else 0
@@ -354,6 +364,12 @@ def resume_child_or_review(
 def _unknown(child_calls: Sequence[CallRecord]) -> list[CallRecord]:
     """The child's started calls whose outcome a crash left unknown (by recovery's rule)."""
     return [c for c in child_calls if needs_recovery(c) and outcome_unknown(c)]
+
+
+def usage_since(after: Usage, before: Usage) -> Usage:
+    """What a run used between two of its (cumulative) usages."""
+    spent = {f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Usage)}
+    return Usage(**spent)
 
 
 def follow_up(

@@ -242,7 +242,9 @@ class Activities:
             input_response=inp.input_response if inp.answered else None,
             edited_arguments=inp.edited_arguments,
             texts=self.app.texts,
-            extensions=instances_for(self.app, agent, inp.run_id, inp.extensions),
+            extensions=instances_for(
+                self.app, agent, inp.run_id, inp.extensions, subagent=inp.subagent
+            ),
         )
         invoke = partial(tool.invoke, args, ctx)
         if inp.wraps and inp.record is not None:

@@ -66,6 +66,8 @@ class Carried:
             run takes their later turns (``SubagentTurn`` signals) and stays open for them.
         task_updates: The last progress updates of those tasks (``Update`` plain data), by
             task id (older payloads have none: their tasks show no progress).
+        child_usage: Of ``children``, the usage (``Usage`` plain data) the run counted so far
+            (their later turns add what they used since; older payloads have none).
     """
 
     snapshot: dict[str, Any]
@@ -76,6 +78,7 @@ class Carried:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     children: dict[str, str] = field(default_factory=dict)
     task_updates: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    child_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
@@ -154,7 +157,9 @@ class RunOutput:
         calls: A sub-agent run's call records (``CallRecord`` plain data), copied under the
             delegation call by the parent.
         shared: A sub-agent run started with ``RunInput.shared``: the extensions' states
-            when it ended, which the parent's instances take.
+            when it ended, which the parent's instances take; in a ``SubagentTurn`` (since
+            ``steadyrun.subagent-later-turns``) when that turn ended.
+        usage: The run's usage over all its turns (``Usage`` plain data).
     """
 
     run_id: str
@@ -251,6 +256,8 @@ class ToolCallInput:
         wraps: The I/O extensions whose ``wrap_tool`` runs around the body, outermost first
             (``steadyrun.temporal._extmw``).
         record: With ``wraps``: the call's record as it starts (``CallRecord`` plain data).
+        subagent: Whether the run is a sub-agent's (its extensions' handles say so: ``Skills``
+            lists a sub-agent no forked skill). Older inputs say ``False``.
     """
 
     agent: str
@@ -267,6 +274,7 @@ class ToolCallInput:
     extensions: dict[str, Any] = field(default_factory=dict)
     wraps: list[str] = field(default_factory=list)
     record: dict[str, Any] | None = None
+    subagent: bool = False
 
 
 @dataclass(kw_only=True)

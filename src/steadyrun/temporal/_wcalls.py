@@ -281,9 +281,10 @@ class _ActivityCalls(CallRunner):
 class _ToolInvoker:
     """Replaces ``Tool.invoke`` for the agent's own tools inside the workflow."""
 
-    def __init__(self, engine: Engine, wraps: list[str]) -> None:
+    def __init__(self, engine: Engine, wraps: list[str], *, subagent: bool = False) -> None:
         self.engine = engine
         self.wraps = wraps
+        self.subagent = subagent
 
     async def __call__(self, call: ToolCall) -> Any:
         record, tool, ctx = call.record, call.tool, call.context
@@ -308,6 +309,7 @@ class _ToolInvoker:
             input_state=ctx.input_state,
             input_response=ctx.input_response,
             edited_arguments=ctx.edited_arguments,
+            subagent=self.subagent,
         )
         owner = self.engine.io_tools.get(tool.name)
         if self.wraps:
@@ -360,7 +362,9 @@ class WorkflowExecution(Execution):
             subagent=self.subagent,
         )
         self.engine = engine
-        self.calls.invoker = _ToolInvoker(engine, tool_parts(self.ext, engine.moved))
+        self.calls.invoker = _ToolInvoker(
+            engine, tool_parts(self.ext, engine.moved), subagent=self.subagent
+        )
         self.model = _ActivityModel(engine, self.state.run_id, "turn")
         self.routing = Routing(
             app=engine.app, agent=self.agent.name, run_id=self.state.run_id, subagent=self.subagent

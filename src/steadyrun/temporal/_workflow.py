@@ -215,7 +215,7 @@ class AgentWorkflow:
         if carried is not None:
             await store.restore(inp.run_id, carried)
             tasks.restore(carried.tasks, carried.task_updates)
-            children.going = dict(carried.children)
+            children.restore(carried)
             generation = carried.generation
         if inp.input is not None and not (inp.subagent and carried is not None):
             # A new run's first message is ``<run>:input``, as ``Runtime.run`` names it; input
@@ -346,11 +346,12 @@ class AgentWorkflow:
                 on_handover=handover_in_activity(engine.app),
                 extensions=child_extensions(engine, state, new=new),
             )
-            result = await (execution.start() if new else execution.resume())
+            with children.running(execution):  # children's later turns reach it as it goes
+                result = await (execution.start() if new else execution.resume())
             new = False
             if self._subagent:
                 child = self._child
-                if child is not None and await child.turn_ended(result, generation):
+                if child is not None and await child.turn_ended(result, generation, engine):
                     continue  # a task's ending: a new turn, signalled to the parent
                 return result
             if result.status == "completed" and (tasks.held or children.outstanding):
@@ -383,13 +384,13 @@ class AgentWorkflow:
         snap = await store.load(self._run_id)
         assert snap is not None
         return Carried(
+            **(self._children.carried(snap) if self._children is not None else {}),  # settles snap
             snapshot=to_plain(snap, RunSnapshot),
             feed=[to_plain(m, FeedMessage) for m in store.feed],
             consumed=store.consumed_through,
             generation=generation,
             feed_offset=store.feed_offset,
             tasks=tasks.carried(),
-            children=dict(self._children.going) if self._children is not None else {},
             task_updates=tasks.carried_updates(RECORDED_UPDATES),
         )
 

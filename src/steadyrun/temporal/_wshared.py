@@ -16,10 +16,13 @@ parent's instances live in the parent's workflow, so (since ``PATCH_SUBAGENT_EXT
 
 One delegation at a time matches the built-in engine exactly. Delegations running at once
 each start from the parent's states when they started, and the last to end sets the states
-the parent keeps (on the built-in engine they mutate the same instances as they go). The
-later turns of a child whose tasks outlived its delegation (``_wchildren``) run with the
-child's instances; their states are not taken back. Children started without ``shared``
-(histories from before the patch) run without extensions, as they did.
+the parent keeps (on the built-in engine they mutate the same instances as they go). A child
+whose tasks outlived its delegation (``_wchildren``) signals each turn's states with its
+result; since ``PATCH_SUBAGENT_LATER_TURNS`` its later turns go on from the states its last
+turn left (they started from the parent's again before), and the parent takes them whole, as
+it takes a delegation's: what the parent changed itself since is replaced (on the built-in
+engine both change the same instances). Children started without ``shared`` (histories from
+before the patch) run without extensions, as they did.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class Engine(Protocol):
 
 __all__ = [
     "PATCH_SUBAGENT_EXTENSIONS",
+    "PATCH_SUBAGENT_LATER_TURNS",
     "SharedView",
     "child_extensions",
     "parent_states",
@@ -59,6 +63,10 @@ __all__ = [
 
 PATCH_SUBAGENT_EXTENSIONS = "steadyrun.subagent-extensions"
 """Marks parents that start their children with their extensions' states."""
+
+PATCH_SUBAGENT_LATER_TURNS = "steadyrun.subagent-later-turns"
+"""Marks children whose signalled turns carry their states and go on from them, and parents
+that take those states and the usage of their children's later turns (``_wchildren``)."""
 
 
 class SharedView(Agent):
@@ -96,12 +104,16 @@ def child_extensions(engine: Engine, state: RunState, *, new: bool) -> Extension
     """The child run's instances of its parent's extensions (``None``: it runs without).
 
     A new child starts from the parent's states; a child that goes on (a continue-as-new)
-    from its own checkpoint, as any run.
+    from its own checkpoint, as any run; a later turn from the states its last turn left.
     """
     if engine.shared is None:
         return None
     if new:
         state.cp.extra[EXT_STATE] = dict(engine.shared)
+    elif engine.shared_set is not None and workflow.patched(PATCH_SUBAGENT_LATER_TURNS):
+        # A sub-agent's checkpoint does not keep its instances' states (they are the
+        # parent's): without this its later turn would start from the delegation's again.
+        state.cp.extra[EXT_STATE] = shared_states(engine)
     ext = ExtensionSet.restored(engine.agent.extensions, state.cp, state.batch_calls())
     engine.shared_set = ext
     return ext

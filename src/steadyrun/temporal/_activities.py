@@ -330,7 +330,8 @@ class Activities:
                 non_retryable=True,
             )
         interval = max(self.app.options.heartbeat_timeout.total_seconds() / 3, 0.1)
-        return await run_operation(tool, inp, interval, self.task_output)
+        records = task_records(self.app.store)
+        return await run_operation(tool, inp, interval, self.task_output, records)
 
     @activity.defn(name=ACTIVITY_CHILD_END)
     async def child_end(self, run_id: str) -> ChildEnd:
@@ -414,7 +415,9 @@ class Activities:
             feed = (await store.claim(run_id, last)).messages if last else []
             # The tasks that ended in earlier workflow runs: the task tools still find them.
             tasks = task_records(store)
-            ended, updates = await recorded_tasks(tasks, run_id) if tasks else ([], {})
+            ended, updates = (
+                await recorded_tasks(tasks, run_id, self.app.background) if tasks else ([], {})
+            )
         # Only the unconsumed input travels; the numbering of the rest stays the store's.
         offset = feed[0].seq - 1 if feed else claimed
         return Loaded(

@@ -4,7 +4,9 @@ On the built-in engine a ``TaskManager`` adopts a long call into a durable task 
 store. On Temporal the durable task is the activity, owned by the run's workflow
 (``WorkflowTasks``): the activity starts the tool's operation (or resumes it with an answer),
 heartbeats its ``checkpoint`` while it waits, signals the workflow its progress updates, and
-returns how the operation ended. A worker lost mid-operation is noticed by the heartbeat
+returns how the operation ended. With the app's task tables (``task_records``), it also writes
+each update there as it heartbeats, once the workflow recorded the task (adopted): the store
+shows a task's progress as it comes, as on the built-in engine. A worker lost mid-operation is noticed by the heartbeat
 timeout; the next attempt (on any worker) re-attaches through the tool's ``recover`` from the
 last heartbeat's checkpoint, so the operation never starts twice. A tool without ``recover``
 gets one attempt when it has side effects.
@@ -28,10 +30,12 @@ from steadyrun.background import (
     Materializer,
     Outcome,
     TaskRef,
+    TaskStore,
     Update,
     task_id_of,
 )
 from steadyrun.background._model import check_update
+from steadyrun.temporal._taskrecords import store_updates
 
 __all__ = [
     "ACTIVITY_BACKGROUND",
@@ -106,10 +110,12 @@ async def run_operation(
     inp: BackgroundInput,
     heartbeat_every: float,
     output: Materializer | None = None,
+    records: TaskStore | None = None,
 ) -> BackgroundOutcome:
     """In the activity: start, resume or (on a later attempt) recover the operation; wait.
 
-    With ``output``, each progress update is also written to the task's file there.
+    With ``output``, each progress update is also written to the task's file there; with
+    ``records`` (the app's task tables), to the task's record once the workflow wrote it.
     """
     args = tool.Args.model_validate_json(inp.arguments or "{}")
     info = activity.info()
@@ -127,10 +133,25 @@ async def run_operation(
     else:
         op = await tool.start(task, args)
     buffered: list[Update] = []
+    unstored: list[Update] = []  # not yet in the task tables
     source = op.updates()
     pump = (
-        None if source is None else asyncio.ensure_future(_drain(source, buffered, task_id, output))
+        None
+        if source is None
+        else asyncio.ensure_future(
+            _drain(source, [buffered, unstored] if records else [buffered], task_id, output)
+        )
     )
+
+    async def store() -> None:
+        if records is None or not unstored:
+            return
+        batch = list(unstored)
+        try:
+            if await store_updates(records, task_id, batch):
+                del unstored[: len(batch)]
+        except Exception as exc:  # kept for the next beat: progress is not the outcome
+            log.warning("task %s: progress not recorded: %s", task_id, exc)
 
     async def beat() -> None:
         while True:
@@ -139,6 +160,7 @@ async def run_operation(
                 await _send_updates(inp, task_id, buffered)
             except Exception as exc:  # kept for the next beat: progress is not the outcome
                 log.warning("task %s: progress not signalled: %s", task_id, exc)
+            await store()
             await asyncio.sleep(heartbeat_every)
 
     beating = asyncio.create_task(beat())
@@ -159,6 +181,7 @@ async def run_operation(
             pump.cancel()
     with contextlib.suppress(Exception):  # the workflow may have moved on; the outcome counts
         await _send_updates(inp, task_id, buffered)
+    await store()  # an ended task's record also carries its last updates, for the rest
     return _outcome(value)
 
 
@@ -179,10 +202,11 @@ def _outcome(value: Any) -> BackgroundOutcome:
 
 
 async def _drain(
-    source: Any, buffered: list[Update], task_id: str, output: Materializer | None
+    source: Any, buffers: list[list[Update]], task_id: str, output: Materializer | None
 ) -> None:
     async for update in source:
-        buffered.append(update)
+        for buffered in buffers:
+            buffered.append(update)
         if output is None:
             continue
         try:

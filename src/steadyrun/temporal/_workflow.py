@@ -172,6 +172,7 @@ class AgentWorkflow:
         adopt = not inp.subagent or inp.parent is not None
         tasks = WorkflowTasks(app, store, self._wake, adopt=adopt)
         tasks.on_end = store.record_task
+        tasks.on_change = store.record_task_going
         self._tasks = tasks
         # A task's activity cannot follow the run into a continued workflow run.
         store.hold = lambda: tasks.outstanding

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = [
     "TASK_RECORDS",
+    "TASK_RECORDS_LIVE",
     "ContinueAsNew",
     "DryStore",
     "Recorder",
@@ -58,6 +59,10 @@ CANCELLED = "the run was cancelled"
 TASK_RECORDS = "steadyrun-task-records"
 """The patch under which the background tasks that ended are written to the app's store, and
 a cancel waits for the run's tasks to end."""
+
+TASK_RECORDS_LIVE = "steadyrun.task-records-live"
+"""The patch under which a background task is also written to the app's store when it is
+adopted, waits for an answer and resumes (its progress updates: by its own activity)."""
 
 
 def run_now(coro: Coroutine[Any, Any, T]) -> T:
@@ -185,6 +190,16 @@ class WorkflowStore(MemoryStore):
         """
         if workflow.patched(TASK_RECORDS):
             self.recorder.add(RecordOp(op="task", data=task_op_data(task, updates)))
+
+    def record_task_going(self, task: Task, updates: list[Update]) -> None:
+        """Queue a background task that has not ended (owned by this workflow) for the store.
+
+        Behind a patch: histories from before it wrote a task only when it ended.
+        """
+        if workflow.patched(TASK_RECORDS_LIVE):
+            held_by = workflow.info().workflow_id
+            op = RecordOp(op="task", data=task_op_data(task, updates, held_by=held_by))
+            self.recorder.add(op)
 
     async def cancel(
         self, run_id: str, now: datetime, reason: str = CANCELLED, *, by: str | None = None

@@ -122,6 +122,8 @@ class WorkflowTasks:
         self.foreground: dict[str, _Held] = {}  # not (yet) adopted; progress comes already
         # Called with each task that ended and its updates, once the run was told.
         self.on_end: Callable[[Task, list[Update]], None] | None = None
+        # Called with a task that was adopted, waits for an answer or resumes, and its updates.
+        self.on_change: Callable[[Task, list[Update]], None] | None = None
 
     # -- the run's view -----------------------------------------------------------------------
 
@@ -177,7 +179,12 @@ class WorkflowTasks:
         # Adopted: the same activity goes on, watched by the workflow; the run goes on too.
         self.held[task_id] = self.foreground.pop(task_id)
         held.watcher = asyncio.create_task(self._watch(held))
+        self._changed(held)
         return receipt_of(task)
+
+    def _changed(self, held: _Held) -> None:
+        if self.on_change is not None:
+            self.on_change(replace(held.task), list(held.updates))
 
     async def _foreground(self, held: _Held) -> str:
         """The outcome of an operation that ended within the foreground timeout."""
@@ -258,6 +265,7 @@ class WorkflowTasks:
             task.input = from_plain(out.input, TaskInput)
             if out.checkpoint is not None:
                 task.checkpoint = out.checkpoint
+            self._changed(held)
             self.wake()
             return
         bt = held.tool
@@ -426,6 +434,7 @@ class WorkflowTasks:
             ),
         )
         held.watcher = asyncio.create_task(self._watch(held))
+        self._changed(held)
 
 
 class _HeldStore:

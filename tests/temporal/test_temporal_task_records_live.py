@@ -61,6 +61,12 @@ async def test_a_task_is_in_the_store_as_it_runs_and_stays_when_its_workflow_is_
         (left,) = await session.runs.tasks(r)  # the workflow closed: from the records
         assert (left.id, left.status, left.description) == (task_id, "running", "build shop")
         assert [u.data for u in await records.updates(task_id)] == ["cloning", "compiling"]
+
+        async def stopped() -> bool:
+            return reg.stops == [task_id]
+
+        # Its activity's next heartbeat finds the workflow gone: the operation is stopped.
+        await bg_engines.eventually(stopped, "the operation stopped")
         history = await handle.fetch_history()
         await session.app.replayer().replay_workflow(history)
         # The next turn's load settles it as a task lost with its worker (the tool's traits).
@@ -99,7 +105,8 @@ async def test_a_running_record_never_replaces_an_ended_one_and_load_settles_a_r
     try:
         reg = Registry()
         activities = Activities(TemporalApp(agents=[], store=store, background=[Build(reg)]))
-        run = Step(run=RunRecord(run_id="r", agent="a", status="completed"), checkpoint=Checkpoint())
+        record = RunRecord(run_id="r", agent="a", status="completed")
+        run = Step(run=record, checkpoint=Checkpoint())
         ended = _task("completed", output={"built": "r/m1.c1"}, notified=True)
         ops = [
             RecordOp(op="save_step", data=to_plain(run, Step)),

@@ -6,10 +6,10 @@ store. On Temporal the durable task is the activity, owned by the run's workflow
 heartbeats its ``checkpoint`` while it waits, signals the workflow its progress updates, and
 returns how the operation ended. With the app's task tables (``task_records``), it also writes
 each update there as it heartbeats, once the workflow recorded the task (adopted): the store
-shows a task's progress as it comes, as on the built-in engine. A worker lost mid-operation is noticed by the heartbeat
-timeout; the next attempt (on any worker) re-attaches through the tool's ``recover`` from the
-last heartbeat's checkpoint, so the operation never starts twice. A tool without ``recover``
-gets one attempt when it has side effects.
+shows a task's progress as it comes, as on the built-in engine. A worker lost mid-operation
+is noticed by the heartbeat timeout; the next attempt (on any worker) re-attaches through the
+tool's ``recover`` from the last heartbeat's checkpoint, so the operation never starts twice.
+A tool without ``recover`` gets one attempt when it has side effects.
 """
 
 from __future__ import annotations

@@ -154,9 +154,10 @@ async def recorded_tasks(
     updates: dict[str, list[dict[str, Any]]] = {}
     for task in await tasks.list_tasks(run_id):
         if not task.final:
-            task = await _settle(tasks, task, (tools or {}).get(task.tool))
-            if task is None or not task.final:
+            settled = await _settle(tasks, task, (tools or {}).get(task.tool))
+            if settled is None or not settled.final:
                 continue
+            task = settled
         ended.append(to_plain(task, Task))
         kept = await tasks.updates(task.id, RECORDED_UPDATES)
         if kept:

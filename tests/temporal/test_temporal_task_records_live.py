@@ -22,13 +22,13 @@ import bg_engines  # noqa: E402
 
 from bgkit import Build, Registry  # noqa: E402
 from steadyrun._codec import to_plain  # noqa: E402
-from steadyrun.background import Task, Update  # noqa: E402
+from steadyrun.background import MemoryTaskStore, Task, Update  # noqa: E402
 from steadyrun.records import Checkpoint, RunRecord, Step  # noqa: E402
-from steadyrun.stores import SqliteStore  # noqa: E402
+from steadyrun.stores import MemoryStore, SqliteStore  # noqa: E402
 from steadyrun.temporal import TemporalApp  # noqa: E402
 from steadyrun.temporal._activities import Activities  # noqa: E402
 from steadyrun.temporal._payloads import RecordInput, RecordOp  # noqa: E402
-from steadyrun.temporal._taskrecords import task_op_data, task_records  # noqa: E402
+from steadyrun.temporal._taskrecords import HELD_UNTIL, task_op_data, task_records  # noqa: E402
 from steadyrun.testing import ScriptedModel, text, tool_calls  # noqa: E402
 
 _NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,3 +128,29 @@ async def test_a_running_record_never_replaces_an_ended_one_and_load_settles_a_r
         assert given["status"] == "failed"
     finally:
         await store.close()
+
+
+class _OwnStore(MemoryStore):
+    """A store that says where its runs' tasks are recorded (as a store of your own kind may)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks = MemoryTaskStore()
+
+    def task_store(self) -> MemoryTaskStore:
+        return self.tasks
+
+
+async def test_a_store_that_gives_its_task_store_records_tasks_there() -> None:
+    store = _OwnStore()
+    assert task_records(store) is store.tasks
+    activities = Activities(TemporalApp(agents=[], store=store, background=[Build(Registry())]))
+    record = RunRecord(run_id="r", agent="a", status="completed")
+    ops = [
+        RecordOp(op="save_step", data=to_plain(Step(run=record, checkpoint=Checkpoint()), Step)),
+        RecordOp(op="task", data=task_op_data(_task(), [], held_by="r")),
+    ]
+    await activities.record(RecordInput(run_id="r", ops=ops))
+    (going,) = await store.tasks.list_tasks("r")
+    assert (going.status, going.owner, going.lease_until) == ("running", "temporal:r", HELD_UNTIL)
+    assert await store.tasks.claimable(_LATER, 10) == []

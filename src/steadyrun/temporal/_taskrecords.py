@@ -71,19 +71,25 @@ _BY_STORE: weakref.WeakKeyDictionary[Any, TaskStore] = weakref.WeakKeyDictionary
 def task_records(store: Store | None) -> TaskStore | None:
     """The task tables in ``store``'s database (one per store object); ``None``: it has none.
 
-    A store of another kind (your own) records no tasks: they are listed while the run's
-    workflow answers, and a later turn does not find those that ended before it.
+    A store with a ``task_store()`` method (a store of your own kind, say) records them in
+    the ``TaskStore`` it returns. Another store of another kind records no tasks: they are
+    listed while the run's workflow answers, and a later turn does not find those that
+    ended before it.
     """
     if store is None:
         return None
+    own = getattr(store, "task_store", None)
     try:
         known = _BY_STORE.get(store)
-    except TypeError:  # not weakly referable: a store of another kind
-        return None
+    except TypeError:  # not weakly referable: asked every time
+        return _own_tasks(own)
     if known is not None:
         return known
     made: TaskStore
-    if isinstance(store, SqliteStore):
+    given = _own_tasks(own)
+    if given is not None:
+        made = given
+    elif isinstance(store, SqliteStore):
         made = _SqliteShared(store)
     elif isinstance(store, PostgresStore):
         made = _PostgresShared(store)
@@ -93,6 +99,15 @@ def task_records(store: Store | None) -> TaskStore | None:
         return None
     _BY_STORE[store] = made
     return made
+
+
+def _own_tasks(own: Any) -> TaskStore | None:
+    if not callable(own):
+        return None
+    tasks = own()
+    if not isinstance(tasks, TaskStore):
+        raise UsageError(f"the store's task_store() gave {type(tasks).__name__}, not a TaskStore")
+    return tasks
 
 
 def task_op_data(

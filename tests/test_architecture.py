@@ -100,11 +100,29 @@ def _known(name: str, modules: Mapping[str, Module]) -> str | None:
     return name if name in modules else None
 
 
+def parse(source: str) -> ast.Module:
+    """``ast.parse``, asked again when CPython 3.11 trips on its own recursion count.
+
+    3.11 keeps the AST constructor's recursion depth in interpreter-wide state, so a parse in
+    another thread at the same moment (a Temporal worker's sandbox or griffe, left running by
+    an earlier test of the session) makes this one raise ``SystemError: AST constructor
+    recursion depth mismatch`` (CPython gh-106905): nothing is wrong with the source.
+    """
+    for _ in range(4):
+        try:
+            return ast.parse(source)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc):
+                raise
+            last = exc
+    raise last
+
+
 def imports_of(name: str, modules: Mapping[str, Module]) -> list[Import]:
     """What module ``name`` imports of ours, wherever in the module the import stands."""
     module = modules[name]
     found = []
-    for node in ast.walk(ast.parse(module.source)):
+    for node in ast.walk(parse(module.source)):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]

@@ -26,11 +26,20 @@ def temporal_missing() -> str | None:
     return None
 
 
+# How often the server's task queues move their acknowledged level (30 s by default): a closed
+# workflow's deletion waits for its close to be acknowledged, so the tests that delete one
+# (retention, a forgotten run, delete from the host) would each wait up to half a minute.
+QUICK = {
+    "history.transferProcessorUpdateAckInterval": "200ms",
+    "history.visibilityProcessorUpdateAckInterval": "200ms",
+}
+
+
 def dev_server() -> Iterator[Any]:
     """A dev server on free loopback ports, in memory, until the generator is closed."""
     from steadyrun.temporal import DevServer
 
-    server = DevServer()
+    server = DevServer(dynamic_config=QUICK)
     asyncio.run(server.start())
     try:
         yield server

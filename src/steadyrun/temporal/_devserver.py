@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -72,6 +74,9 @@ class DevServer:
         namespace: The namespace clients use (created at launch; ``default`` always exists).
         binary: The ``temporal`` CLI; found with ``find_temporal_binary`` when ``None``.
         startup_timeout: Seconds to wait for the frontend to answer.
+        dynamic_config: The server's dynamic configuration values (``--dynamic-config-value
+            KEY=VALUE``, each value as JSON), e.g.
+            ``{"history.visibilityProcessorUpdateAckInterval": "1s"}``.
 
     Attributes:
         port: The frontend's gRPC port (set by ``start``).
@@ -88,8 +93,10 @@ class DevServer:
         namespace: str = "default",
         binary: str | Path | None = None,
         startup_timeout: float = 60.0,
+        dynamic_config: Mapping[str, object] | None = None,
     ) -> None:
         self.db_file = Path(db_file) if db_file is not None else None
+        self.dynamic_config = dict(dynamic_config or {})
         self.namespace = namespace
         self.binary = Path(binary) if binary is not None else find_temporal_binary()
         self.startup_timeout = startup_timeout
@@ -134,6 +141,8 @@ class DevServer:
             args += ["--namespace", self.namespace]
         if self.db_file is not None:
             args += ["--db-filename", str(self.db_file)]
+        for key, value in self.dynamic_config.items():
+            args += ["--dynamic-config-value", f"{key}={json.dumps(value)}"]
         self._spawn(args)
         try:
             await self._wait_ready()

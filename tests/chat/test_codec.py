@@ -299,3 +299,10 @@ def test_usage_addition_sums_every_field(a: Usage, b: Usage) -> None:
     assert a + b == b + a
     assert a + Usage() == a
     assert total is not a and total is not b
+
+
+@given(usages, usages)
+def test_usage_subtraction_gives_back_what_was_added(a: Usage, b: Usage) -> None:
+    assert (a + b) - a == b
+    assert (a + b) - b == a
+    assert a - Usage() == a

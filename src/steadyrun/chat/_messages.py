@@ -245,7 +245,7 @@ class ModelRequest:
 
 @dataclass(kw_only=True, slots=True)
 class Usage:
-    """Token usage; adds up with ``+``.
+    """Token usage; adds up with ``+``, and ``later - earlier`` is what was spent between.
 
     Attributes:
         requests: Model calls made.
@@ -271,6 +271,16 @@ class Usage:
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests - other.requests,
+            input_tokens=self.input_tokens - other.input_tokens,
+            output_tokens=self.output_tokens - other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens - other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens - other.reasoning_tokens,
         )
 
     @property

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from steadyrun._errors import (
@@ -267,7 +267,7 @@ class SubAgents(Extension):
             result = await handle.run_subagent(agent, call_id=call_id, task="")
             # The child's usage is its run's, over every turn: the delegation counted the
             # turns before this one.
-            self._later = self._later + usage_since(result.usage, child.run.usage)
+            self._later = self._later + (result.usage - child.run.usage)
             await handle.record_subcalls(call_id, result.calls)
             after = await handle.child_snapshot(call_id)
             turn = after.checkpoint.turn if after is not None else 0
@@ -364,12 +364,6 @@ def resume_child_or_review(
 def _unknown(child_calls: Sequence[CallRecord]) -> list[CallRecord]:
     """The child's started calls whose outcome a crash left unknown (by recovery's rule)."""
     return [c for c in child_calls if needs_recovery(c) and outcome_unknown(c)]
-
-
-def usage_since(after: Usage, before: Usage) -> Usage:
-    """What a run used between two of its (cumulative) usages."""
-    spent = {f.name: getattr(after, f.name) - getattr(before, f.name) for f in fields(Usage)}
-    return Usage(**spent)
 
 
 def follow_up(

@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from steadyrun._codec import from_plain, to_plain
     from steadyrun._texts import Texts
     from steadyrun.chat import Usage
-    from steadyrun.extensions.subagents import follow_up, usage_since
+    from steadyrun.extensions.subagents import follow_up
     from steadyrun.records import CallRecord, RunSnapshot
     from steadyrun.runtime import RunResult
     from steadyrun.runtime._extset import EXT_STATE
@@ -192,7 +192,7 @@ class ChildTurns:
         usage = from_plain(turn.output.usage, Usage)
         before = self.counted.get(turn.run_id)
         if before is not None:  # unknown (a run continued before the patch): not counted
-            self.due_usage = self.due_usage + usage_since(usage, before)
+            self.due_usage = self.due_usage + (usage - before)
         self.counted[turn.run_id] = usage
         self.due_states.update(turn.output.shared or {})
         self._settle()

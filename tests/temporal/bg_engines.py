@@ -22,7 +22,7 @@ import pytest
 
 import steadyrun as sr
 from bgkit import Build, Deploy, Registry
-from steadyrun.background import BackgroundTool, MemoryTaskStore, Task, TaskManager
+from steadyrun.background import BackgroundTool, MemoryTaskStore, Task, TaskManager, Update
 from steadyrun.chat import ModelRequest
 from steadyrun.extensions import Extension, SubAgents
 from steadyrun.records import RunSnapshot
@@ -69,6 +69,9 @@ class Session(Protocol):
     async def tasks(self, run_id: str) -> list[Task]:
         """The run's background tasks."""
         ...
+
+    async def updates(self, task_id: str) -> list[Update]:
+        """A task's progress updates in its task tables (the store's, on Temporal)."""
 
     def service(self) -> Any:
         """A service ``App`` over the session's runs (executing none of them itself)."""
@@ -140,6 +143,9 @@ class _BuiltinSession:
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.tasks_store.list_tasks(run_id)
 
+    async def updates(self, task_id: str) -> list[Update]:
+        return await self.tasks_store.updates(task_id)
+
     def service(self) -> Any:
         from steadyrun.service import App
 
@@ -206,6 +212,11 @@ class _TemporalSession:
 
     async def tasks(self, run_id: str) -> list[Task]:
         return await self.runs.tasks(run_id)  # type: ignore[no-any-return]
+
+    async def updates(self, task_id: str) -> list[Update]:
+        from steadyrun.temporal._taskrecords import task_records
+
+        return await task_records(self.store).updates(task_id)  # type: ignore[union-attr]
 
     def service(self) -> Any:
         from steadyrun.service import App
@@ -423,7 +434,11 @@ async def progress(opener: Opener) -> None:
     async with opener(model, [Build(reg)]) as session:
         await session.start(r, "go")
         await session.first_turn(r)
-        await asyncio.sleep(1.0)  # the updates reach the engine's task record
+
+        async def both() -> bool:
+            return len(await session.updates(f"{r}/m1.c1")) == 2
+
+        await eventually(both, "the updates stored (signalled first: task_status has them)")
         await _send(session, r, "how is it going?")
         await eventually(text_is(session, r, "it is building"), "the second turn")
         reg.gate(f"{r}/m1.c1").set()

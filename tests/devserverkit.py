@@ -45,3 +45,14 @@ def dev_server() -> Iterator[Any]:
         yield server
     finally:
         asyncio.run(server.stop())
+
+
+def either_engine(request: Any, kit: Any) -> Any:
+    """``kit``'s opener for the engine ``request.param`` names: ``engine(agent, folder, **kw)``.
+
+    ``kit.builtin`` as it is, ``kit.on_temporal`` on the session's dev server.
+    """
+    if request.param == "builtin":
+        return kit.builtin
+    server = request.getfixturevalue("temporal_server")
+    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)

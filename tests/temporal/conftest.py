@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from devserverkit import temporal_missing
+from devserverkit import either_engine, temporal_missing
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -25,9 +25,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(params=["builtin", "temporal"])
 def engine(request: pytest.FixtureRequest) -> Any:
     """Either engine, as ``extmw_kit`` opens it: ``engine(agent, folder, **kw)``."""
-    import extmw_kit as kit
+    import extmw_kit
 
-    if request.param == "builtin":
-        return kit.builtin
-    server = request.getfixturevalue("temporal_server")
-    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
+    return either_engine(request, extmw_kit)

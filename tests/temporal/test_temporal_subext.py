@@ -18,6 +18,7 @@ from typing import Any  # noqa: E402
 import subext_kit as kit  # noqa: E402
 
 import steadyrun as sr  # noqa: E402
+from devserverkit import either_engine  # noqa: E402
 from steadyrun.chat import ModelRequest, ModelResponse  # noqa: E402
 from steadyrun.extensions import Skills  # noqa: E402
 from steadyrun.testing import FunctionModel, tool_calls  # noqa: E402
@@ -27,10 +28,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(params=["builtin", "temporal"])
 def engine(request: pytest.FixtureRequest) -> Any:
-    if request.param == "builtin":
-        return kit.builtin
-    server = request.getfixturevalue("temporal_server")
-    return lambda agent, folder, **kw: kit.on_temporal(agent, folder, server=server, **kw)
+    return either_engine(request, kit)
 
 
 async def test_a_forked_skill_runs_its_sub_agent(engine: Any, tmp_path: Path) -> None:

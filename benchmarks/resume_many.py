@@ -140,7 +140,7 @@ async def resume_sample(path: Path, sample: list[tuple[str, int]], n: int) -> li
             t1 = time.perf_counter()
             if snap is None or snap.run.status != "suspended":
                 raise SystemExit(f"FAILED: run {rid} is not there, or not suspended")
-            waiting = [c.id for c in snap.calls if c.status == "awaiting_decision"]
+            waiting = [c.id for c in snap.batch_calls() if c.status == "awaiting_decision"]
             if len(waiting) != 1:
                 raise SystemExit(f"FAILED: run {rid} waits for {len(waiting)} decisions")
             c1 = time.process_time()

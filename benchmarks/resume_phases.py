@@ -9,7 +9,7 @@ process's CPU time (every thread), after ``gc.collect()``:
 
 * ``open``: the store opened (``list_runs(limit=1)``);
 * ``load``: ``store.load``;
-* ``decide``: the waiting call found in the loaded snapshot (``snap.calls``) and
+* ``decide``: the waiting call found in the loaded snapshot (``snap.batch_calls()``) and
   ``Runtime.decide``, as the harness does;
 * ``resume``: ``Runtime.resume`` up to the first model call;
 * ``first``: decide + resume, the harness's ``resume_to_first_model_call``;
@@ -47,7 +47,13 @@ PHASES = ("open", "load", "decide", "resume", "first", "end")
 
 def _env(db: Path, n: int) -> L.Env:
     args = argparse.Namespace(
-        db=str(db), n=n, tool="echo", async_tool=False, sqlite_sync=None, no_warmup=False
+        db=str(db),
+        n=n,
+        tool="echo",
+        async_tool=False,
+        inline_tool=False,
+        sqlite_sync=None,
+        no_warmup=False,
     )
     return L.Env(args, "FULL")
 

@@ -300,8 +300,9 @@ def expect(result: steadyrun.RunResult, status: str, text_: str | None = None) -
 
 
 async def approve_pending(runtime: Runtime, run_id: str, snap: Any) -> str:
-    """Approve the call the suspended run waits for (found in its loaded snapshot)."""
-    waiting = [c for c in snap.calls if c.status == "awaiting_decision"]
+    """Approve the call the suspended run waits for (found in its loaded snapshot's open batch,
+    as an approval screen finds it: ``batch_calls`` decodes those calls alone)."""
+    waiting = [c for c in snap.batch_calls() if c.status == "awaiting_decision"]
     if len(waiting) != 1:
         raise SystemExit(f"steadyrun_loop.py: run {run_id} waits for {len(waiting)} decisions")
     await runtime.decide(run_id, waiting[0].id, approve=True)

@@ -210,3 +210,13 @@ class RunSnapshot:
     context: list[Message]
     calls: list[CallRecord]
     blocks: list[Block]
+
+    def batch_calls(self) -> list[CallRecord]:
+        """The calls of the open batch (``checkpoint.batch``), in call order.
+
+        What a suspended run's open batch waits for (a decision, an input, a result) is among
+        these: an approval screen reads them instead of every call of the run. A loaded
+        snapshot decodes these calls alone.
+        """
+        by_id = {c.id: c for c in self.calls}
+        return [by_id[i] for i in self.checkpoint.batch if i in by_id]

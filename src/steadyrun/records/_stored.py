@@ -137,6 +137,15 @@ class StoredSnapshot(RunSnapshot):
     def blocks(self, value: list[Block]) -> None:
         _BLOCKS.__set__(self, value)
 
+    def batch_calls(self) -> list[CallRecord]:
+        """The calls of the open batch, in call order; only these are decoded.
+
+        A run of N=400 iterations holds 400 call rows; finding the one that waits for a
+        decision through ``calls`` decoded (and resolved) them all, 1.5 ms of a resume.
+        """
+        table = self.call_table()
+        return [table[i] for i in self.checkpoint.batch if i in table]
+
     def call_table(self) -> CallTable:
         """The calls by id, each decoded when the run first reads it (a new table each time)."""
         try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,6 +39,7 @@ from steadyrun._codec import _adapter, decode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, ToolCallPart, ToolResultPart
 from steadyrun.records import CallRecord
+from steadyrun.records._copy import copied
 
 __all__ = [
     "CALL_ROW_FORMAT",
@@ -151,7 +152,8 @@ def encode_row(record: CallRecord, spots: Spots) -> bytes:
             refs.append(ref)
             blank[name] = empty
     try:
-        data = _adapter(CallRecord).dump_json(replace(record, **blank), exclude_defaults=True)
+        kept = copied(record, **blank) if blank else record
+        data = _adapter(CallRecord).dump_json(kept, exclude_defaults=True)
     except PydanticSerializationError as exc:
         raise StoreError(f"cannot store CallRecord: {exc}") from exc
     if not refs:

@@ -231,6 +231,13 @@ async def test_loop_steps_are_one_statement_each_and_store_the_same_rows(
     assert fast_snap is not None and fast_snap.calls[1].arguments == ARGS
 
 
+def test_a_loop_step_sends_its_parameters_in_binary() -> None:
+    # Text format hex-escaped every document (twice its size) and each array through a regex
+    # (benchmarks/pg_params.py); the server reads the binary the same (the test above).
+    sql = _postgres.fast_sql('"s"')
+    assert sql.count("%b::") == 30 and "%s" not in sql
+
+
 async def test_fenced_loop_steps_check_the_lease_and_log_their_writer(pg_dsn: str) -> None:
     steps = loop_steps(1)
     async with PostgresStore(pg_dsn) as store:

@@ -40,26 +40,34 @@ def fence_check(
 
     The transaction holds SQLite's write lock (``BEGIN IMMEDIATE``), so no takeover can slip
     between this check and the commit. A fenced step (``steps`` given) is logged in
-    ``work_log``.
+    ``work_log`` by an insert that is the check itself: it inserts only while the run's
+    token is the fence's, so a step reads the lease row only when it is refused (for the
+    error's words).
 
     Raises:
         LeaseLostError: The claim was taken by another executor (or revoked by a cancel).
     """
     if fence is None or not fence.covers(run_id):
         return
+    if steps is not None:
+        # One b-tree keyed (root, row_id): the root's next number is on the page written.
+        cur = conn.execute(
+            "INSERT INTO work_log (root, row_id, run_id, steps, owner, token) SELECT ?,"
+            " (SELECT COALESCE(MAX(row_id), 0) + 1 FROM work_log WHERE root = ?), ?, ?, ?, ?"
+            " FROM work WHERE run_id = ? AND token = ?",
+            (fence.run_id, fence.run_id, run_id, steps, fence.owner, fence.token)
+            + (fence.run_id, fence.token),
+        )
+        if cur.rowcount == 1:
+            return
     row = conn.execute("SELECT owner, token FROM work WHERE run_id = ?", (fence.run_id,)).fetchone()
-    if row is None or row[1] != fence.token:
+    # A refused step's insert found no row of its token, so it raises here whatever ``row``
+    # says (it says the same under the write lock).
+    if steps is not None or row is None or row[1] != fence.token:
         holder = "nobody" if row is None else f"{row[0]!r} with token {row[1]}"
         raise LeaseLostError(
             f"write to run {run_id!r} refused: executor {fence.owner!r} holds token "
             f"{fence.token} of {fence.run_id!r}, but the claim is now {holder}"
-        )
-    if steps is not None:
-        # One b-tree keyed (root, row_id): the root's next number is on the page written.
-        conn.execute(
-            "INSERT INTO work_log (root, row_id, run_id, steps, owner, token) VALUES (?,"
-            " (SELECT COALESCE(MAX(row_id), 0) + 1 FROM work_log WHERE root = ?), ?, ?, ?, ?)",
-            (fence.run_id, fence.run_id, run_id, steps, fence.owner, fence.token),
         )
 
 

@@ -43,6 +43,7 @@ from steadyrun.records._copy import copied
 
 __all__ = [
     "CALL_ROW_FORMAT",
+    "CallRows",
     "NO_SPOTS",
     "CallRow",
     "Place",
@@ -139,6 +140,38 @@ class Spots:
 
 NO_SPOTS = Spots()
 """No place known: every text stays in the row."""
+
+_CALL_ROWS = 10_000  # rows a store remembers (calls not yet settled, in practice)
+
+
+class CallRows:
+    """The call rows this store wrote last, of calls not settled: what a settle merges with.
+
+    Only a guess: a store updates a row with what it merged against these bytes only while
+    the row still holds them (PostgreSQL's ``save_loop_step``, SQLite's ``_sqlite_step``).
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[str, str], bytes] = {}
+
+    def get(self, run_id: str, call_id: str) -> bytes | None:
+        """The row last written for the call, if this store wrote one and remembers it."""
+        return self._rows.get((run_id, call_id))
+
+    def wrote(self, run_id: str, call: CallRecord, row: bytes) -> None:
+        """Remember ``row`` as written for ``call`` (forgotten once the call settles)."""
+        key = (run_id, call.id)
+        if call.settled:
+            self._rows.pop(key, None)
+            return
+        if len(self._rows) >= _CALL_ROWS and key not in self._rows:
+            self._rows.clear()  # a guess only: forgetting costs one general-path write
+        self._rows[key] = row
+
+    def forget(self, run_id: str, call_ids: list[str] | tuple[str, ...]) -> None:
+        """Forget the rows of these calls (written elsewhere, or removed)."""
+        for call_id in call_ids:
+            self._rows.pop((run_id, call_id), None)
 
 
 def encode_row(record: CallRecord, spots: Spots) -> bytes:

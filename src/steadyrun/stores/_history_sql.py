@@ -30,6 +30,7 @@ __all__ = [
     "LIST",
     "PREVIOUS",
     "STEP",
+    "UNREAD",
     "messages_of",
     "sql",
     "sqlite_context_at",
@@ -110,10 +111,22 @@ class SqliteHistory:
         return await self._run(read)
 
 
-def sqlite_segment(conn: sqlite3.Connection, run_id: str, step: Step) -> int:
-    """The step's segment; a rewrite first archives the current log (call before it is gone)."""
-    row = conn.execute(sql(PREVIOUS), (run_id, step.run.steps)).fetchone()
-    segment, archive = next_segment(row[0] if row else None, step.context.base is not None)
+UNREAD = -1
+"""The previous segment not known to the caller: ``sqlite_segment`` reads it."""
+
+
+def sqlite_segment(
+    conn: sqlite3.Connection, run_id: str, step: Step, previous: int | None = UNREAD
+) -> int:
+    """The step's segment; a rewrite first archives the current log (call before it is gone).
+
+    ``previous``: the segment of the run's step before this one (``None``: there is none)
+    when the caller knows it, else ``UNREAD``.
+    """
+    if previous == UNREAD:
+        row = conn.execute(sql(PREVIOUS), (run_id, step.run.steps)).fetchone()
+        previous = row[0] if row else None
+    segment, archive = next_segment(previous, step.context.base is not None)
     if archive:
         conn.execute(sql(ARCHIVE), (segment - 1, run_id))
     return segment

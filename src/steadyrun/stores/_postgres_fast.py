@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 
 from steadyrun.records import CallRecord, Step, merge_call
-from steadyrun.stores._call_rows import Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows import CallRows, Spots, decode_rows, encode_row
 from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
@@ -35,7 +35,6 @@ REFUSED = "SR001"
 """The SQLSTATE of ``save_loop_step``'s checks."""
 
 _UNIQUE_VIOLATION = "23505"
-_CALL_ROWS = 10_000  # rows a store remembers (calls not yet settled, in practice)
 
 
 def fast_sql(s: str) -> str:
@@ -56,35 +55,6 @@ def fast_sql(s: str) -> str:
 def refused(exc: BaseException | None) -> bool:
     """Whether ``exc`` is ``save_loop_step`` declining the step (the general path writes it)."""
     return isinstance(exc, psycopg.Error) and exc.sqlstate in (REFUSED, _UNIQUE_VIOLATION)
-
-
-class CallRows:
-    """The call rows this store wrote last, of calls not settled: what a settle merges with.
-
-    Only a guess: ``save_loop_step`` updates a row only while it still holds these bytes.
-    """
-
-    def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], bytes] = {}
-
-    def get(self, run_id: str, call_id: str) -> bytes | None:
-        """The row last written for the call, if this store wrote one and remembers it."""
-        return self._rows.get((run_id, call_id))
-
-    def wrote(self, run_id: str, call: CallRecord, row: bytes) -> None:
-        """Remember ``row`` as written for ``call`` (forgotten once the call settles)."""
-        key = (run_id, call.id)
-        if call.settled:
-            self._rows.pop(key, None)
-            return
-        if len(self._rows) >= _CALL_ROWS and key not in self._rows:
-            self._rows.clear()  # a guess only: forgetting costs one general-path write
-        self._rows[key] = row
-
-    def forget(self, run_id: str, call_ids: list[str] | tuple[str, ...]) -> None:
-        """Forget the rows of these calls (written elsewhere, or removed)."""
-        for call_id in call_ids:
-            self._rows.pop((run_id, call_id), None)
 
 
 @dataclass(slots=True)

@@ -28,14 +28,13 @@ from steadyrun.records import (
     RunSnapshot,
     RunStatus,
     Step,
-    merge_call,
     overlay_external,
 )
-from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
-from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_detach, sqlite_resolved
-from steadyrun.stores._encoded import encode_step, run_row
+from steadyrun.stores._call_rows import NO_SPOTS, decode_rows, encode_row
+from steadyrun.stores._call_rows_sql import sqlite_calls, sqlite_resolved
+from steadyrun.stores._encoded import encode_step
 from steadyrun.stores._feed_wait import FeedWaiters
-from steadyrun.stores._history_sql import SqliteHistory, sqlite_entry, sqlite_segment
+from steadyrun.stores._history_sql import SqliteHistory
 from steadyrun.stores._leases import current_fence, late_outcome
 from steadyrun.stores._leases_sqlite import SqliteLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_sqlite import SqliteLifecycle, prepare_new_file, read_snapshot
@@ -44,6 +43,7 @@ from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._sql_values import from_us, statements, to_us
 from steadyrun.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
+from steadyrun.stores._sqlite_step import Known, feed_bounds, merge_call_row, write_step
 
 __all__ = ["SqliteStore"]
 
@@ -102,6 +102,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         )
         self._waiters = FeedWaiters()
         self.leases = SqliteLeases(self._db)
+        self._known = Known()  # what this store wrote last: a step reads it no more
         self.bytes_written = 0
         self.step_bytes: list[int] = []
 
@@ -184,57 +185,20 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         step's write transaction: one statement more there instead of a read of its own
         (``None`` for a step that leaves the run not running: nobody asks).
         """
-        run = step.run
         enc = encode_step(run_id, step)
-        base, appended, written = enc.base, enc.append, enc.size
-        blocks = enc.blocks
+        written = enc.size
         fence = current_fence()
+        known = self._known
 
-        def write(conn: sqlite3.Connection) -> tuple[int, int | None]:
-            calls_written = 0
-            fence_check(conn, fence, run_id, run.steps)  # a lost claim: refused
-            conn.execute(
-                "INSERT INTO runs (run_id, agent, status, created_us, updated_us, steps, record,"
-                " checkpoint) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET"
-                " agent = excluded.agent, status = excluded.status, updated_us ="
-                " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
-                " checkpoint = excluded.checkpoint",
-                run_row(run_id, step, enc),
-            )
-            if step.removed_blocks:
-                conn.executemany(
-                    "DELETE FROM blocks WHERE run_id = ? AND block_id = ?",
-                    [(run_id, b) for b in step.removed_blocks],
-                )
-            if step.removed_calls:
-                conn.executemany(
-                    "DELETE FROM calls WHERE run_id = ? AND call_id = ?",
-                    [(run_id, c) for c in step.removed_calls],
-                )
-            segment = sqlite_segment(conn, run_id, step)  # archives a log the step replaces
-            if blocks:
-                conn.executemany(
-                    "INSERT INTO blocks (run_id, block_id, position, block) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,"
-                    " block = excluded.block",
-                    [(run_id, *b) for b in blocks],
-                )
-            end, at = _write_log(conn, run_id, step, base, appended, segment)
-            # The calls after the log: a row may refer to the messages the step just wrote.
-            spots = Spots()
-            spots.add_messages([*(step.context.base or []), *step.context.append], segment, at)
-            for call in step.calls:
-                calls_written += _merge(conn, run_id, call, spots)
-            calls_written += sqlite_entry(conn, run_id, step, segment, end)
-            if run.status != "running":
-                return calls_written, None  # the executor stops here: nobody takes input
-            # Under the write lock: an append of another process commits before this read or
-            # after this step, when the next step's read sees it.
-            last, consumed = _feed_bounds(conn, run_id)
-            claimed = step.checkpoint.claimed_through
-            return calls_written, last if last > max(claimed, consumed) else 0
+        def write(conn: sqlite3.Connection) -> tuple[int, int | None, int | None]:
+            return write_step(conn, run_id, step, enc, fence, known)
 
-        wrote, waiting = await self._db.write(write)
+        try:
+            wrote, waiting, segment = await self._db.write(write)
+        except BaseException:
+            known.forget_step(run_id)  # committed or not: the next step reads its segment
+            raise
+        known.wrote_step(run_id, fence, step.run.steps, segment)
         written += wrote
         self.bytes_written += written
         self.step_bytes.append(written)
@@ -248,7 +212,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
             if not late_outcome(call):  # a call's start is never written by a lost claim
                 fence_check(conn, fence, run_id)
             try:
-                return _merge(conn, run_id, call)
+                return merge_call_row(conn, run_id, call, NO_SPOTS, self._known.rows)
             except sqlite3.IntegrityError as exc:  # the calls' foreign key: no such run
                 raise StoreError(f"call {call.id!r} saved for unknown run {run_id!r}") from exc
 
@@ -364,7 +328,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         """The last sequence number when it is above ``after`` and unconsumed, else 0."""
 
         def read(conn: sqlite3.Connection) -> int:
-            last, consumed = _feed_bounds(conn, run_id)
+            last, consumed = feed_bounds(conn, run_id)
             return last if last > max(after, consumed) else 0
 
         return await self._read(read)
@@ -375,7 +339,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         def read(conn: sqlite3.Connection) -> Claim:
             conn.execute("BEGIN")
             try:
-                last, consumed = _feed_bounds(conn, run_id)
+                last, consumed = feed_bounds(conn, run_id)
                 if through <= consumed:
                     raise StoreError(
                         f"claim through {through} of run {run_id!r} is at or below consumed "
@@ -400,7 +364,7 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         """Mark input delivered up to ``through``; never moves backwards."""
 
         def write(conn: sqlite3.Connection) -> None:
-            last, _ = _feed_bounds(conn, run_id)
+            last, _ = feed_bounds(conn, run_id)
             conn.execute(
                 "INSERT INTO feed_state (run_id, consumed) VALUES (?, ?) ON CONFLICT (run_id)"
                 " DO UPDATE SET consumed = MAX(consumed, excluded.consumed)",
@@ -442,117 +406,6 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         return await self._read(read)
 
 
-def _write_log(
-    conn: sqlite3.Connection,
-    run_id: str,
-    step: Step,
-    base: list[bytes] | None,
-    appended: list[bytes],
-    segment: int,
-) -> tuple[int, int]:
-    """Write the step's messages; returns the log's length before them and where they begin."""
-    log = (base or []) + appended
-    if base is not None:
-        conn.execute("DELETE FROM context WHERE run_id = ?", (run_id,))
-        end = 0
-    elif step.context.start is not None and _append_at(conn, run_id, step.context.start, log):
-        # The executor knows where its messages go: written without reading the log.
-        return step.context.start, step.context.start
-    else:
-        end = conn.execute(
-            "SELECT COALESCE(MAX(idx) + 1, 0) FROM context WHERE run_id = ?", (run_id,)
-        ).fetchone()[0]
-    at = end if step.context.start is None or base is not None else step.context.start
-    if at > end:
-        raise StoreError(f"context append at position {at} leaves a gap after {end} messages")
-    if at < end:  # the same step again (a retry): its messages replace themselves
-        sqlite_detach(conn, run_id, segment, at, log)  # a later step's rows may refer past ``at``
-        conn.execute("DELETE FROM context WHERE run_id = ? AND idx >= ?", (run_id, at))
-    if log:
-        conn.executemany(
-            "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
-            [(run_id, at + i, m) for i, m in enumerate(log)],
-        )
-    return end, at
-
-
-def _append_at(conn: sqlite3.Connection, run_id: str, at: int, log: list[bytes]) -> bool:
-    """Append ``log`` at position ``at`` when that extends the stored log exactly.
-
-    ``False``, with nothing written, when ``log`` is empty, when position ``at - 1`` is not
-    stored (a gap) or when ``at`` is (the same step again): the caller then reads the log's
-    end and decides as it always did.
-    """
-    if not log:
-        return False
-    try:
-        cur = conn.execute(
-            "INSERT INTO context (run_id, idx, message) SELECT ?, ?, ? WHERE ? = 0"
-            " OR EXISTS (SELECT 1 FROM context WHERE run_id = ? AND idx = ?)",
-            (run_id, at, log[0], at, run_id, at - 1),
-        )
-    except sqlite3.IntegrityError:
-        return False
-    if cur.rowcount != 1:
-        return False
-    if len(log) > 1:
-        # Position ``at`` was free, so nothing follows it in a log without gaps.
-        conn.executemany(
-            "INSERT INTO context (run_id, idx, message) VALUES (?, ?, ?)",
-            [(run_id, at + i, m) for i, m in enumerate(log) if i],
-        )
-    return True
-
-
-def _merge(conn: sqlite3.Connection, run_id: str, call: CallRecord, spots: Spots = NO_SPOTS) -> int:
-    """Merge a call snapshot inside the caller's transaction; returns bytes written.
-
-    A call the store does not hold yet is inserted without reading first; a stored one is
-    read and merged with ``merge_call``. The row refers to the texts ``spots`` hold.
-    """
-    if call.rev == 0 or not call.settled:
-        data = encode_row(call, spots)
-        cur = conn.execute(
-            "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT (run_id, call_id) DO NOTHING",
-            (run_id, call.id, call.rev, call.status, data),
-        )
-        if cur.rowcount == 1:
-            return len(data)
-    row = conn.execute(
-        "SELECT rev, record FROM calls WHERE run_id = ? AND call_id = ?", (run_id, call.id)
-    ).fetchone()
-    if row is not None and call.rev <= row[0]:
-        return 0  # an older or equal snapshot changes nothing
-    stored = None
-    if row is not None:
-        (held,) = decode_rows([row[1]])
-        stored = held.record
-        if held.refs and (stored.settled or stored.handover):
-            # Only a settled or handed-over call keeps stored texts through the merge (an
-            # active one takes the snapshot's): only then are they looked up.
-            (stored,) = sqlite_resolved(conn, run_id, [held])
-        spots = spots.carrying(held)
-    merged = merge_call(stored, call)
-    data = encode_row(merged, spots)
-    conn.execute(
-        "INSERT INTO calls (run_id, call_id, rev, status, record) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT (run_id, call_id) DO UPDATE SET rev = excluded.rev,"
-        " status = excluded.status, record = excluded.record",
-        (run_id, call.id, merged.rev, merged.status, data),
-    )
-    return len(data)
-
-
 def _root(run_id: str) -> str:
     """The top-level run of a sub-agent run (``<run>/<call>``): its executor wakes for both."""
     return run_id.split("/", 1)[0]
-
-
-def _feed_bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:
-    row = conn.execute(
-        "SELECT (SELECT COALESCE(MAX(seq), 0) FROM feed WHERE run_id = ?),"
-        " (SELECT COALESCE(MAX(consumed), 0) FROM feed_state WHERE run_id = ?)",
-        (run_id, run_id),
-    ).fetchone()
-    return int(row[0]), int(row[1])

@@ -11,6 +11,11 @@ What is counted, and how:
   outside a transaction (autocommit). PostgreSQL: the same, seen from psycopg (the server's
   xid counter is shared with every other test on the server). With ``synchronous=FULL`` and on
   a PostgreSQL server with ``synchronous_commit=on``, each commit waits for one WAL flush.
+* ``synced_commits`` (SQLite): the commits made while their connection's ``synchronous`` was
+  ``FULL`` or ``EXTRA``, each of which waits for an fdatasync of the WAL (the level is read at
+  connect and followed through the connection's ``PRAGMA synchronous`` statements). A WAL
+  commit under ``NORMAL`` (a lease-only write group: ``SqliteThread.write(durable=False)``)
+  has no fsync of its own; the next synced commit makes it durable too.
 * ``transactions``: every ``COMMIT``, read-only ones included.
 * ``statements``: every SQL statement the store runs, ``BEGIN`` and ``COMMIT`` included
   (SQLite: ``set_trace_callback``; trigger bodies are not counted). ``selects`` is the part of
@@ -39,6 +44,7 @@ keep these hooks pointed at it (the test fails loudly when a count drops to zero
 from __future__ import annotations
 
 import dataclasses
+import re
 import sqlite3
 import sys
 import tempfile
@@ -70,6 +76,7 @@ class Counts:
 
     iterations: int = 0
     commits: int = 0
+    synced_commits: int = 0
     transactions: int = 0
     statements: int = 0
     selects: int = 0
@@ -153,6 +160,19 @@ def _is_write(sql: str) -> bool:
     return verb in _WRITES
 
 
+_SYNCHRONOUS = re.compile(r"PRAGMA\s+(?:main\.)?synchronous\s*=\s*(\w+)", re.IGNORECASE)
+_LEVELS = {"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
+
+
+def _synchronous_set(sql: str, level: int) -> int:
+    """The connection's ``synchronous`` level after the PRAGMA ``sql`` (unchanged by others)."""
+    match = _SYNCHRONOUS.match(sql.strip())
+    if match is None:
+        return level
+    value = match.group(1).upper()
+    return int(value) if value.isdigit() else _LEVELS.get(value, level)
+
+
 def _is_select(sql: str) -> bool:
     return _verb(sql) in ("SELECT", "WITH") and not _is_write(sql)
 
@@ -233,6 +253,11 @@ def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
     def traced_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = connect(*args, **kwargs)
 
+        def committed() -> None:
+            counter.add("commits")
+            if level[0] >= 2:  # FULL or EXTRA: the commit waits for an fdatasync
+                counter.add("synced_commits")
+
         def trace(sql: str) -> None:
             if sql.startswith("--"):  # a trigger's body, not a statement of ours
                 return
@@ -242,20 +267,23 @@ def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
             if verb in ("COMMIT", "END"):
                 counter.add("transactions")
                 if writing[0]:
-                    counter.add("commits")
+                    committed()
                 writing[0] = False
             elif verb == "ROLLBACK":
                 writing[0] = False
+            elif verb == "PRAGMA":
+                level[0] = _synchronous_set(sql, level[0])
             elif _is_write(sql):
                 if conn.in_transaction:
                     writing[0] = True
                 else:
-                    counter.add("commits")
+                    committed()
                     counter.add("transactions")
             elif _is_select(sql):
                 counter.add("selects")
 
         writing = [False]
+        level = [int(conn.execute("PRAGMA synchronous").fetchone()[0])]  # before the trace
         conn.set_trace_callback(trace)
         return conn
 
@@ -471,6 +499,7 @@ async def count_loop(
 
 COLUMNS = (
     "commits",
+    "synced_commits",
     "transactions",
     "statements",
     "selects",

@@ -26,6 +26,14 @@ or on the thread. A read thus neither queues behind a commit's fsync nor, most o
 costs two thread switches. A WAL read takes no lock that a writer holds and waits for no disk
 sync. It sees every transaction committed before it began, and a write is answered only after
 its commit, so what a caller wrote it then reads back.
+
+A write may be marked not ``durable``: the run store's claims, renewals and releases, whose
+loss in a crash of the machine is harmless (``stores._leases_sqlite``). A group of only such
+jobs commits at ``synchronous = NORMAL`` when the connection's level is FULL or EXTRA in WAL:
+no fdatasync of its own. It survives a crash of the process (its frames are in the OS's page
+cache) and is made durable by the next synced commit, whose fdatasync of the WAL covers every
+frame before its own. A group with any durable job commits at the connection's level. The
+level cannot change inside a transaction: it is set before ``BEGIN``, when it differs.
 """
 
 from __future__ import annotations
@@ -35,14 +43,14 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steadyrun._errors import StoreError
 
-__all__ = ["SqliteThread", "use_wal"]
+__all__ = ["SqliteThread", "group_level", "use_wal"]
 
 T = TypeVar("T")
 
@@ -52,6 +60,7 @@ class _Job:
     fn: Callable[[sqlite3.Connection], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+    durable: bool = True
     value: Any = None
     error: BaseException | None = None
 
@@ -95,6 +104,10 @@ class SqliteThread:
         self._wexecutor: ThreadPoolExecutor | None = None
         self._busy_ms = 0
         self._wal = True
+        # The writer's ``synchronous``: as opened (``_full``), and as set now (``_level``).
+        # ``_relax``: groups of non-durable jobs may commit at NORMAL (a WAL file at FULL+).
+        self._full = self._level = 2
+        self._relax = False
         self._queued: list[_Job] = []
         self._writing = False  # a group is in flight (its statements, its commit or both)
         self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -169,16 +182,22 @@ class SqliteThread:
             _rollback(conn)
             raise
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """``fn(connection)`` inside a write transaction; returns once that is committed.
 
         ``fn`` issues no ``BEGIN``/``COMMIT`` of its own and does not await: it runs inside a
         savepoint of a ``BEGIN IMMEDIATE`` transaction that other queued jobs may share (group
         commit), on the event loop or, when the file was locked, on the writer's thread. When
         ``fn`` raises, only its own changes are rolled back and the error reaches its caller.
+
+        Args:
+            fn: The job.
+            durable: ``False`` for a write whose loss in a crash of the machine (not of the
+                process) is harmless: when every job of its group is such, the commit is not
+                synced on its own (see the module); the next synced commit makes it durable.
         """
         loop = asyncio.get_running_loop()
-        job = _Job(fn=fn, loop=loop, future=loop.create_future())
+        job = _Job(fn=fn, loop=loop, future=loop.create_future(), durable=durable)
         with self._lock:
             if self._writing:
                 self._queued.append(job)
@@ -244,6 +263,7 @@ class SqliteThread:
             self._hand_off(self._writer_pool(), self._on_thread, jobs)
             return
         try:
+            self._sync_for(conn, jobs)
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             _rollback(conn)
@@ -279,6 +299,7 @@ class SqliteThread:
             self._done(jobs)
             return
         try:
+            self._sync_for(conn, jobs)
             conn.execute("BEGIN IMMEDIATE")
         except BaseException as exc:
             _rollback(conn)
@@ -286,7 +307,10 @@ class SqliteThread:
                 job.error = _store_error(self.what, exc)
         else:
             with self._lock:  # the jobs that queued while the lock was awaited join the group
-                jobs, self._queued = jobs + self._queued, []
+                # unless the group commits unsynced and one of them is durable: the level
+                # cannot change inside the transaction, so they wait for the next group.
+                if self._level >= self._full or not any(job.durable for job in self._queued):
+                    jobs, self._queued = jobs + self._queued, []
             if self._run_jobs(conn, jobs):
                 self._commit(conn, jobs)
         finally:
@@ -305,11 +329,22 @@ class SqliteThread:
                 # the readers: the loop must not hold a transaction open, so groups stay here.
                 mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
                 self._wal = str(mode).lower() == "wal"
+                self._full = self._level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
+                # NORMAL skips the commit's fsync only in WAL (in rollback mode it syncs too,
+                # and a later commit's sync would not cover an earlier journal).
+                self._relax = self._wal and self._full >= _FULL
             except BaseException:
                 conn.close()
                 raise
             self._wconn = conn
         return self._wconn
+
+    def _sync_for(self, conn: sqlite3.Connection, jobs: list[_Job]) -> None:
+        """Before the group's ``BEGIN``: its ``synchronous`` (see the module), set if changed."""
+        level = group_level(self._full, self._relax, (job.durable for job in jobs))
+        if level != self._level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._level = level
 
     def _run_jobs(self, conn: sqlite3.Connection, jobs: list[_Job]) -> bool:
         """Inside the open transaction: each job in its savepoint; ``True`` to commit.
@@ -444,6 +479,20 @@ class SqliteThread:
         if self._wconn is not None:
             self._wconn.close()
             self._wconn = None
+
+
+_NORMAL = 1
+_FULL = 2
+
+
+def group_level(full: int, relax: bool, durable: Iterable[bool]) -> int:
+    """The ``synchronous`` level (0 OFF .. 3 EXTRA) a write group commits at.
+
+    The connection's own (``full``) when any job is durable or ``relax`` is off, else NORMAL.
+    """
+    if not relax or any(durable):
+        return full
+    return min(full, _NORMAL)
 
 
 def use_wal(conn: sqlite3.Connection, timeout: float) -> str:

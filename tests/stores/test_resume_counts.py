@@ -74,6 +74,9 @@ async def test_a_resumed_approved_call_makes_three_commits_before_the_model_call
     counts, done = await _resume_counted(tmp_path / "runs.db", approve=True)
     # The claim, the call's start, the step with its result: the approval is stored already.
     assert counts.commits == 3, counts.statement_log
+    # Only the last two wait for an fsync: a claim lost with the machine is lost with the
+    # process that held it, and the call's start, synced, makes it durable too.
+    assert counts.synced_commits == 2, counts.statement_log
     statuses = [c.status for c in done.calls]
     assert statuses.count("succeeded") == TOTAL
 
@@ -83,7 +86,25 @@ async def test_a_resumed_rejected_call_is_settled_with_the_step(tmp_path: Path) 
     # The claim, the rejection, the step that tells the model: the rejection stays durable
     # before its observers hear of it, as before.
     assert counts.commits <= 3, counts.statement_log
+    assert counts.synced_commits <= 2, counts.statement_log
     assert [c.status for c in done.calls].count("rejected") == 1
+
+
+async def test_a_run_start_syncs_its_input_and_step_not_its_claim(tmp_path: Path) -> None:
+    # ``Runtime.run`` up to the first model call: the claim, the input (durable when its send
+    # returns) and the run's first step. The input's commit, synced, makes the claim durable.
+    with countkit.counting("sqlite") as counter:
+        async with sr.SqliteStore(tmp_path / "runs.db") as store:
+            await store.list_runs(limit=1)
+            armed: list[countkit.Counter] = [counter]
+            runtime = sr.Runtime(store, live=False)
+            counter.start()
+            result = await runtime.run(_agent(armed), run_id=RUN, input="go")
+    assert result.status == "suspended"
+    assert not armed, "the model was never called"
+    counts = counter.counts
+    assert counts.commits == 3, counts.statement_log
+    assert counts.synced_commits == 2, counts.statement_log
 
 
 async def test_a_decision_is_one_write_transaction(tmp_path: Path) -> None:
@@ -102,6 +123,7 @@ async def test_a_decision_is_one_write_transaction(tmp_path: Path) -> None:
     # The store's write reads the call and decides inside its transaction: no read before it.
     assert counter.counts.transactions == 1, counter.counts.statement_log
     assert counter.counts.commits == 1
+    assert counter.counts.synced_commits == 1  # a decision is durable when decide returns
 
 
 async def test_decide_and_resume_read_the_run_once_and_no_past_call(

@@ -9,6 +9,20 @@ once in the process that wrote it. Claims taken, renewed and let go are the stor
 (``SqliteThread.write``), so they share the commit (and the fsync) of the writes queued with
 them instead of each making its own.
 
+Those three are written ``durable=False``: alone in a group they commit without an fsync of
+their own (``SqliteThread``), and the next synced commit (a call's start, a step, an input)
+makes them durable. Nothing is lost when the process dies (the WAL frames are in the OS's page
+cache); what a crash of the machine can lose is a claim, renewal or release written since the
+last synced commit, and losing it leaves the ``work`` row as a crash of the process just
+before that write would have, which the claims already survive: the executor died with the
+machine. A lost claim is one nobody executes under; anything written under it is fenced by
+it, so synced after it. A lost renewal only makes a dead holder's claim expire sooner. A lost
+release leaves the dead holder's claim to expire, and its wake-ups unhandled: the run is taken
+again, as after a killed process, and goes on from its last synced step. Wake-ups counted on
+their own (``wake``) and forced takes (``revoke``: cancels, engines taking a run over) stay
+durable: a wake-up lost would leave a run nobody takes, and a revoke is rare and not on any
+run's path to its model calls.
+
 ``fence_check`` and ``wake_in`` run inside the store's transactions, on its SQLite thread; the
 fence is read on the event loop and passed in, because context variables do not cross into
 the thread.
@@ -185,7 +199,8 @@ class SqliteLeases:
             )
             return cur.rowcount == 1
 
-        return await self.db.write(write)
+        # Lost with the machine: the dead holder's claim expires sooner (see the module).
+        return await self.db.write(write, durable=False)
 
     async def release(self, lease: Lease, *, handled: bool = True) -> None:
         """End the claim; wake this process's workers when the run is still runnable."""
@@ -199,7 +214,9 @@ class SqliteLeases:
             ).fetchone()
             return bool(row is not None and row[0])
 
-        if await self.db.write(write):
+        # Lost with the machine: as if its executor died just before; the claim expires and
+        # the run is taken again from its last synced step (see the module).
+        if await self.db.write(write, durable=False):
             self.notify()
 
     async def writers(self, run_id: str) -> list[StepWriter]:
@@ -254,6 +271,9 @@ class SqliteLeases:
         self, run_id: str, owner: str, ttl: float, *, force: bool, wake: bool, dead: int | None
     ) -> Lease | None:
         span = ttl_micros(ttl)
+        # A claim lost with the machine is one nobody executes under, and its wake-up (``wake``)
+        # goes with the caller that died; a revoke stays durable (see the module).
         return await self.db.write(
-            lambda conn: self._take_sync(conn, run_id, owner, span, force, wake, dead)
+            lambda conn: self._take_sync(conn, run_id, owner, span, force, wake, dead),
+            durable=force,
         )

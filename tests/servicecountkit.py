@@ -24,10 +24,10 @@ class ServiceCounts:
     """Totals over ``runs`` runs of ``benchmarks/service.py``'s workload in an ``App``.
 
     ``counts`` holds the SQLite counts (``hops``: jobs handed to the SQLite thread,
-    ``commits``: durable write transactions); ``loads`` the ``Store.load`` calls, each a
-    whole run read and decoded; ``observer_copies`` the deep copies made for observers (one per
-    observer and callback that gets copies), ``diffs`` the publisher's snapshot diffs,
-    ``live_sent`` the messages put on the store's live feed.
+    ``commits``: write transactions, ``synced_commits`` those with an fsync); ``loads`` the
+    ``Store.load`` calls, each a whole run read and decoded; ``observer_copies`` the deep
+    copies made for observers (one per observer and callback that gets copies), ``diffs`` the
+    publisher's snapshot diffs, ``live_sent`` the messages put on the store's live feed.
     """
 
     runs: int = 0

@@ -18,6 +18,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from steadyrun._errors import StoreError
+from steadyrun.stores._postgres_arrays import register
 from steadyrun.stores._postgres_schema import migrate
 
 __all__ = ["LOCK_FEED", "Connection", "PostgresDatabase", "WriteTransaction"]
@@ -83,6 +84,7 @@ class PostgresDatabase:
                     max_size=self._max_size,
                     timeout=self._timeout,
                     name="steadyrun",
+                    configure=_configure,
                     open=False,
                 )
                 try:
@@ -157,6 +159,11 @@ class PostgresDatabase:
         if self._pool is not None:
             pool, self._pool = self._pool, None
             await pool.close()
+
+
+async def _configure(conn: Connection) -> None:
+    """A new connection of the pool: it sends the loop step's prebuilt arrays."""
+    register(conn.adapters)
 
 
 async def _discard_if_broken(conn: Connection) -> None:

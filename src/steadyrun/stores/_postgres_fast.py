@@ -28,6 +28,7 @@ from steadyrun.stores._call_rows import CallRows, Spots, decode_rows, encode_row
 from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
+from steadyrun.stores._postgres_arrays import bytea_array, int8_array, text_array
 
 __all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused"]
 
@@ -118,11 +119,11 @@ def fast_step(
         fence.run_id if fence else None,
         fence.owner if fence else None,
         fence.token if fence else None,
-        _array(step.removed_blocks),
-        _array(step.removed_calls),
+        text_array(step.removed_blocks) if step.removed_blocks else None,
+        text_array(step.removed_calls) if step.removed_calls else None,
         segment,
         at,
-        _array(enc.append),
+        bytea_array(enc.append) if enc.append else None,
         *_calls(new, 4),
         *_calls(merged, 5),
         *_calls(enc.blocks, 3),
@@ -133,27 +134,26 @@ def fast_step(
     return FastStep(params, rows, sum(len(r) for _, r in rows) + len(entry))
 
 
-def _array(values: Sequence[Any]) -> list[Any] | None:
-    """An array argument, ``None`` (SQL ``NULL``) when empty: cheaper to send."""
-    return list(values) if values else None
-
-
-def _calls(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any] | None]:
+def _calls(rows: Sequence[tuple[Any, ...]], width: int) -> list[bytes | None]:
     """Column arrays of ``rows``: calls ``(record, row[, held])`` or blocks ``(id, at, doc)``.
 
-    A call gives its id, rev, status, row (and held row); ``width`` arrays, ``None`` each when
-    there are no rows.
+    A call gives its id, rev, status, row (and held row); ``width`` arrays, ``None`` (SQL
+    ``NULL``, cheaper to send than an empty array) each when there are no rows.
     """
     if not rows:
         return [None] * width
     if width == 3:  # blocks: already columns
-        return [[r[i] for r in rows] for i in range(3)]
-    cols: list[list[Any] | None] = [
-        [r[0].id for r in rows],
-        [r[0].rev for r in rows],
-        [r[0].status for r in rows],
-        [r[1] for r in rows],
+        return [
+            text_array([r[0] for r in rows]),
+            int8_array([r[1] for r in rows]),
+            bytea_array([r[2] for r in rows]),
+        ]
+    cols: list[bytes | None] = [
+        text_array([r[0].id for r in rows]),
+        int8_array([r[0].rev for r in rows]),
+        text_array([r[0].status for r in rows]),
+        bytea_array([r[1] for r in rows]),
     ]
     if width == 5:
-        cols.append([r[2] for r in rows])
+        cols.append(bytea_array([r[2] for r in rows]))
     return cols

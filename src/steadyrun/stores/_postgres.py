@@ -285,9 +285,7 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         if fast is None:
             return None
         try:
-            async with self._connection() as conn:
-                cur = await conn.execute(self._fast_sql, fast.params, prepare=True)
-                (waiting,) = await _one(cur)
+            (waiting,) = await self.database.call(self._fast_sql, fast.params)
         except StoreError as exc:
             if refused(exc.__cause__):
                 return None

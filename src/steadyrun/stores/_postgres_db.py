@@ -112,6 +112,28 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise self.error(exc) from exc
 
+    async def call(self, query: str, params: tuple[Any, ...]) -> TupleRow:
+        """The row of one prepared statement that answers one (autocommit: its own commit).
+
+        The loop step's way: the pool's ``getconn`` and ``putconn`` without ``connection()``'s
+        two context managers (5 to 8 us a step). The return is the same: a connection that a
+        cancellation leaves mid-statement the pool closes, one left in a transaction it rolls
+        back.
+        """
+        pool = self._pool or await self.ready()
+        try:
+            conn = await pool.getconn()
+            try:
+                cur = await conn.execute(query, params, prepare=True)
+                row = await cur.fetchone()
+            finally:
+                await pool.putconn(conn)
+        except psycopg.Error as exc:
+            raise self.error(exc) from exc
+        if row is None:  # pragma: no cover - a function call answers one row
+            raise StoreError(f"PostgreSQL store {self.where}: no row from {query[:40]!r}")
+        return row
+
     @asynccontextmanager
     async def transaction(self, *, snapshot: bool = False) -> AsyncIterator[Connection]:
         """A transaction; ``snapshot`` makes it read-only with one view of the data.

@@ -30,6 +30,7 @@ from steadyrun.stores._history import next_segment
 from steadyrun.stores._history_postgres import pg_entry
 from steadyrun.stores._history_sql import PREVIOUS, sql
 from steadyrun.stores._leases import Fence, LeaseLostError, current_fence
+from steadyrun.stores._postgres_arrays import bytea_array
 from steadyrun.stores._postgres_db import WriteTransaction
 from steadyrun.stores._postgres_fast import CallRows
 
@@ -63,9 +64,11 @@ async def write_step(
     """
     conn, run = tx.conn, step.run
     fence = await _send_fence(tx, s, run_id, run.steps)
+    # Documents in binary format (%b), as the one-statement path sends them: their bytes,
+    # not hex-escaped text twice their size (benchmarks/pg_params.py).
     await conn.execute(
         f"INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps,"
-        " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (run_id)"
+        " record, checkpoint) VALUES (%s, %s, %s, %s, %s, %s, %b, %b) ON CONFLICT (run_id)"
         " DO UPDATE SET agent = excluded.agent, status = excluded.status, updated_us ="
         " excluded.updated_us, steps = excluded.steps, record = excluded.record,"
         " checkpoint = excluded.checkpoint",
@@ -99,7 +102,7 @@ async def write_step(
     if enc.blocks:
         await conn.cursor().executemany(
             f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (run_id, block_id) DO UPDATE SET"
+            " VALUES (%s, %s, %s, %b) ON CONFLICT (run_id, block_id) DO UPDATE SET"
             " position = excluded.position, block = excluded.block",
             [(run_id, *b) for b in enc.blocks],
         )
@@ -108,10 +111,10 @@ async def write_step(
     if log:
         await appended.execute(
             f"INSERT INTO {s}.context (run_id, idx, message)"
-            " SELECT %s, %s + u.o - 1, u.m FROM unnest(%s::bytea[]) WITH ORDINALITY AS u(m, o)"
+            " SELECT %s, %s + u.o - 1, u.m FROM unnest(%b::bytea[]) WITH ORDINALITY AS u(m, o)"
             f" WHERE %s = 0 OR EXISTS (SELECT 1 FROM {s}.context WHERE run_id = %s AND idx = %s)"
             " ON CONFLICT (run_id, idx) DO NOTHING RETURNING 1",
-            (run_id, at, log, at, run_id, at - 1),
+            (run_id, at, bytea_array(log), at, run_id, at - 1),
         )
     else:
         await appended.execute(
@@ -237,7 +240,7 @@ async def _insert_calls(
         cur = tx.conn.cursor()
         await cur.execute(
             f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
-            " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
+            " VALUES (%s, %s, %s, %s, %b) ON CONFLICT (run_id, call_id) DO NOTHING RETURNING 1",
             (run_id, call.id, call.rev, call.status, data),
         )
         sent.append((cur, len(data), data))
@@ -275,7 +278,7 @@ async def _merge_held(
             data = encode_row(merge_call(None, call), spots)
             learn.wrote(run_id, call, data)
             await cur.execute(
-                f"UPDATE {s}.calls SET record = %s WHERE run_id = %s AND call_id = %s",
+                f"UPDATE {s}.calls SET record = %b WHERE run_id = %s AND call_id = %s",
                 (data, run_id, call.id),
             )
             written += tried[1] + len(data)
@@ -286,7 +289,7 @@ async def _merge_held(
             data = encode_row(merge_call(None, call), spots)
             await cur.execute(
                 f"INSERT INTO {s}.calls (run_id, call_id, rev, status, record)"
-                " VALUES (%s, %s, %s, %s, %s)",
+                " VALUES (%s, %s, %s, %s, %b)",
                 (run_id, call.id, call.rev, call.status, data),
             )
             learn.wrote(run_id, call, data)
@@ -300,7 +303,7 @@ async def _merge_held(
         merged = merge_call(stored, call)
         data = encode_row(merged, carried)
         await cur.execute(
-            f"UPDATE {s}.calls SET rev = %s, status = %s, record = %s"
+            f"UPDATE {s}.calls SET rev = %s, status = %s, record = %b"
             " WHERE run_id = %s AND call_id = %s",
             (merged.rev, merged.status, data, run_id, call.id),
         )
@@ -323,6 +326,6 @@ async def _append_again(
     await pg_detach(cur, s, run_id, segment, at, log)  # a later step's rows may refer past ``at``
     await cur.execute(f"DELETE FROM {s}.context WHERE run_id = %s AND idx >= %s", (run_id, at))
     await cur.executemany(
-        f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %s)",
+        f"INSERT INTO {s}.context (run_id, idx, message) VALUES (%s, %s, %b)",
         [(run_id, at + i, m) for i, m in enumerate(log)],
     )

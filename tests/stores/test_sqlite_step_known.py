@@ -12,7 +12,6 @@ compare every row with the general path's (a fresh store per step knows nothing)
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,99 +20,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyrun as sr
-from steadyrun.chat import Message, TextPart, ToolCallPart, ToolResultPart
+from loopsteps import ARGS, answered, asked, loop_steps, run_record, settled_call, start_call
+from steadyrun.chat import Message
 from steadyrun.records import (
-    Block,
-    CallRecord,
     CallUpdate,
     Checkpoint,
     ContextChange,
-    RunRecord,
     Step,
 )
 from steadyrun.stores import Fence, LeaseLostError
 from steadyrun.stores._history import next_segment
 from steadyrun.stores._leases import fenced
 from steadyrun.stores._sqlite_step import Known
-
-T0 = datetime(2026, 12, 6, tzinfo=UTC)
-ARGS = '{"text": "' + "x" * 1018 + '"}'
-
-
-def run_record(steps: int, status: str = "running") -> RunRecord:
-    return RunRecord(
-        run_id="r",
-        agent="a",
-        status=status,  # type: ignore[arg-type]
-        created_at=T0,
-        updated_at=T0 + timedelta(seconds=steps),
-        steps=steps,
-    )
-
-
-def call(k: int, settled: bool) -> CallRecord:
-    return CallRecord(
-        id=f"m{k}.c1",
-        provider_call_id=f"call_{k}",
-        name="echo",
-        arguments=ARGS,
-        rev=2 if settled else 1,
-        status="succeeded" if settled else "running",
-        result=f"result {k}" if settled else None,
-        started_at=T0,
-        completed_at=T0 if settled else None,
-        model_call_id=f"m{k}",
-    )
-
-
-def loop_steps(iterations: int) -> list[Step]:
-    """Input, then per tool call two steps (its start, its settle), then the answer."""
-    steps = [
-        Step(
-            run=run_record(0),
-            checkpoint=Checkpoint(turn=1),
-            context=ContextChange(start=0, append=[Message.user("go")]),
-            blocks=[Block(id="in", kind="input", position=0, text="go")],
-        )
-    ]
-    for k in range(iterations):
-        n = len(steps)
-        asked = Message(
-            role="assistant", parts=[ToolCallPart(call_id=f"call_{k}", name="echo", arguments=ARGS)]
-        )
-        answered = Message(
-            role="tool",
-            parts=[ToolResultPart(call_id=f"call_{k}", name="echo", content=f"result {k}")],
-        )
-        steps.append(
-            Step(
-                run=run_record(n),
-                checkpoint=Checkpoint(turn=1, model_calls=k + 1),
-                context=ContextChange(start=2 * k + 1, append=[asked]),
-                calls=[call(k, False)],
-                blocks=[Block(id=f"b{k}", kind="content", position=k + 1, text="asked")],
-            )
-        )
-        steps.append(
-            Step(
-                run=run_record(n + 1),
-                checkpoint=Checkpoint(turn=1, model_calls=k + 1),
-                context=ContextChange(start=2 * k + 2, append=[answered]),
-                calls=[call(k, True)],
-            )
-        )
-    end = len(steps)
-    steps.append(
-        Step(
-            run=run_record(end, "completed"),
-            checkpoint=Checkpoint(turn=1, model_calls=iterations + 1),
-            context=ContextChange(
-                start=2 * iterations + 1,
-                append=[Message(role="assistant", parts=[TextPart(text="done")])],
-            ),
-        )
-    )
-    return steps
 
 
 def compacted(steps: int) -> Step:
@@ -276,30 +194,14 @@ async def test_a_takeover_that_rewrote_the_context_puts_the_next_step_in_its_seg
         Step(
             run=run_record(4),
             checkpoint=Checkpoint(turn=1, model_calls=2),
-            context=ContextChange(
-                start=1,
-                append=[
-                    Message(
-                        role="assistant",
-                        parts=[ToolCallPart(call_id="call_1", name="echo", arguments=ARGS)],
-                    )
-                ],
-            ),
-            calls=[call(1, False)],
+            context=ContextChange(start=1, append=[asked(1)]),
+            calls=[start_call(1)],
         ),
         Step(
             run=run_record(5),
             checkpoint=Checkpoint(turn=1, model_calls=2),
-            context=ContextChange(
-                start=2,
-                append=[
-                    Message(
-                        role="tool",
-                        parts=[ToolResultPart(call_id="call_1", name="echo", content="result 1")],
-                    )
-                ],
-            ),
-            calls=[call(1, True)],
+            context=ContextChange(start=2, append=[answered(1)]),
+            calls=[settled_call(1)],
         ),
     ]
     for db in (known, fresh):

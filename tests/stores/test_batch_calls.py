@@ -77,6 +77,7 @@ async def test_batch_calls_are_the_open_batch_in_call_order(
     by_id = {c.id: c for c in snap.calls}
     assert batch == [by_id[i] for i in snap.checkpoint.batch]
     assert len(snap.calls) == 7  # five earlier echoes too
+    assert snap.batch_calls() == batch  # the same once every call is decoded
 
 
 async def test_a_loaded_snapshot_decodes_the_batch_calls_alone(

@@ -143,8 +143,16 @@ class StoredSnapshot(RunSnapshot):
         A run of N=400 iterations holds 400 call rows; finding the one that waits for a
         decision through ``calls`` decoded (and resolved) them all, 1.5 ms of a resume.
         """
-        table = self.call_table()
-        return [table[i] for i in self.checkpoint.batch if i in table]
+        try:
+            decoded: list[CallRecord] = _CALLS.__get__(self)
+        except AttributeError:
+            # Not a table of every call (a dict of all rows): only the batch's rows are picked.
+            wanted = set(self.checkpoint.batch)
+            raws = {i: raw for i, raw in self._raw_calls or () if i in wanted}
+            ids = [i for i in self.checkpoint.batch if i in raws]
+            return self._call_reader([raws[i] for i in ids]) if ids else []
+        by_id = {c.id: c for c in decoded}
+        return [by_id[i] for i in self.checkpoint.batch if i in by_id]
 
     def call_table(self) -> CallTable:
         """The calls by id, each decoded when the run first reads it (a new table each time)."""

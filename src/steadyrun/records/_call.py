@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from steadyrun._errors import ConflictError, NotPendingError
 from steadyrun.chat import MediaRef
+from steadyrun.records._copy import copied
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -211,11 +212,13 @@ def merge_call(stored: CallRecord | None, incoming: CallRecord) -> CallRecord:
       Status and times stay the host's.
     - A stored decision stays; the snapshot's decision is taken only when none is stored.
     """
+    # ``copied`` is ``dataclasses.replace`` at a tenth of its cost (each settle of the loop
+    # merges twice: the runtime's copy and the store's).
     if stored is None:
-        return replace(incoming)
+        return copied(incoming)
     if incoming.rev <= stored.rev:
         return stored
-    merged = replace(
+    merged = copied(
         stored,
         rev=incoming.rev,
         parent_id=incoming.parent_id,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, SchemaValidator
+from pydantic_core import PydanticSerializationError, SchemaValidator, to_json
 from pydantic_core import core_schema as cs
 
 from steadyrun._codec import _adapter, decode, from_plain
@@ -191,7 +191,7 @@ def encode_row(record: CallRecord, spots: Spots) -> bytes:
         raise StoreError(f"cannot store CallRecord: {exc}") from exc
     if not refs:
         return _HEAD + data + b"}"
-    listed = json.dumps(refs, separators=(",", ":")).encode()
+    listed = to_json(refs)  # compact, as json.dumps with tight separators, in a tenth of the time
     return _HEAD[:-7] + b'"refs":' + listed + b',"data":' + data + b"}"
 
 

@@ -38,7 +38,7 @@ from pydantic_core import core_schema as cs
 from steadyrun._codec import _adapter, decode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, ToolCallPart, ToolResultPart
-from steadyrun.records import CallRecord
+from steadyrun.records import CallRecord, merge_call
 from steadyrun.records._copy import copied
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "digest",
     "gone",
     "encode_row",
+    "merge_held",
     "needs",
     "resolve",
 ]
@@ -172,6 +173,25 @@ class CallRows:
         """Forget the rows of these calls (written elsewhere, or removed)."""
         for call_id in call_ids:
             self._rows.pop((run_id, call_id), None)
+
+
+def merge_held(raw: bytes, call: CallRecord, spots: Spots) -> tuple[CallRecord, bytes] | str:
+    """``call`` merged over ``raw``, the row this store wrote last, and the merge's row.
+
+    Or why not, as a word: ``"read"`` when the merge keeps texts the row refers to (the
+    stored call is settled or handed over: they must be read), ``"same"`` when ``call`` is
+    not newer than the row (an older or equal snapshot changes nothing). Both SQL stores'
+    loop steps merge a settle so, each then writing it only while the row still holds
+    ``raw``.
+    """
+    (held,) = decode_rows([raw])
+    stored = held.record
+    if held.refs and (stored.settled or stored.handover):
+        return "read"
+    if call.rev <= stored.rev:
+        return "same"
+    merged = merge_call(stored, call)
+    return merged, encode_row(merged, spots.carrying(held))
 
 
 def encode_row(record: CallRecord, spots: Spots) -> bytes:

@@ -34,7 +34,7 @@ from steadyrun.records import (
     Step,
     overlay_external,
 )
-from steadyrun.stores._call_rows import NO_SPOTS, Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows import NO_SPOTS, CallRows, Spots, decode_rows, encode_row
 from steadyrun.stores._call_rows_postgres import pg_detach, pg_merge, pg_resolved
 from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
 from steadyrun.stores._encoded import EncodedStep, decode_snapshot, encode_step
@@ -47,7 +47,7 @@ from steadyrun.stores._listing import LISTED_COLUMNS, RunFilter, summary_of
 from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
-from steadyrun.stores._postgres_fast import CallRows, fast_sql, fast_step, refused
+from steadyrun.stores._postgres_fast import fast_sql, fast_step, refused
 from steadyrun.stores._postgres_step import pipelined, write_call, write_step
 from steadyrun.stores._sql_values import from_us, to_us
 

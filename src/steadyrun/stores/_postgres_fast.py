@@ -24,13 +24,13 @@ from typing import Any
 import psycopg
 
 from steadyrun.records import CallRecord, Step, merge_call
-from steadyrun.stores._call_rows import CallRows, Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows import CallRows, Spots, encode_row, merge_held
 from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
 from steadyrun.stores._postgres_arrays import bytea_array, int8_array, text_array
 
-__all__ = ["CallRows", "FastStep", "fast_sql", "fast_step", "refused"]
+__all__ = ["FastStep", "fast_sql", "fast_step", "refused"]
 
 REFUSED = "SR001"
 """The SQLSTATE of ``save_loop_step``'s checks."""
@@ -102,14 +102,12 @@ def fast_step(
                 return None  # its stored row is unknown here: read and merged by the other path
             new.append((call, encode_row(merge_call(None, call), spots)))
             continue
-        (row,) = decode_rows([raw])
-        stored = row.record
-        if row.refs and (stored.settled or stored.handover):
+        held_merge = merge_held(raw, call, spots)
+        if held_merge == "read":
             return None  # the merge keeps texts the row refers to: they must be read
-        if call.rev <= stored.rev:
+        if isinstance(held_merge, str):
             continue  # an older or equal snapshot changes nothing
-        record = merge_call(stored, call)
-        merged.append((record, encode_row(record, spots.carrying(row)), raw))
+        merged.append((*held_merge, raw))
     entry = encode_entry(entry_of(step, segment, at))
     fence = current_fence()
     if fence is not None and not fence.covers(run_id):

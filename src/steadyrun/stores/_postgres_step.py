@@ -23,7 +23,7 @@ from psycopg.rows import TupleRow
 
 from steadyrun._errors import StoreError
 from steadyrun.records import CallRecord, Step, merge_call
-from steadyrun.stores._call_rows import NO_SPOTS, Spots, encode_row
+from steadyrun.stores._call_rows import NO_SPOTS, CallRows, Spots, encode_row
 from steadyrun.stores._call_rows_postgres import held_row, pg_detach
 from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import next_segment
@@ -32,7 +32,6 @@ from steadyrun.stores._history_sql import PREVIOUS, sql
 from steadyrun.stores._leases import Fence, LeaseLostError, current_fence
 from steadyrun.stores._postgres_arrays import bytea_array
 from steadyrun.stores._postgres_db import WriteTransaction
-from steadyrun.stores._postgres_fast import CallRows
 
 __all__ = ["pipelined", "write_call", "write_step"]
 

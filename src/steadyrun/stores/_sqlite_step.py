@@ -22,7 +22,14 @@ import sqlite3
 
 from steadyrun._errors import StoreError
 from steadyrun.records import CallRecord, Step, merge_call
-from steadyrun.stores._call_rows import NO_SPOTS, CallRows, Spots, decode_rows, encode_row
+from steadyrun.stores._call_rows import (
+    NO_SPOTS,
+    CallRows,
+    Spots,
+    decode_rows,
+    encode_row,
+    merge_held,
+)
 from steadyrun.stores._call_rows_sql import sqlite_detach, sqlite_resolved
 from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history_sql import sqlite_entry, sqlite_segment
@@ -276,12 +283,10 @@ def _merge_known(
     The update matches the stored bytes: another writer's row (a host's answer, another
     executor's, a detach, a write rolled back) updates nothing and is read after all.
     """
-    (held,) = decode_rows([raw])
-    stored = held.record
-    if call.rev <= stored.rev or (held.refs and (stored.settled or stored.handover)):
+    held = merge_held(raw, call, spots)
+    if isinstance(held, str):
         return None  # nothing to write, or the merge keeps texts that must be read
-    merged = merge_call(stored, call)
-    data = encode_row(merged, spots.carrying(held))
+    merged, data = held
     cur = conn.execute(
         "UPDATE calls SET rev = ?, status = ?, record = ? WHERE run_id = ? AND call_id = ?"
         " AND record = ?",

@@ -9,15 +9,17 @@ then the run completes and the SQLite file shows it, as it would show any steady
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from temporalio.client import Client
 
 import steadyrun as sr
+from steadyrun._errors import EngineUnavailableError
 from steadyrun.chat import ModelRequest, ModelResponse, ToolResultPart
 from steadyrun.control import CallView, Confirm, await_external
 from steadyrun.temporal._app import TemporalApp, TemporalOptions
@@ -90,6 +92,26 @@ def demo_agent(ledger: Path) -> sr.Agent:
     )
 
 
+async def _asking_again(
+    write: Callable[[], Awaitable[object]], server: DevServer, out: Callable[[str], None]
+) -> None:
+    """``write`` (a decision or a result), asked again while Temporal does not take it.
+
+    ``EngineUnavailableError`` leaves unknown whether the write reached the run, and the same
+    write again changes nothing, so asking again is what its message tells a user to do.
+    """
+    for pause in (0.5, 1.0, 2.0, 4.0, None):
+        try:
+            await write()
+            return
+        except EngineUnavailableError as exc:
+            server.check()  # a dead server is not worth asking again; its log says why
+            if pause is None:
+                raise
+            out(f"  Temporal did not take it ({exc.status}); asking again in {pause:g} s")
+            await asyncio.sleep(pause)
+
+
 async def run_demo(*, db: Path | None = None, out: Callable[[str], None] = print) -> int:
     """Tell the demo's story on the terminal; returns the exit code (0: every check held).
 
@@ -130,10 +152,22 @@ async def run_demo(*, db: Path | None = None, out: Callable[[str], None] = print
                 for item in pending:
                     if item.kind == "decision":
                         out(f"A person approves {item.name} (a workflow update).")
-                        await runs.decide(run_id, item.call_id, approve=True, decided_by="demo")
+                        await _asking_again(
+                            functools.partial(
+                                runs.decide, run_id, item.call_id, approve=True, decided_by="demo"
+                            ),
+                            server,
+                            out,
+                        )
                     elif item.kind == "result":
                         out(f"The bank answers {item.name} (a workflow update).")
-                        await runs.settle(run_id, item.call_id, result="no chargeback is open")
+                        await _asking_again(
+                            functools.partial(
+                                runs.settle, run_id, item.call_id, result="no chargeback is open"
+                            ),
+                            server,
+                            out,
+                        )
                 result = await handle.result()
             out(f"Run {result.status}: {result.text}")
             snap = await store.load(run_id)

@@ -184,6 +184,19 @@ class DevServer:
             f"{self.startup_timeout}s ({last}): {self.log()}"
         )
 
+    def exited(self) -> int | None:
+        """The server's exit code once it has exited (``None`` while it runs or before start)."""
+        return None if self._process is None else self._process.poll()
+
+    def check(self) -> None:
+        """Raise ``DevServerError`` with the server's log when it has exited.
+
+        A client sees a dead server as ``UNAVAILABLE``; this says which it is.
+        """
+        code = self.exited()
+        if code is not None:
+            raise DevServerError(f"temporal dev server exited with {code}: {self.log()}")
+
     def log(self) -> str:
         """The server's output so far (the last 4000 characters)."""
         if self._log is None:

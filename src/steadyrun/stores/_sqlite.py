@@ -371,7 +371,10 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
                 (run_id, max(0, min(through, last))),
             )
 
-        await self._db.write(write)
+        # No fsync of its own: the run's last step holds durably how far it claimed, so a
+        # machine crash that loses this mark leaves a run whose next execution claims nothing
+        # new and consumes again (``Runtime._resume``); the next synced commit makes it durable.
+        await self._db.write(write, durable=False)
 
     async def wait_pending(self, run_id: str, after: int, max_wait: float) -> int:
         """Wait for input above ``after``.

@@ -32,14 +32,19 @@ BUDGET: dict[str, float] = {
     # now marks a run nobody follows stale instead (reloaded when read, as any run not
     # executing here is).
     "loads": 2,
-    "hops": 9,  # 29; 21-22 before the writer's statements ran on the loop (8 measured: one
-    # per commit; the reads use the idle writer's or the reader connection, on the loop)
-    "commits": 8,  # 8: runs one at a time share no commit; under load they do
+    # 8 until a completed run's final step marked its input consumed (one per commit; the
+    # reads use the idle writer's or the reader connection, on the loop); 29; 21-22 before
+    # the writer's statements ran on the loop
+    "hops": 7,
+    "commits": 7,  # 8 until a completed run's final step marked its input consumed (the
+    # runtime's ``consume`` after it finds the mark and writes nothing); runs one at a time
+    # share no commit, under load they do
     # 8 until the worker's claim and release committed without an fsync of their own
     # (``SqliteThread.write(durable=False)``, 2026-12-06)
     "synced_commits": 5,  # 6 until ``consume`` (the input's delivered mark after the final
     # step) committed unsynced: the final step holds the claimed position durably
-    "statements": 76,  # 117; 85 on 2026-12-01; 79 (78-78.25 measured) until each step's
+    "statements": 74,  # 76 (75.5 measured) before the final step marked the input
+    # consumed (73.5 measured); 117; 85 on 2026-12-01; 79 (78-78.25 measured) until each step's
     # write read the run's feed for the loop (79.25 measured): the run's four feed reads
     # (start, batch start, after the batch, answer) are now the start's and the answer's,
     # and one in each of the three running steps' write transactions; 80 until the SQLite

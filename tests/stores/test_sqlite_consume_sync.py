@@ -55,3 +55,32 @@ async def test_a_lost_consume_is_redone_and_the_run_is_not_asked_again(tmp_path:
         assert await store.pending("r", 0) == 0
         snap = await store.load("r")
         assert snap is not None and len(snap.context) == 2
+
+
+async def test_a_completed_runs_final_step_marks_its_input_consumed(tmp_path: Path) -> None:
+    """The final step's transaction holds the mark, so the runtime's ``consume`` right after it
+    finds nothing to write: one commit (and one wait for it) fewer at the end of every run."""
+    asked: list[int] = []
+    with countkit.counting("sqlite") as counter:
+        async with sr.SqliteStore(tmp_path / "runs.db") as store:
+            result = await sr.Runtime(store).run(_agent(asked), run_id="r", input="hi")
+            assert result.status == "completed"
+            assert await store.pending("r", 0) == 0
+            counter.start()
+            await store.consume("r", 1)  # what the runtime did: already marked, no write
+            counter.stop()
+            # Input that came after the claim is still waiting: the mark stops at the claim.
+            await store.append("r", FeedMessage(id="m2", role="user", content="more"))
+            assert await store.pending("r", 0) == 2
+    assert counter.counts.commits == 0, counter.counts.statement_log
+
+
+async def test_a_failed_runs_step_marks_nothing(tmp_path: Path) -> None:
+    def broken(request: sr.ModelRequest) -> sr.ModelResponse:
+        raise ValueError("the model broke")
+
+    agent = sr.Agent(name="a", model=FunctionModel(broken, name="fake"))
+    async with sr.SqliteStore(tmp_path / "runs.db") as store:
+        result = await sr.Runtime(store).run(agent, run_id="r", input="hi")
+        assert result.status == "failed"
+        assert await store.pending("r", 0) == 1  # as before: a failed run leaves it

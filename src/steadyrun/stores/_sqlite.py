@@ -363,6 +363,14 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
     async def consume(self, run_id: str, through: int) -> None:
         """Mark input delivered up to ``through``; never moves backwards."""
 
+        def marked(conn: sqlite3.Connection) -> bool:
+            last, consumed = feed_bounds(conn, run_id)
+            return consumed >= min(through, last)
+
+        # A completed run's final step marked it already (``mark_consumed``): nothing to write.
+        if await self._read(marked):
+            return
+
         def write(conn: sqlite3.Connection) -> None:
             last, _ = feed_bounds(conn, run_id)
             conn.execute(

@@ -144,6 +144,8 @@ def write_step(
         calls_written += merge_call_row(conn, run_id, call, spots, known.rows)
     calls_written += sqlite_entry(conn, run_id, step, segment, end)
     if run.status != "running":
+        if run.status == "completed" and step.checkpoint.phase == "done":
+            mark_consumed(conn, run_id, step.checkpoint.claimed_through)
         return calls_written, None, learned  # the executor stops here: nobody takes input
     # Under the write lock: an append of another process commits before this read or
     # after this step, when the next step's read sees it.
@@ -297,6 +299,24 @@ def _merge_known(
         return None
     rows.wrote(run_id, merged, data)
     return len(data)
+
+
+def mark_consumed(conn: sqlite3.Connection, run_id: str, through: int) -> None:
+    """The run's input delivered up to ``through`` (never past its feed, never backwards).
+
+    A completed run's final step writes it in its own transaction: the runtime marks the
+    input it claimed right after that step (``store.consume``), which then finds the mark
+    and commits nothing, one write group fewer at the end of every run. The claimed position
+    is in the step's checkpoint, so the mark is never ahead of what a durable step holds.
+    """
+    if through <= 0:
+        return
+    conn.execute(
+        "INSERT INTO feed_state (run_id, consumed) SELECT ?, MIN(?, COALESCE(MAX(seq), 0))"
+        " FROM feed WHERE run_id = ? ON CONFLICT (run_id) DO UPDATE SET"
+        " consumed = MAX(consumed, excluded.consumed)",
+        (run_id, through, run_id),
+    )
 
 
 def feed_bounds(conn: sqlite3.Connection, run_id: str) -> tuple[int, int]:

@@ -148,15 +148,15 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     blocks.sort(key=_first)
     # Blocks stay stored bytes until read; so do call rows, resolved against the log as read.
     snap = decode_snapshot(
-        row[0], row[1], (m[0] for m in context), (), (b[1] for b in blocks), call_ids=()
+        row[0], row[1], [m for (m,) in context], (), [b for _, b in blocks], call_ids=()
     )
     # The context is decoded now: data that does not fit is refused by the load, and the
     # first model call reads all of it anyway.
     snap.context  # noqa: B018
-    kept = [(c[1], c[2]) for c in calls]
+    kept = [(i, raw) for _, i, raw in calls]
     if not keep_calls(snap, kept, row[2]):
         snap.calls = sqlite_resolved(
-            conn, run_id, decode_rows(c[1] for c in kept), snap.context, row[2]
+            conn, run_id, decode_rows(raw for _, raw in kept), snap.context, row[2]
         )
     return snap
 

@@ -177,3 +177,38 @@ async def test_decide_and_resume_read_the_run_once_and_no_past_call(
     # Until the model call: the decision's own row, then the open batch's (the run reading it,
     # the store merging its start and its result); the PAUSE calls before it stay stored.
     assert decoded and max(decoded) == 1 and sum(decoded) <= 4, decoded
+
+
+async def test_a_load_leaves_no_sort_to_sqlite(tmp_path: Path, monkeypatch: Any) -> None:
+    # SQLite sorted the call rows (by rowid) and the blocks (by position) of every load in a
+    # temporary B-tree, copying each row into it once more (the harness's N=400 run: 201 rows
+    # of 70 KB and 202 of 66 KB); the store orders the few ints itself. The context is read in
+    # its key's order, which needs no sort.
+    import sqlite3
+
+    path = tmp_path / "runs.db"
+    async with sr.SqliteStore(path) as store:
+        result = await sr.Runtime(store).run(_agent([]), run_id=RUN, input="go")
+        assert result.status == "suspended"
+        expected = await store.load(RUN)
+    traced: list[str] = []
+    connect = sqlite3.connect
+
+    def traced_connect(*args: Any, **kw: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kw)
+        conn.set_trace_callback(traced.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+    async with sr.SqliteStore(path) as store:
+        await store.list_runs(limit=1)
+        traced.clear()
+        snap = await store.load(RUN)
+    monkeypatch.undo()
+    assert snap == expected and [c.id for c in snap.calls] == [c.id for c in result.calls]
+    assert [b.position for b in snap.blocks] == sorted(b.position for b in snap.blocks)
+    selects = [s for s in traced if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 4  # the run, its context, its calls, its blocks
+    with sqlite3.connect(path) as conn:
+        plans = {s: [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in selects}
+    assert not {s: p for s, p in plans.items() if any("TEMP B-TREE" in x for x in p)}, plans

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 
 from steadyrun._codec import FORMAT, decode
 from steadyrun.chat import Message
@@ -152,6 +153,8 @@ _PLAIN_HEADS = (
     b'{"format":%d,"data":' % FORMAT,
 )
 REFS_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+_HEADS = (REFS_HEAD, *_PLAIN_HEADS)
+_starts = bytes.startswith
 
 
 def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int | None) -> bool:
@@ -169,14 +172,13 @@ def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int |
     """
     if not isinstance(snap, StoredSnapshot):
         return False
-    refs = False
-    for _, raw in calls:
-        if type(raw) is not bytes:
+    raws = [raw for _, raw in calls]
+    try:  # bytes.startswith over the rows in C; what is not bytes raises TypeError
+        if not all(map(_starts, raws, repeat(_HEADS))):
             return False
-        if raw.startswith(REFS_HEAD):
-            refs = True
-        elif not raw.startswith(_PLAIN_HEADS):
-            return False
+        refs = any(map(_starts, raws, repeat(REFS_HEAD)))
+    except TypeError:
+        return False
     if refs and current != 0:
         return False
     log = list(snap.context) if refs else []

@@ -51,6 +51,7 @@ T = TypeVar("T")
 Synchronous = Literal["FULL", "NORMAL", "OFF"]
 
 _POLL_FIRST = 0.02
+_READER_MAP = 256 << 20  # bytes of the file a reader connection maps
 _POLL_MAX = 0.5
 
 
@@ -123,6 +124,12 @@ class SqliteStore(SqliteLifecycle, SqliteHistory):
         try:
             conn.execute("PRAGMA busy_timeout = 0")  # busy: SqliteThread.read waits on the thread
             conn.execute("PRAGMA query_only = ON")
+            # Pages read straight from a map of the file rather than by a read() call each into
+            # this connection's own cache, which starts empty: a new store's first load of the
+            # harness's N=400 run spent 0.25 ms of system time there. Only this reader maps the
+            # file (it writes nothing); a truncated file is never read past its end, as a WAL
+            # checkpoint truncates only what no reader's snapshot still holds.
+            conn.execute(f"PRAGMA mmap_size = {_READER_MAP}")
         except BaseException:
             conn.close()
             raise

@@ -44,11 +44,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steadyrun._errors import StoreError
+from steadyrun._lane import Lane
 
 __all__ = ["SqliteThread", "group_level", "use_wal"]
 
@@ -92,7 +92,7 @@ class SqliteThread:
         self._open = open
         self.what = what
         self._thread_name = thread_name
-        self._executor: ThreadPoolExecutor | None = None
+        self._executor: Lane | None = None
         self.conn: sqlite3.Connection | None = None
         self._open_reader = open_reader
         # One reader connection per thread that reads (in practice the event loop's).
@@ -101,7 +101,7 @@ class SqliteThread:
         self._lock = threading.Lock()
         # The writer: its connection, its thread, the jobs waiting for the group in flight.
         self._wconn: sqlite3.Connection | None = None
-        self._wexecutor: ThreadPoolExecutor | None = None
+        self._wexecutor: Lane | None = None
         self._busy_ms = 0
         self._wal = True
         # The writer's ``synchronous``: as opened (``_full``), and as set now (``_level``).
@@ -115,19 +115,17 @@ class SqliteThread:
         self.max_group = 0
         self.hand_offs = 0
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _pool(self) -> Lane:
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
+            self._executor = Lane(self._thread_name)
         return self._executor
 
-    def _writer_pool(self) -> ThreadPoolExecutor:
+    def _writer_pool(self) -> Lane:
         if self._wexecutor is None:
-            self._wexecutor = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"{self._thread_name}-writer"
-            )
+            self._wexecutor = Lane(f"{self._thread_name}-writer")
         return self._wexecutor
 
-    def _hand_off(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> None:
+    def _hand_off(self, pool: Lane, fn: Callable[..., Any], *args: Any) -> None:
         """Every trip to a thread goes through here (``benchmarks/counts.py`` counts them)."""
         self.hand_offs += 1
         pool.submit(fn, *args)
@@ -458,10 +456,12 @@ class SqliteThread:
         self.drop_readers()  # before the main one, whose close then checkpoints the WAL
         await self._wait_idle()
         if self._wexecutor is not None:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._wexecutor, self._close_writer)
-            self._wexecutor.shutdown(wait=True)
-            self._wexecutor = None
+            wlane, self._wexecutor = self._wexecutor, None
+            failed: list[BaseException] = []
+            wlane.submit(self._close_writer, failed)
+            await wlane.stop()
+            if failed:
+                raise failed[0]
         if self._executor is None:
             return
 
@@ -472,13 +472,16 @@ class SqliteThread:
 
         if self.conn is not None:
             await self.run(shut)
-        self._executor.shutdown(wait=True)
-        self._executor = None
+        lane, self._executor = self._executor, None
+        await lane.stop()
 
-    def _close_writer(self) -> None:
-        if self._wconn is not None:
-            self._wconn.close()
-            self._wconn = None
+    def _close_writer(self, failed: list[BaseException]) -> None:
+        try:
+            if self._wconn is not None:
+                self._wconn.close()
+                self._wconn = None
+        except BaseException as exc:  # the caller of ``close`` sees it, as it did
+            failed.append(exc)
 
 
 _NORMAL = 1

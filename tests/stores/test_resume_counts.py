@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from test_sqlite_first_open import _traced_connect
+
 import countkit
 import steadyrun as sr
 from steadyrun.control import CallView, Confirm
@@ -192,14 +194,7 @@ async def test_a_load_leaves_no_sort_to_sqlite(tmp_path: Path, monkeypatch: Any)
         assert result.status == "suspended"
         expected = await store.load(RUN)
     traced: list[str] = []
-    connect = sqlite3.connect
-
-    def traced_connect(*args: Any, **kw: Any) -> sqlite3.Connection:
-        conn = connect(*args, **kw)
-        conn.set_trace_callback(traced.append)
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", traced_connect)
+    _traced_connect(monkeypatch, traced)
     async with sr.SqliteStore(path) as store:
         await store.list_runs(limit=1)
         traced.clear()

@@ -6,7 +6,9 @@ rest into records was most of a load (N=400: 7 of 10 ms). A ``StoredSnapshot`` k
 context, calls and blocks as their stored bytes and decodes each kind when it is first read
 (the whole kind in one call into the codec); ``RunState`` takes the calls by id, decoding one
 only when the run reads it. A SQL store's call rows refer to texts of the context log: it hands
-over a reader that resolves them against the context the snapshot holds (``keep_calls``).
+over a reader that resolves them against the context as the snapshot loaded it
+(``loaded_message``: one message decoded alone while the context is not), so an approval
+screen reading the open batch decodes the few messages its calls refer to, not the context.
 
 The stores check each document's envelope when they load it (``framed``): a document of
 another format is refused by the load, as before; data that does not fit its type is refused
@@ -19,7 +21,7 @@ import contextlib
 from collections.abc import Callable, ItemsView, Iterator, MutableMapping, ValuesView
 from typing import Any
 
-from steadyrun._codec import decode_all
+from steadyrun._codec import decode, decode_all
 from steadyrun.chat import Message
 from steadyrun.records._call import CallRecord
 from steadyrun.records._step import Block, Checkpoint, RunRecord, RunSnapshot
@@ -50,9 +52,19 @@ class StoredSnapshot(RunSnapshot):
     one. Build it with ``StoredSnapshot.of`` (stored bytes) or as a ``RunSnapshot``.
     """
 
-    __slots__ = ("_blocks_by_position", "_call_reader", "_raw_blocks", "_raw_calls", "_raw_context")
+    __slots__ = (
+        "_blocks_by_position",
+        "_call_reader",
+        "_loaded",
+        "_raw_blocks",
+        "_raw_calls",
+        "_raw_context",
+        "_singles",
+    )
 
     _raw_context: list[bytes] | None
+    _loaded: tuple[Message, ...] | None
+    _singles: dict[int, Message]
     _raw_calls: list[tuple[str, bytes]] | None
     _raw_blocks: list[bytes] | None
     _blocks_by_position: bool
@@ -78,6 +90,7 @@ class StoredSnapshot(RunSnapshot):
         snap._raw_context, snap._raw_calls, snap._raw_blocks = context, calls, blocks
         snap._blocks_by_position = sort_blocks
         snap._call_reader = _decode_calls
+        snap._loaded, snap._singles = None, {}
         return snap
 
     def keep_calls(self, calls: list[tuple[str, bytes]], reader: CallReader) -> None:
@@ -98,12 +111,38 @@ class StoredSnapshot(RunSnapshot):
         except AttributeError:
             value = decode_all(self._raw_context or [], Message)
             _CONTEXT.__set__(self, value)
-            self._raw_context = None
+            # As loaded, for call rows read later: the run changes its context in place.
+            self._loaded, self._raw_context, self._singles = tuple(value), None, {}
         return value
 
     @context.setter
     def context(self, value: list[Message]) -> None:
         _CONTEXT.__set__(self, value)
+
+    def loaded_message(self, index: int) -> Message | None:
+        """The context's message ``index`` as loaded (``None``: there is none).
+
+        What the run did to ``context`` since does not change it; while the context is not
+        decoded, the message is decoded alone.
+
+        Raises:
+            StoreError: The stored message does not fit ``Message``.
+        """
+        try:
+            loaded, raws = self._loaded, self._raw_context
+        except AttributeError:  # built as a plain ``RunSnapshot``: its context is as given
+            loaded, raws = tuple(self.context), None
+        if loaded is None and raws is None:  # set, never decoded: as given
+            loaded = self._loaded = tuple(self.context)
+        if loaded is not None:
+            return loaded[index] if 0 <= index < len(loaded) else None
+        assert raws is not None
+        if not 0 <= index < len(raws):
+            return None
+        found = self._singles.get(index)
+        if found is None:
+            found = self._singles[index] = decode(raws[index], Message)
+        return found
 
     @property
     def calls(self) -> list[CallRecord]:

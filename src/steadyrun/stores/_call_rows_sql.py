@@ -161,9 +161,10 @@ def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int |
     """Keep the call rows ``calls`` (``(id, row)``) stored in ``snap``, resolved when read.
 
     A resume reads the calls of its open batch only, so the rest are never decoded. The
-    referred texts are then read from the context ``snap`` holds as loaded (a copy of the
-    list, so what the run does to its context later does not move them); the digests are
-    checked when a call is read, and a mismatch is a ``StoreError`` then.
+    referred texts are then read from the context ``snap`` holds as loaded
+    (``StoredSnapshot.loaded_message``: what the run does to its context later does not move
+    them, and a message is decoded alone while the context is not); the digests are checked
+    when a call is read, and a mismatch is a ``StoreError`` then.
 
     Returns ``False``, holding nothing, when the rows must be resolved now: a row not framed
     as this release writes (another format: refused by the eager reader, at load), a
@@ -181,10 +182,10 @@ def keep_calls(snap: RunSnapshot, calls: list[tuple[str, bytes]], current: int |
         return False
     if refs and current != 0:
         return False
-    log = list(snap.context) if refs else []
+    loaded = snap.loaded_message
 
     def message(seg: int, idx: int) -> Message | None:
-        return log[idx] if seg == current and 0 <= idx < len(log) else None
+        return loaded(idx) if refs and seg == current else None
 
     def read(raws: list[bytes]) -> list[CallRecord]:
         return resolve(decode_rows(raws), current, message)

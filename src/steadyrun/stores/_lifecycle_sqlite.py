@@ -150,9 +150,6 @@ def read_snapshot(conn: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
     snap = decode_snapshot(
         row[0], row[1], [m for (m,) in context], (), [b for _, b in blocks], call_ids=()
     )
-    # The context is decoded now: data that does not fit is refused by the load, and the
-    # first model call reads all of it anyway.
-    snap.context  # noqa: B018
     kept = [(i, raw) for _, i, raw in calls]
     if not keep_calls(snap, kept, row[2]):
         snap.calls = sqlite_resolved(

@@ -381,9 +381,6 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
                 (b[0] for b in blocks),
                 call_ids=(),  # blocks stay stored bytes until read, and so do call rows
             )
-            # The context is decoded now: data that does not fit is refused by the load, and
-            # the first model call reads all of it anyway.
-            snap.context  # noqa: B018
             current = None if row[0][2] is None else int(row[0][2])
             # The next step's segment, as write_step would find it: its first step is then
             # one statement too (a run without history entries starts at 0).

@@ -55,8 +55,9 @@ BUDGET: dict[str, float] = {
     # CPU of the service side (issue 20 item 6, 2026-12-06), counted. Deep copies made for
     # observers: the publisher and the live broadcaster read what they are told and keep
     # nothing of a request, a response or a fragment, so they share the runtime's objects;
-    # only the two tool callbacks (the publisher keeps the call's arguments) are copied.
-    "observer_copies": 2,  # 14: every callback, fragments and whole requests included
+    # the two tool callbacks too: the publisher copies a call it keeps only for a run
+    # somebody follows.
+    "observer_copies": 0,  # 14: every callback; 2 while the tool callbacks were copied
     # Snapshot diffs of the publisher: the fragments of a run nobody follows are held, not
     # applied one by one; they are dropped when the execution ends unseen.
     "diffs": 1,  # 10: the start and the end of the execution, and each fragment
@@ -65,7 +66,7 @@ BUDGET: dict[str, float] = {
 
 # With a follower here of a run that another process executes (the live feed has a
 # subscription): the runs executing here, which nobody follows, still send nothing on it.
-BUDGET_ELSEWHERE = {"observer_copies": 2, "live_sent": 0}  # 28 and 14: every fragment, encoded
+BUDGET_ELSEWHERE = {"observer_copies": 0, "live_sent": 0}  # 28 and 14: every fragment, encoded
 
 # A run's safe points that must each be durable before what follows them: its first input
 # (before ``start`` answers), the step with its call's start, the settled call with the next

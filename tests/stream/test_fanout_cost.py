@@ -9,6 +9,7 @@ The figures are in benchmarks/stream_fanout.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from hypothesis import given
@@ -198,3 +199,77 @@ async def test_followers_of_a_run_executing_here_do_not_listen_on_the_live_feed(
     await asyncio.sleep(0.05)
     assert feed.followed()
     await follower.aclose()  # type: ignore[attr-defined]
+
+
+def _tool_agent(go: asyncio.Event | None = None, name: str = "a") -> sr.Agent:
+    @sr.tool
+    def work(job: str) -> str:
+        """Do a job.
+
+        Args:
+            job: The job.
+        """
+        return f"did {job}"
+
+    async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        if go is not None:
+            await go.wait()  # a follower is there before the calls
+        if any(m.role == "tool" for m in request.messages):
+            return text("done")
+        return sr.testing.tool_calls(("work", {"job": "a"}), ("work", {"job": "b"}))
+
+    model = sr.testing.FunctionModel(respond)
+    return sr.Agent(name=name, model=model, tools=[work], instructions="go")
+
+
+async def test_a_run_nobody_follows_copies_no_call_for_the_display(monkeypatch: object) -> None:
+    # The display keeps a call's arguments, so it keeps a copy of each record it is told of;
+    # a run nobody follows is shown by nothing, so no record is copied for it (a service
+    # copied two per call of every run: 3% of its CPU a run).
+    import copy
+
+    copied: list[object] = []
+    deepcopy = copy.deepcopy
+
+    def counted(value: object, *args: object) -> object:
+        copied.append(value)
+        return deepcopy(value, *args)  # type: ignore[arg-type]
+
+    store = MemoryStore()
+    publisher = Publisher(store)
+    runtime = sr.Runtime(store, observers=[publisher])
+    monkeypatch.setattr(copy, "deepcopy", counted)  # type: ignore[attr-defined]
+    result = await runtime.run(_tool_agent(), run_id="quiet", input="go")
+    assert result.status == "completed"
+    assert not [v for v in copied if "CallRecord" in repr(v)[:40]]
+
+    # Followed: the display shows each call, from records of its own.
+    go = asyncio.Event()
+    running = asyncio.create_task(runtime.run(_tool_agent(go, "b"), run_id="loud", input="go"))
+    for _ in range(400):
+        if await store.load("loud") is not None:
+            break
+        await asyncio.sleep(0.005)
+    got: list[StreamEvent] = []
+    ready = asyncio.Event()
+    follower = asyncio.create_task(_read_run(publisher, "loud", got, ready))
+    await asyncio.wait_for(ready.wait(), 5)
+    copied.clear()
+    go.set()
+    result = await asyncio.wait_for(running, 5)
+    await asyncio.wait_for(follower, 5)
+    assert result.status == "completed"
+    assert [v for v in copied if "CallRecord" in repr(v)[:40]], "the display keeps copies"
+    display = await publisher.snapshot("loud")
+    assert [c.status for c in display.calls] == ["succeeded", "succeeded"]
+    assert [json.loads(c.arguments) for c in display.calls] == [{"job": "a"}, {"job": "b"}]
+
+
+async def _read_run(
+    publisher: Publisher, run_id: str, got: list[StreamEvent], ready: asyncio.Event
+) -> None:
+    async for event in publisher.follow(run_id, poll_interval=30):
+        got.append(event)
+        ready.set()
+        if isinstance(event.delta, RunStatusChanged) and event.delta.status == "completed":
+            return

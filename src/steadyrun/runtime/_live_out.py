@@ -14,7 +14,7 @@ from typing import Any
 
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
-from steadyrun.runtime._observers import Observer
+from steadyrun.runtime._observers import RUN_CALLBACKS, Observer
 from steadyrun.stores._live import LiveFeed
 
 __all__ = ["LiveBroadcaster"]
@@ -26,18 +26,7 @@ class LiveBroadcaster(Observer):
     """Publishes a run's progress on its store's live feed (see the module)."""
 
     # Every method only reads what it is given, and sends it on as text at once.
-    shares = frozenset(
-        {
-            "on_run_start",
-            "on_run_end",
-            "on_model_request",
-            "on_model_delta",
-            "on_model_response",
-            "on_tool_start",
-            "on_tool_settle",
-            "on_publish",
-        }
-    )
+    shares = RUN_CALLBACKS | {"on_publish"}
 
     def __init__(self, feed: LiveFeed) -> None:
         self.feed = feed

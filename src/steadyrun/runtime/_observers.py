@@ -15,7 +15,7 @@ from steadyrun.context import ContextEvent
 from steadyrun.records import CallRecord
 from steadyrun.runtime._result import RunResult
 
-__all__ = ["Observer", "ObserverSet", "extra_observers", "observed"]
+__all__ = ["RUN_CALLBACKS", "Observer", "ObserverSet", "extra_observers", "observed"]
 
 log = logging.getLogger("steadyrun.observers")
 
@@ -24,6 +24,20 @@ extra_observers: ContextVar[tuple[Observer, ...]] = ContextVar(
 )
 """Observers of the executions started in this context only, besides the runtime's own
 (``Runtime.stream`` sets its event sink here, inside the task that runs the execution)."""
+
+
+RUN_CALLBACKS: frozenset[str] = frozenset(
+    {
+        "on_run_start",
+        "on_run_end",
+        "on_model_request",
+        "on_model_delta",
+        "on_model_response",
+        "on_tool_start",
+        "on_tool_settle",
+    }
+)
+"""The callbacks of a run's progress: what the library's own observers share (``shares``)."""
 
 
 class Observer:

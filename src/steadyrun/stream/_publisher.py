@@ -30,6 +30,7 @@ from steadyrun._errors import RunNotFoundError
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
 from steadyrun.runtime import Observer
+from steadyrun.runtime._observers import RUN_CALLBACKS
 from steadyrun.stores import Store
 from steadyrun.stores._live import LiveFeed
 from steadyrun.stores._live_open import live_feed
@@ -71,17 +72,7 @@ class Publisher(Observer):
     # The tool callbacks keep the call's arguments in the display: they copy the record
     # themselves, and only for a run somebody follows (a copy per call of every run was 3% of
     # a service's CPU a run).
-    shares = frozenset(
-        {
-            "on_run_start",
-            "on_run_end",
-            "on_model_request",
-            "on_model_delta",
-            "on_model_response",
-            "on_tool_start",
-            "on_tool_settle",
-        }
-    )
+    shares = RUN_CALLBACKS
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import steadyrun as sr
+from servicecountkit import service_agent
 from steadyrun.stores import MemoryStore
 from steadyrun.stores._live_open import live_feed
 from steadyrun.stream import (
@@ -202,14 +203,7 @@ async def test_followers_of_a_run_executing_here_do_not_listen_on_the_live_feed(
 
 
 def _tool_agent(go: asyncio.Event | None = None, name: str = "a") -> sr.Agent:
-    @sr.tool
-    def work(job: str) -> str:
-        """Do a job.
-
-        Args:
-            job: The job.
-        """
-        return f"did {job}"
+    """Two calls of the service workload's ``work`` tool, then a text; waits for ``go``."""
 
     async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
         if go is not None:
@@ -219,7 +213,7 @@ def _tool_agent(go: asyncio.Event | None = None, name: str = "a") -> sr.Agent:
         return sr.testing.tool_calls(("work", {"job": "a"}), ("work", {"job": "b"}))
 
     model = sr.testing.FunctionModel(respond)
-    return sr.Agent(name=name, model=model, tools=[work], instructions="go")
+    return sr.Agent(name=name, model=model, tools=service_agent().tools, instructions="go")
 
 
 async def test_a_run_nobody_follows_copies_no_call_for_the_display(monkeypatch: object) -> None:

@@ -51,7 +51,7 @@ def _agent(n: int, *, resumed: bool = False) -> sr.Agent:
     ]
     return sr.Agent(
         name="a",
-        model=ScriptedModel([] if resumed else [*script, text("done")]),
+        model=ScriptedModel([text("done")] if resumed else [*script, text("done")]),
         tools=[step],
         instructions="go",
     )
@@ -127,6 +127,29 @@ async def test_call_rows_read_the_context_as_loaded_not_as_changed_since(store_o
             assert snap.calls == expected, touch
 
 
+async def _set_message(where: Any, idx: int, raw: bytes) -> bytes:
+    """Write the stored context row ``idx`` behind the store's back; return what it held."""
+    if isinstance(where, Path):
+        with sqlite3.connect(where) as conn:
+            old = conn.execute(
+                "SELECT message FROM context WHERE run_id = ? AND idx = ?", (RUN, idx)
+            ).fetchone()[0]
+            conn.execute(
+                "UPDATE context SET message = ? WHERE run_id = ? AND idx = ?", (raw, RUN, idx)
+            )
+        return bytes(old)
+    async with await psycopg.AsyncConnection.connect(where, autocommit=True) as pg:
+        cur = await pg.execute(
+            "SELECT message FROM steadyrun.context WHERE run_id = %s AND idx = %s", (RUN, idx)
+        )
+        (old,) = await cur.fetchone()  # type: ignore[misc]
+        await pg.execute(
+            "UPDATE steadyrun.context SET message = %s WHERE run_id = %s AND idx = %s",
+            (raw, RUN, idx),
+        )
+    return bytes(old)
+
+
 async def test_a_context_document_that_does_not_fit_is_refused_when_read(
     store_of: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -134,24 +157,11 @@ async def test_a_context_document_that_does_not_fit_is_refused_when_read(
         suspended = await sr.Runtime(store).run(_agent(3), run_id=RUN, input="start")
         waiting = [c for c in suspended.calls if c.status == "awaiting_decision"]
         await sr.Runtime(store).decide(RUN, waiting[0].id, approve=True)
+    where: Any = tmp_path / "runs.db"
+    if "postgres" in request.node.callspec.id:
+        where = request.getfixturevalue("pg_dsn")
     bad = json.dumps({"format": FORMAT, "data": {"role": "robot"}}, separators=(",", ":")).encode()
-    if "sqlite" in request.node.callspec.id:
-        with sqlite3.connect(tmp_path / "runs.db") as conn:
-            good = conn.execute(
-                "SELECT message FROM context WHERE run_id = ? AND idx = 1", (RUN,)
-            ).fetchone()[0]
-            conn.execute("UPDATE context SET message = ? WHERE run_id = ? AND idx = 1", (bad, RUN))
-    else:
-        dsn = request.getfixturevalue("pg_dsn")
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as pg:
-            cur = await pg.execute(
-                "SELECT message FROM steadyrun.context WHERE run_id = %s AND idx = 1", (RUN,)
-            )
-            (good,) = await cur.fetchone()  # type: ignore[misc]
-            await pg.execute(
-                "UPDATE steadyrun.context SET message = %s WHERE run_id = %s AND idx = 1",
-                (bad, RUN),
-            )
+    good = await _set_message(where, 1, bad)
     async with store_of() as store:
         snap = await store.load(RUN)
         assert snap is not None and snap.batch_calls()  # what does not refer to it reads
@@ -165,4 +175,9 @@ async def test_a_context_document_that_does_not_fit_is_refused_when_read(
         after = await store.load(RUN)
         assert after is not None and after.checkpoint == snap.checkpoint
         assert [c.status for c in after.batch_calls()] == [c.status for c in snap.batch_calls()]
-    assert good  # the stored row is the user's to mend; nothing else was written
+    # Nothing was lost: the row mended, the run resumes from where it waited.
+    assert await _set_message(where, 1, good) == bad
+    async with store_of() as store:
+        done = await sr.Runtime(store, agents=[_agent(3, resumed=True)]).resume(RUN)
+        assert (done.status, done.text) == ("completed", "done"), done.error
+        assert [c.status for c in done.calls].count("succeeded") == 6

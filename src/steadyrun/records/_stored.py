@@ -129,14 +129,12 @@ class StoredSnapshot(RunSnapshot):
             StoreError: The stored message does not fit ``Message``.
         """
         try:
-            loaded, raws = self._loaded, self._raw_context
+            loaded = self._loaded
         except AttributeError:  # built as a plain ``RunSnapshot``: its context is as given
-            loaded, raws = tuple(self.context), None
-        if loaded is None and raws is None:  # set, never decoded: as given
             loaded = self._loaded = tuple(self.context)
         if loaded is not None:
             return loaded[index] if 0 <= index < len(loaded) else None
-        assert raws is not None
+        raws = self._raw_context or []  # held until the context is decoded (``of``)
         if not 0 <= index < len(raws):
             return None
         found = self._singles.get(index)

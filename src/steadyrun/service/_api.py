@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -504,7 +506,7 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
                 # response's own pings keep the connection open.
                 if event.kind != "keepalive":
                     yield event.rendered(_sse_frame)
-                if until == "done" and _done(app, run_id, event.id):
+                if until == "done" and await _ended(app, run_id, event.id, poll):
                     return
 
         return EventSourceResponse(
@@ -522,9 +524,27 @@ def _sse_frame(event: StreamEvent) -> bytes:
     return ServerSentEvent(data, id=event.id, event=event.kind, sep=_SEP).encode()
 
 
-def _done(app: App, run_id: str, event_id: str) -> bool:
+async def _ended(app: App, run_id: str, event_id: str, poll: float) -> bool:
+    """Whether a follower at ``event_id`` has seen the run complete or fail, for good.
+
+    The run's last change is published from inside its execution, so the follower usually
+    gets it while the worker still executes the run: rather than look again at the next
+    keep-alive (a poll interval later), wait here for the execution to end (at most a poll
+    interval: a run that moves on meanwhile is followed on at the next look).
+    """
+    if not _caught_up_final(app, run_id, event_id):
+        return False
+    if app.executing(run_id):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(app.finished(run_id), poll)
+        if app.executing(run_id) or not _caught_up_final(app, run_id, event_id):
+            return False
+    return True
+
+
+def _caught_up_final(app: App, run_id: str, event_id: str) -> bool:
     current = app.publisher.current(run_id)
-    if current is None or app.executing(run_id):
+    if current is None:
         return False
     caught_up = event_id.rpartition(".")[2] == str(current.seq)
     return caught_up and current.status in ("completed", "failed")

@@ -132,6 +132,15 @@ class App:
         """Whether the run executes in this process now (in the embedded worker)."""
         return self.engine.executing(run_id)
 
+    async def finished(self, run_id: str) -> None:
+        """Return once the embedded worker no longer executes the run (at once without one).
+
+        Only the built-in engine executes runs in the app's own worker; with another engine
+        this returns at once (and ``executing`` says what that engine does).
+        """
+        if self.worker is not None:
+            await self.worker.finished(run_id)
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def open(self) -> None:

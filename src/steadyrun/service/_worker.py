@@ -139,6 +139,12 @@ class Worker:
         """The runs this worker executes now."""
         return list(self._tasks)
 
+    async def finished(self, run_id: str) -> None:
+        """Return once this worker no longer executes ``run_id`` (at once when it does not)."""
+        task = self._tasks.get(run_id)
+        if task is not None:
+            await asyncio.wait([task])  # never cancels the execution, even when cancelled
+
     def stop(self) -> None:
         """Stop taking runs; executing runs stop at their next checkpoint (see the module)."""
         self._stopping.set()

@@ -1,0 +1,84 @@
+"""``GET /runs/{id}/stream?until=done`` ends when the run's execution ends, not at a poll.
+
+The stream checks for its end at each event. The last delta of a completing run comes while
+the embedded worker still executes it (the run's end is published from inside the
+execution), so the check used to wait for the next keep-alive, a whole poll interval (1 s by
+default) after the run completed: every follower of a run waited that long for its stream to
+close (``benchmarks/service.py`` lost a quarter of its runs/s to it, a tenth of its slots
+following). With a poll interval of an hour these streams close only if the run's end
+closes them; the bound on each is a test's timeout, not a figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from servicekit import AUTH, TOKEN, make_app
+
+import steadyrun as sr
+from steadyrun.service import App, create_app
+from steadyrun.stores import MemoryStore
+from steadyrun.testing import FunctionModel
+
+HOUR = 3600.0
+NEVER = 20.0  # seconds a test gives a stream that should close at once
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[tuple[App, httpx.AsyncClient]]:
+    app = make_app(MemoryStore())
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=HOUR)
+    transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        yield app, client
+    await app.close()
+
+
+async def _suspended(app: App, client: httpx.AsyncClient, run_id: str) -> str:
+    body = {"run_id": run_id, "agent": "support", "input": "I was charged twice."}
+    assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
+    await app.wait(run_id)
+    (item,) = (await client.get(f"/runs/{run_id}/pending", headers=AUTH)).json()["items"]
+    return str(item["call_id"])
+
+
+async def test_a_followed_run_that_completes_closes_its_stream(
+    served: tuple[App, httpx.AsyncClient],
+) -> None:
+    app, client = served
+    call_id = await _suspended(app, client, "a")
+    followed = asyncio.create_task(client.get("/runs/a/stream?until=done", headers=AUTH))
+    await asyncio.sleep(0.05)  # the follower is in; its first event was the snapshot
+    assert not followed.done(), "a suspended run's stream stays open"
+    decision = {"approve": True}
+    r = await client.post(f"/runs/a/calls/{call_id}/decision", json=decision, headers=AUTH)
+    assert r.status_code == 200, r.text
+    response = await asyncio.wait_for(followed, NEVER)
+    assert response.status_code == 200
+    assert '"status":"completed"' in response.text.replace(" ", "")
+    assert not app.executing("a")
+
+
+async def test_a_run_that_fails_closes_its_stream() -> None:
+    gate = asyncio.Event()
+
+    async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        await gate.wait()  # until the follower is in
+        raise RuntimeError("the provider is down")
+
+    app = App(MemoryStore(), agents=[sr.Agent(name="flaky", model=FunctionModel(respond))])
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=HOUR)
+    transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        body = {"run_id": "f", "agent": "flaky", "input": "go"}
+        assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
+        followed = asyncio.create_task(client.get("/runs/f/stream?until=done", headers=AUTH))
+        await asyncio.sleep(0.05)
+        assert not followed.done(), "a running run's stream stays open"
+        gate.set()
+        response = await asyncio.wait_for(followed, NEVER)
+    await app.close()
+    assert '"status":"failed"' in response.text.replace(" ", "")

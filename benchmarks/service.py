@@ -169,6 +169,28 @@ def make_agent(timings: Timings, model_seconds: float) -> sr.Agent:
     return sr.Agent(name=AGENT, model=FunctionModel(respond), tools=[work])
 
 
+def loop_name(factory: Callable[[], asyncio.AbstractEventLoop] | None) -> str:
+    """``uvloop`` or ``asyncio``: the kind of loop ``factory`` makes."""
+    if factory is None:
+        return "asyncio"
+    loop = factory()
+    try:
+        return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+    finally:
+        loop.close()
+
+
+def http_name(choice: str) -> str:
+    """The HTTP parser uvicorn uses for ``choice`` (``auto``: httptools when installed)."""
+    if choice != "auto":
+        return choice
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"
+
+
 def free_port() -> int:
     """A free TCP port on the loopback interface."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -415,6 +437,7 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         port=port,
         log_level="warning",
         lifespan="off",
+        http=args.http,
         access_log=False,
         # A slot's connection idles while its run executes (seconds at 200 in flight): by
         # default uvicorn closes it after 5 s, racing the client's next request on it.
@@ -533,6 +556,19 @@ def main() -> None:
         help="the HTTP client in a second process (the figures are the server's) or in this one",
     )
     p.add_argument("--tmp", default=None, help="directory for the SQLite file (a temp dir in it)")
+    p.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="the server's event loop; auto: as `steadyrun serve` (uvicorn.run) picks it, "
+        "uvloop when installed",
+    )
+    p.add_argument(
+        "--http",
+        choices=("auto", "h11", "httptools"),
+        default="auto",
+        help="uvicorn's HTTP parser; auto: as `steadyrun serve` picks it, httptools when installed",
+    )
     args = p.parse_args()
     if args.runs is None:
         args.runs = 100 if args.quick else 1000
@@ -542,7 +578,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="steadyrun-bench-", dir=args.tmp) as tmp:
         timings = Timings()
         try:
-            rec = asyncio.run(asyncio.wait_for(bench(args, Path(tmp), timings), args.timeout))
+            # The loop uvicorn.run would make for `steadyrun serve` (its --loop choice).
+            factory = uvicorn.Config(None, loop=args.loop).get_loop_factory()
+            with asyncio.Runner(loop_factory=factory) as runner:
+                rec = runner.run(asyncio.wait_for(bench(args, Path(tmp), timings), args.timeout))
+            rec["loop"] = loop_name(factory)
+            rec["http"] = http_name(args.http)
         except TimeoutError:
             statuses: dict[str, int] = {}
             for run_id in timings.posted:
@@ -560,7 +601,7 @@ def main() -> None:
     print(
         f"steadyrun {steadyrun.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, uvicorn {uvicorn.__version__}, httpx {httpx.__version__}, "
-        f"SqliteStore (synchronous FULL); "
+        f"SqliteStore (synchronous FULL), loop {rec['loop']}, HTTP parser {rec['http']}; "
         + (
             "client in a second process\n"
             if args.client == "process"

@@ -375,3 +375,55 @@ async def test_versions_with_instructions_of_a_function_are_told_apart_by_run() 
     await runtime.decide("a", "m1.c1", approve=True)
     assert (await runtime.resume("a")).status == "completed"
     assert done == [("v1", ("A", 500))]
+
+
+async def test_a_run_records_the_agents_version_as_it_is_when_the_run_executes() -> None:
+    # The version a run records is remembered per agent (hashing it again for each run was
+    # 1% of the service's CPU); an agent changed in place between runs is hashed anew.
+    store = sr.MemoryStore()
+    done: Refunds = []
+    agent = support([refund_v1(done), lookup], support_model())
+    runtime = sr.Runtime(store)
+    versions = []
+    for i, change in enumerate(("Help.", "Help politely.", "Help.")):
+        agent.instructions = change
+        if i == 2:
+            other = support_model()
+            other.name = "another"
+            agent.model = other
+        await runtime.run(agent, run_id=f"r{i}", input="refund A")
+        snap = await store.load(f"r{i}")
+        assert snap is not None
+        assert snap.run.agent_version == agent_fingerprint(agent, f"r{i}").version
+        versions.append(snap.run.agent_version)
+    assert len(set(versions)) == 3
+    per_run = support([lookup], support_model(), instructions="x")
+    per_run.instructions = lambda run_id: f"Help run {run_id}."
+    for run_id in ("a", "b"):
+        await runtime.run(per_run, run_id=run_id, input="refund A")
+    a, b = await store.load("a"), await store.load("b")
+    assert a is not None and b is not None
+    assert a.run.agent_version == agent_fingerprint(per_run, "a").version
+    assert b.run.agent_version == agent_fingerprint(per_run, "b").version != a.run.agent_version
+
+
+async def test_an_unchanged_agent_is_hashed_once_for_all_its_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from steadyrun.runtime import _versions
+
+    hashed: list[object] = []
+    digest = _versions._digest
+
+    def counting(value: object, size: int) -> str:
+        hashed.append(value)
+        return digest(value, size)
+
+    monkeypatch.setattr(_versions, "_digest", counting)
+    agent = support([lookup], support_model())
+    runtime = sr.Runtime(sr.MemoryStore())
+    await runtime.run(agent, run_id="r0", input="refund A")
+    first = len(hashed)
+    for i in range(1, 5):
+        await runtime.run(agent, run_id=f"r{i}", input="refund A")
+    assert len(hashed) == first, hashed[first:]  # nothing hashed again for the later runs

@@ -100,7 +100,7 @@ from steadyrun.runtime._recovery import blocks_run
 from steadyrun.runtime._request import CORRECTION, request_builder
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
-from steadyrun.runtime._versions import agent_fingerprint, reconcile_batch
+from steadyrun.runtime._versions import agent_version, reconcile_batch
 from steadyrun.stores import Store
 from steadyrun.stores._leases import ensure_held
 
@@ -128,7 +128,7 @@ class Execution:
         host_failure_details: bool = True,
     ) -> None:
         self.state = state
-        state.run.agent_version = agent_fingerprint(agent, state.run_id).version  # saved next
+        state.run.agent_version = agent_version(agent, state.run_id)  # saved next
         self.agent = agent
         self.store = store
         self.observers = observers

@@ -137,11 +137,36 @@ def agent_fingerprint(agent: Agent, run_id: str = "") -> AgentFingerprint:
     """
     from steadyrun.runtime._agent import model_key
 
-    instructions = _digest(agent.instructions_for(run_id), 16)
-    model = model_key(agent)
+    return _fingerprint(agent, agent.instructions_for(run_id), model_key(agent))
+
+
+def _fingerprint(agent: Agent, text: str, model: str) -> AgentFingerprint:
+    instructions = _digest(text, 16)
     tools = dict(_tool_versions(agent))
     version = _digest({"instructions": instructions, "model": model, "tools": tools}, 16)
     return AgentFingerprint(version=version, instructions=instructions, model=model, tools=tools)
+
+
+_VERSIONS: weakref.WeakKeyDictionary[Agent, tuple[str, str, str]] = weakref.WeakKeyDictionary()
+
+
+def agent_version(agent: Agent, run_id: str = "") -> str:
+    """``agent_fingerprint(agent, run_id).version``, what a run records of its agent.
+
+    Remembered per agent with the instructions and model it was made of (an agent changed in
+    place is hashed anew; its tools, like ``_tool_versions``, are taken as they were): an
+    execution starts with it, and hashing the same agent for every run cost the service 1%
+    of its CPU.
+    """
+    from steadyrun.runtime._agent import model_key
+
+    text, model = agent.instructions_for(run_id), model_key(agent)
+    held = _VERSIONS.get(agent)
+    if held is not None and held[0] == text and held[1] == model:
+        return held[2]
+    version = _fingerprint(agent, text, model).version
+    _VERSIONS[agent] = (text, model, version)
+    return version
 
 
 def _static_version(agent: Agent) -> str:

@@ -401,6 +401,10 @@ async def separate_client(
     timings.notify = lambda run_id: mine.send(("end", run_id))
     proc.start()
     loop.add_reader(mine.fileno(), readable)
+    # uvloop's add_reader makes the descriptor non-blocking; a message longer than the pipe
+    # holds (the client's result) would then come apart in recv. Blocking again, recv waits
+    # for the rest of a message that began (the loop only polls the descriptor).
+    os.set_blocking(mine.fileno(), True)
     try:
         result = await done
         cpu = time.process_time() - cpu0

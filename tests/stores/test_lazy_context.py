@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from lazykit import RUN, lazy_agent
 
 import pgkit
 import steadyrun as sr
@@ -25,36 +26,9 @@ from steadyrun import _codec
 from steadyrun._codec import FORMAT
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun.chat import Message, TextPart
-from steadyrun.control import Confirm
 from steadyrun.stores import PostgresStore
-from steadyrun.testing import ScriptedModel, text, tool_calls
 
 pg_dsn = pgkit.database_fixture()
-RUN = "r"
-
-
-def _agent(n: int, *, resumed: bool = False) -> sr.Agent:
-    """n turns of two calls each; the last turn's first call waits for approval."""
-
-    @sr.tool(policy=lambda view: Confirm(prompt="ok?") if view.arguments["k"] == n - 1 else None)
-    async def step(k: int) -> str:
-        """One step.
-
-        Args:
-            k: Which.
-        """
-        return f"step {k} done: {'x' * 40}"
-
-    script = [
-        tool_calls(("step", {"k": k}), ("step", {"k": k + 100}), content=f"turn {k}")
-        for k in range(n)
-    ]
-    return sr.Agent(
-        name="a",
-        model=ScriptedModel([text("done")] if resumed else [*script, text("done")]),
-        tools=[step],
-        instructions="go",
-    )
 
 
 class Messages:
@@ -93,7 +67,7 @@ async def test_a_load_decodes_no_message_and_the_open_batch_only_its_own(
     store_of: Any, monkeypatch: Any
 ) -> None:
     async with store_of() as store:
-        suspended = await sr.Runtime(store).run(_agent(8), run_id=RUN, input="start")
+        suspended = await sr.Runtime(store).run(lazy_agent(8), run_id=RUN, input="start")
         assert suspended.status == "suspended"
         eager = await store.load(RUN)
         assert eager is not None
@@ -113,7 +87,7 @@ async def test_a_load_decodes_no_message_and_the_open_batch_only_its_own(
 
 async def test_call_rows_read_the_context_as_loaded_not_as_changed_since(store_of: Any) -> None:
     async with store_of() as store:
-        assert (await sr.Runtime(store).run(_agent(4), run_id=RUN, input="start")).status == (
+        assert (await sr.Runtime(store).run(lazy_agent(4), run_id=RUN, input="start")).status == (
             "suspended"
         )
         expected = (await store.load(RUN)).calls  # type: ignore[union-attr]
@@ -154,7 +128,7 @@ async def test_a_context_document_that_does_not_fit_is_refused_when_read(
     store_of: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     async with store_of() as store:
-        suspended = await sr.Runtime(store).run(_agent(3), run_id=RUN, input="start")
+        suspended = await sr.Runtime(store).run(lazy_agent(3), run_id=RUN, input="start")
         waiting = [c for c in suspended.calls if c.status == "awaiting_decision"]
         await sr.Runtime(store).decide(RUN, waiting[0].id, approve=True)
     where: Any = tmp_path / "runs.db"
@@ -168,7 +142,7 @@ async def test_a_context_document_that_does_not_fit_is_refused_when_read(
         with pytest.raises(StoreError, match="does not match Message") as info:
             snap.context  # noqa: B018
         assert not isinstance(info.value, FormatVersionError)
-        runtime = sr.Runtime(store, agents=[_agent(3, resumed=True)])
+        runtime = sr.Runtime(store, agents=[lazy_agent(3, resumed=True)])
         for _ in range(2):  # the claim is given back: the second resume meets the same error
             with pytest.raises(StoreError, match="does not match Message"):
                 await runtime.resume(RUN)
@@ -178,6 +152,6 @@ async def test_a_context_document_that_does_not_fit_is_refused_when_read(
     # Nothing was lost: the row mended, the run resumes from where it waited.
     assert await _set_message(where, 1, good) == bad
     async with store_of() as store:
-        done = await sr.Runtime(store, agents=[_agent(3, resumed=True)]).resume(RUN)
+        done = await sr.Runtime(store, agents=[lazy_agent(3, resumed=True)]).resume(RUN)
         assert (done.status, done.text) == ("completed", "done"), done.error
         assert [c.status for c in done.calls].count("succeeded") == 6

@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/peers/steadyrun_loop.py N MODE [--tool echo|add] [--count K]
                      [--resume-samples S] [--sqlite-sync FULL|NORMAL|OFF]
-                     [--async-tool | --inline-tool]
+                     [--async-tool | --inline-tool] [--loop asyncio|uvloop]
 
 Prints ONE JSON line (contract: ``../shared/peers/README.md``), so ``run_all.sh`` runs it
 interleaved with LangGraph, PydanticAI and the plain baseline (``EXTRA_SCRIPTS``). The workload,
@@ -516,7 +516,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     tool_kind = (
         "async-tool" if args.async_tool else "inline-tool" if args.inline_tool else "sync-tool"
     )
-    rec["variant"] = f"{tool_kind}/{store_kind}{origin}"
+    rec["variant"] = f"{tool_kind}/{store_kind}{origin}" + (
+        "/uvloop" if args.loop == "uvloop" else ""
+    )
     if on_sqlite:
         rec["sqlite_synchronous"] = sync
     rec["import_s"] = IMPORT_S
@@ -552,13 +554,26 @@ def main() -> None:
         action="store_true",
         help="the plain def declared @tool(inline=True): run on the event loop, no thread",
     )
+    p.add_argument(
+        "--loop",
+        choices=("asyncio", "uvloop"),
+        default="asyncio",
+        help="the event loop (default asyncio's, as the peers' async variants; uvloop: a "
+        "user's choice, reported in variant)",
+    )
     args = p.parse_args()
     if args.n < 2 and args.mode in ("resume", "suspended"):
         p.error("resume and suspended need N >= 2 (the pause is at step N//2)")
     if args.db is None:
         args.db = C.default_db_path("steadyrun")
     try:
-        rec = asyncio.run(main_async(args))
+        factory = None
+        if args.loop == "uvloop":
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            rec = runner.run(main_async(args))
     finally:
         if not args.keep_db:
             C.remove_db(args.db)

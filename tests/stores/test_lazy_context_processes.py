@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +64,21 @@ async def _suspended(kind: str, where: str) -> tuple[list[Any], list[Any]]:
         return list(eager.context), eager.batch_calls()
 
 
-async def test_a_snapshot_read_after_another_process_resumed_the_run_is_as_loaded(
-    target: tuple[str, str],
-) -> None:
-    kind, where = target
+@asynccontextmanager
+async def _loaded(kind: str, where: str) -> AsyncIterator[tuple[Any, Any, list[Any], list[Any]]]:
+    """(store, the run loaded lazily, its context and open batch as loaded eagerly before)."""
     context, batch = await _suspended(kind, where)
     async with _open(kind, where) as store:
         snap = await store.load(RUN)  # nothing of the context decoded yet
         assert snap is not None
+        yield store, snap, context, batch
+
+
+async def test_a_snapshot_read_after_another_process_resumed_the_run_is_as_loaded(
+    target: tuple[str, str],
+) -> None:
+    kind, where = target
+    async with _loaded(kind, where) as (store, snap, context, batch):
         child = _child(kind, where)
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
@@ -86,10 +95,7 @@ async def test_a_snapshot_read_after_the_other_process_was_killed_mid_body_is_as
     target: tuple[str, str],
 ) -> None:
     kind, where = target
-    context, batch = await _suspended(kind, where)
-    async with _open(kind, where) as store:
-        snap = await store.load(RUN)
-        assert snap is not None
+    async with _loaded(kind, where) as (store, snap, context, batch):
         child = _child(kind, where, "hold")
         try:
             assert child.stdout is not None

@@ -6,12 +6,14 @@ execution), so the check used to wait for the next keep-alive, a whole poll inte
 default) after the run completed: every follower of a run waited that long for its stream to
 close (``benchmarks/service.py`` lost a quarter of its runs/s to it, a tenth of its slots
 following). With a poll interval of an hour these streams close only if the run's end
-closes them; the bound on each is a test's timeout, not a figure.
+closes them; the bound on each is a test's timeout, not a figure. In-process through ASGI,
+and through a real uvicorn server on the loop and parser `steadyrun serve` would pick.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 
 import httpx
@@ -21,7 +23,7 @@ from servicekit import AUTH, TOKEN, make_app
 import steadyrun as sr
 from steadyrun.service import App, create_app
 from steadyrun.stores import MemoryStore
-from steadyrun.testing import FunctionModel
+from steadyrun.testing import FunctionModel, text
 
 HOUR = 3600.0
 NEVER = 20.0  # seconds a test gives a stream that should close at once
@@ -82,3 +84,31 @@ async def test_a_run_that_fails_closes_its_stream() -> None:
         response = await asyncio.wait_for(followed, NEVER)
     await app.close()
     assert '"status":"failed"' in response.text.replace(" ", "")
+
+
+def test_through_a_real_server_the_stream_closes_when_the_run_completes() -> None:
+    # uvicorn in a thread, as `steadyrun serve` runs it (uvloop and httptools when installed).
+    from servekit import serving
+
+    gate = threading.Event()
+
+    async def respond(request: sr.ModelRequest) -> sr.ModelResponse:
+        # Until the follower is in (set from the test's thread, not the server's loop).
+        await asyncio.to_thread(gate.wait, NEVER)
+        return text("done")
+
+    app = App(MemoryStore(), agents=[sr.Agent(name="quick", model=FunctionModel(respond))])
+    api = create_app(app, tokens=[TOKEN], stream_poll_seconds=HOUR)
+    kinds = []
+    with serving(api, lifespan="on") as base:
+        body = {"run_id": "q", "agent": "quick", "input": "go"}
+        assert httpx.post(f"{base}/runs", json=body, headers=AUTH).status_code == 202
+        url = f"{base}/runs/q/stream?until=done"
+        with httpx.stream("GET", url, headers=AUTH, timeout=NEVER) as response:
+            for line in response.iter_lines():  # a read timeout if the stream stays open
+                if line.startswith("event:"):
+                    kinds.append(line[6:].strip())
+                    gate.set()
+                elif line.startswith("data:") and '"status":"completed"' in line.replace(" ", ""):
+                    kinds.append("completed")
+    assert kinds[0] == "snapshot" and "completed" in kinds

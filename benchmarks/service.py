@@ -169,17 +169,6 @@ def make_agent(timings: Timings, model_seconds: float) -> sr.Agent:
     return sr.Agent(name=AGENT, model=FunctionModel(respond), tools=[work])
 
 
-def loop_name(factory: Callable[[], asyncio.AbstractEventLoop] | None) -> str:
-    """``uvloop`` or ``asyncio``: the kind of loop ``factory`` makes."""
-    if factory is None:
-        return "asyncio"
-    loop = factory()
-    try:
-        return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
-    finally:
-        loop.close()
-
-
 def http_name(choice: str) -> str:
     """The HTTP parser uvicorn uses for ``choice`` (``auto``: httptools when installed)."""
     if choice != "auto":
@@ -586,7 +575,8 @@ def main() -> None:
             factory = uvicorn.Config(None, loop=args.loop).get_loop_factory()
             with asyncio.Runner(loop_factory=factory) as runner:
                 rec = runner.run(asyncio.wait_for(bench(args, Path(tmp), timings), args.timeout))
-            rec["loop"] = loop_name(factory)
+                kind = type(runner.get_loop()).__module__
+            rec["loop"] = "uvloop" if kind.startswith("uvloop") else "asyncio"
             rec["http"] = http_name(args.http)
         except TimeoutError:
             statuses: dict[str, int] = {}

@@ -39,6 +39,16 @@ async def served() -> AsyncIterator[tuple[App, httpx.AsyncClient]]:
     await app.close()
 
 
+async def _followed(app: App, run_id: str) -> None:
+    """Until the stream's follower is registered with the publisher (bounded)."""
+    for _ in range(int(NEVER / 0.005)):
+        channel = app.publisher._channels.get(run_id)
+        if channel is not None and channel.followers:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"nobody follows {run_id}")
+
+
 async def _suspended(app: App, client: httpx.AsyncClient, run_id: str) -> str:
     body = {"run_id": run_id, "agent": "support", "input": "I was charged twice."}
     assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
@@ -53,7 +63,7 @@ async def test_a_followed_run_that_completes_closes_its_stream(
     app, client = served
     call_id = await _suspended(app, client, "a")
     followed = asyncio.create_task(client.get("/runs/a/stream?until=done", headers=AUTH))
-    await asyncio.sleep(0.05)  # the follower is in; its first event was the snapshot
+    await _followed(app, "a")
     assert not followed.done(), "a suspended run's stream stays open"
     decision = {"approve": True}
     r = await client.post(f"/runs/a/calls/{call_id}/decision", json=decision, headers=AUTH)
@@ -78,7 +88,7 @@ async def test_a_run_that_fails_closes_its_stream() -> None:
         body = {"run_id": "f", "agent": "flaky", "input": "go"}
         assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
         followed = asyncio.create_task(client.get("/runs/f/stream?until=done", headers=AUTH))
-        await asyncio.sleep(0.05)
+        await _followed(app, "f")
         assert not followed.done(), "a running run's stream stays open"
         gate.set()
         response = await asyncio.wait_for(followed, NEVER)

@@ -76,7 +76,7 @@ class _SchemaTool(Tool):
         """
         if self._binding.is_async:
             return await self.function(dict(args), ctx)
-        result = await run_in_thread(partial(self.function, dict(args), ctx))
+        result = await run_in_thread(partial(self.function, dict(args), ctx), self._pace)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -15,7 +15,7 @@ from steadyrun.tools._context import ToolContext
 from steadyrun.tools._names import validate_tool_name
 from steadyrun.tools._render import render_result
 from steadyrun.tools._signature import Binding, analyse_function
-from steadyrun.tools._threads import run_in_thread
+from steadyrun.tools._threads import Pace, run_in_thread
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "ConcurrencyKey", "Policy", "Retain", "Tool", "tool"]
 
@@ -99,6 +99,7 @@ class Tool:
     inline: bool = False
     _binding: Binding = field(repr=False)
     _definition: ToolDefinition = field(init=False, repr=False)
+    _pace: Pace = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Checked again here so dataclasses.replace() cannot produce an invalid tool.
@@ -124,6 +125,7 @@ class Tool:
             strict=self.strict,
         )
         object.__setattr__(self, "_definition", definition)
+        object.__setattr__(self, "_pace", Pace())
 
     def definition(self) -> ToolDefinition:
         """The tool as the model sees it; the same (not to be mutated) object on every call."""
@@ -168,7 +170,7 @@ class Tool:
         if self.inline:
             result = binding.function(**kwargs)
         else:
-            result = await run_in_thread(partial(binding.function, **kwargs))
+            result = await run_in_thread(partial(binding.function, **kwargs), self._pace)
         # A sync wrapper around an async function hands back an awaitable; finish it here.
         if inspect.isawaitable(result):
             result = await result

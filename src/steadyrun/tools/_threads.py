@@ -29,6 +29,7 @@ with no threads and a new pool.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import os
@@ -126,7 +127,9 @@ class _Pool:
 
     def __init__(self, max_threads: int) -> None:
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)  # a release per thread gone idle
+        # A token per thread gone idle. A deque's append and pop are atomic: the pure-Python
+        # Semaphore it replaces took a Condition's lock on both sides, every call.
+        self._idle: collections.deque[None] = collections.deque()
         self._lock = threading.Lock()
         self._threads = 0
         self._max = max_threads
@@ -139,7 +142,9 @@ class _Pool:
             done.acquire()
         job = _Job(fn, loop, pace, done)
         self._jobs.put(job)
-        if not self._idle.acquire(blocking=False):
+        try:
+            self._idle.pop()
+        except IndexError:
             done = None  # no thread is idle: this body waits or starts one, not quick
             # A body of the pool asking (it runs a loop of its own) gets a thread past the
             # bound: with every thread taken by such bodies, its job would wait for itself.
@@ -182,7 +187,7 @@ def _outcome(job: _Job) -> Any:
     return job.result
 
 
-def _run(job: _Job, idle: threading.Semaphore) -> None:
+def _run(job: _Job, idle: collections.deque[None]) -> None:
     try:
         job.result = job.context.run(job.fn)
     except BaseException as exc:  # the caller's to see, as to_thread shows it
@@ -191,7 +196,7 @@ def _run(job: _Job, idle: threading.Semaphore) -> None:
         job.pace.quick = _now() - job.since <= QUICK_WAIT_S
     # Idle before the hand-back: once the loop is woken, this thread only goes back to wait
     # (the woken loop waits for the GIL as long as this thread runs Python code).
-    idle.release()
+    idle.append(None)
     with _handover:
         job.over = True
         future = job.future

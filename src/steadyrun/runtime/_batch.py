@@ -122,6 +122,12 @@ class BatchRunner:
                         for item, record in [p for p in pairs if not _cleared(p[0])]:
                             pairs.remove((item, record))
                             await self.calls.cancel(record)
+                    if len(pairs) == 1 and not queue and not tasks and self._alone(pairs[0][0]):
+                        # Nothing else of the batch to start or watch, and a body that gets a
+                        # copy of the context variables in its thread: a task of its own would
+                        # keep nothing apart, and cost a turn of the loop (issue 20).
+                        await self.calls.execute(*pairs[0], last)
+                        continue
                     for item, record in pairs:
                         task = asyncio.create_task(self.calls.execute(item, record, last))
                         tasks[task] = item
@@ -147,6 +153,14 @@ class BatchRunner:
                 task.cancel()
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _alone(self, item: Runnable) -> bool:
+        """Whether the lone call ``item`` may be awaited in the run's own task.
+
+        An async or inline body (or an extension's middleware around any body) runs in the
+        awaiting task's context: in the run's, its context variables would outlive the call.
+        """
+        return self.calls.extensions is None and item.tool.runs_in_thread
 
     async def _save_starts(self, started: list[CallRecord]) -> bool:
         """Make the starts durable: with the owed step, else together on their own.

@@ -64,6 +64,11 @@ class _SchemaTool(Tool):
         _check(self.name, self._validator, value)
         return value
 
+    @property
+    def runs_in_thread(self) -> bool:
+        """Whether ``invoke`` runs the body in a worker thread (any sync function)."""
+        return not self._binding.is_async
+
     async def invoke(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
         """Call ``function(args, ctx)``; sync functions run in a worker thread.
 

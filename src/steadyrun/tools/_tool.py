@@ -127,6 +127,14 @@ class Tool:
         object.__setattr__(self, "_definition", definition)
         object.__setattr__(self, "_pace", Pace())
 
+    @property
+    def runs_in_thread(self) -> bool:
+        """Whether ``invoke`` runs the body in a worker thread (a sync function, not ``inline``).
+
+        Such a body runs in a copy of the caller's context variables whatever task awaits it.
+        """
+        return not self.inline and not self._binding.is_async
+
     def definition(self) -> ToolDefinition:
         """The tool as the model sees it; the same (not to be mutated) object on every call."""
         return self._definition

@@ -8,7 +8,7 @@ import pytest
 
 from steadyrun import Agent, MemoryStore, Runtime, ToolDefinitionError
 from steadyrun.testing import ScriptedModel, text, tool_calls
-from steadyrun.tools import tool
+from steadyrun.tools import schema_tool, tool
 
 
 async def test_an_inline_tool_runs_on_the_loop_thread_and_a_default_one_does_not() -> None:
@@ -73,3 +73,20 @@ def test_inline_applies_to_sync_functions_only() -> None:
         async def quick(x: int) -> int:
             """Double x."""
             return 2 * x
+
+
+async def test_a_schema_tool_declared_inline_runs_on_the_loop_thread() -> None:
+    seen: list[str] = []
+
+    def double(args: dict, ctx: object) -> int:
+        seen.append(threading.current_thread().name)
+        return 2 * int(args["x"])
+
+    parameters = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    quick = schema_tool("double", "Double x.", parameters, double, inline=True)
+    threaded = schema_tool("double", "Double x.", parameters, double)
+    assert (quick.runs_in_thread, threaded.runs_in_thread) == (False, True)
+    assert await quick.invoke({"x": 2}) == 4
+    assert await threaded.invoke({"x": 2}) == 4
+    assert seen[0] == threading.current_thread().name
+    assert seen[1] != threading.current_thread().name

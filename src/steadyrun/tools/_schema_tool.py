@@ -64,13 +64,8 @@ class _SchemaTool(Tool):
         _check(self.name, self._validator, value)
         return value
 
-    @property
-    def runs_in_thread(self) -> bool:
-        """Whether ``invoke`` runs the body in a worker thread (any sync function)."""
-        return not self._binding.is_async
-
     async def invoke(self, args: dict[str, Any], ctx: ToolContext | None = None) -> Any:
-        """Call ``function(args, ctx)``; sync functions run in a worker thread.
+        """Call ``function(args, ctx)``; sync functions run in a worker thread unless ``inline``.
 
         Args:
             args: Validated arguments, as returned by ``validate``.
@@ -81,7 +76,10 @@ class _SchemaTool(Tool):
         """
         if self._binding.is_async:
             return await self.function(dict(args), ctx)
-        result = await run_in_thread(partial(self.function, dict(args), ctx), self._pace)
+        if self.inline:
+            result = self.function(dict(args), ctx)
+        else:
+            result = await run_in_thread(partial(self.function, dict(args), ctx), self._pace)
         if inspect.isawaitable(result):
             result = await result
         return result

@@ -10,10 +10,11 @@ A quick body is waited for in place. When a tool's last body was done within
 ``QUICK_WAIT_S`` of its hand-off, the loop has nothing else ready to run and a thread is idle,
 the caller waits for the outcome on a lock (the GIL released, so the thread runs) for at most
 ``QUICK_WAIT_S`` before it falls back to awaiting it. The loop would otherwise go idle in
-``epoll`` and be woken through its self-pipe, which costs it more CPU than the body: about
-0.1 ms an iteration of the N=400 memory loop, against 0.035 ms this way (docs/benchmarks.md).
-The loop is held at most ``QUICK_WAIT_S`` (100 us), and only while nothing else is ready; a
-tool whose body ran longer is awaited as before, probed again every ``REPROBE`` calls.
+``epoll`` and be woken through its self-pipe: waiting in place took about 0.02 ms off each
+iteration of the N=400 memory loop, of the 0.07-0.09 ms the thread costs over an inline body
+(the rest is the other CPU's wake-up; docs/benchmarks.md). The loop is held at most
+``QUICK_WAIT_S`` (100 us), and only while nothing else is ready; a tool whose body ran longer
+is awaited as before, probed again every ``REPROBE`` calls.
 
 What ``to_thread`` gives is kept: the body runs in a copy of the caller's context variables;
 calls overlap, on up to as many threads as asyncio's default executor would use, and wait in

@@ -137,16 +137,18 @@ class _Pool:
 
     async def call(self, fn: Callable[[], T], pace: Pace | None) -> T:
         loop = asyncio.get_running_loop()
+        try:
+            self._idle.pop()  # an idle thread takes the job at once
+            idle = True
+        except IndexError:
+            idle = False  # the body waits for a thread or starts one: not waited for in place
         done: threading.Lock | None = None
-        if pace is not None and _loop_idle(loop) and pace.wait_in_place():
+        if idle and pace is not None and _loop_idle(loop) and pace.wait_in_place():
             done = threading.Lock()
             done.acquire()
         job = _Job(fn, loop, pace, done)
         self._jobs.put(job)
-        try:
-            self._idle.pop()
-        except IndexError:
-            done = None  # no thread is idle: this body waits or starts one, not quick
+        if not idle:
             # A body of the pool asking (it runs a loop of its own) gets a thread past the
             # bound: with every thread taken by such bodies, its job would wait for itself.
             self._start_one(beyond=getattr(_worker, "on", False))

@@ -36,7 +36,7 @@ ROOT = "steadyrun"
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: they import nothing of steadyrun but each other
     ("_errors", "_codec", "_texts", "_texts_check", "_texts_zh", "_version", "_sqlite_thread",
-     "_lane",
+     "_sqlite_wal", "_lane",
      "control"),
     ("chat",),
     ("tools",),

@@ -42,15 +42,16 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from steadyrun._errors import StoreError
 from steadyrun._lane import Lane
+from steadyrun._sqlite_wal import FULL, group_level
+from steadyrun._sqlite_wal import busy as _busy
 
-__all__ = ["SqliteThread", "group_level", "use_wal"]
+__all__ = ["SqliteThread"]
 
 T = TypeVar("T")
 
@@ -141,11 +142,17 @@ class SqliteThread:
         """``fn(connection)`` right here, on the writer's connection while it is idle.
 
         While a write group is in flight, on the reader connection (given ``open_reader``),
-        else on the thread (``run``). ``fn`` only reads; it may open and end a read transaction
-        of its own, and must not await (it runs synchronously, so nothing else uses the
-        connection meanwhile) nor leave a statement open.
+        else on the thread (``run``); before the writer's first commit, as while a group is in
+        flight. The first read opens the connections (``open``). ``fn`` only reads; it may
+        open and end a read transaction of its own, and must not await (it runs
+        synchronously, so nothing else uses the connection meanwhile) nor leave a statement
+        open.
         """
-        if self._wconn is not None:
+        if self._wconn is None and self.conn is None:
+            await self.open()
+        # The writer's page cache is warm once it has written (and stays so through its own
+        # commits); before, a new store's reads map the file through the reader.
+        if self._wconn is not None and self.commits:
             with self._lock:
                 idle = not self._writing
                 if idle:
@@ -179,6 +186,25 @@ class SqliteThread:
         except BaseException:
             _rollback(conn)
             raise
+
+    async def open(self) -> None:
+        """Open the connections now: the main one (it may create the file), then the writer's.
+
+        ``read`` calls it first, so a store's first write (a decision after a restart, say)
+        does not wait while the writer's connection is opened and prepared.
+        """
+        await self.run(_nothing)
+        loop = asyncio.get_running_loop()
+        job = _Job(fn=_nothing, loop=loop, future=loop.create_future())
+        self._hand_off(self._writer_pool(), self._open_writer, job)
+        await job.future
+
+    def _open_writer(self, job: _Job) -> None:
+        try:
+            self._writer()
+        except BaseException as exc:
+            job.error = _store_error(self.what, exc)
+        _answer([job])
 
     async def write(self, fn: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """``fn(connection)`` inside a write transaction; returns once that is committed.
@@ -330,7 +356,7 @@ class SqliteThread:
                 self._full = self._level = int(conn.execute("PRAGMA synchronous").fetchone()[0])
                 # NORMAL skips the commit's fsync only in WAL (in rollback mode it syncs too,
                 # and a later commit's sync would not cover an earlier journal).
-                self._relax = self._wal and self._full >= _FULL
+                self._relax = self._wal and self._full >= FULL
             except BaseException:
                 conn.close()
                 raise
@@ -484,53 +510,6 @@ class SqliteThread:
             failed.append(exc)
 
 
-_NORMAL = 1
-_FULL = 2
-
-
-def group_level(full: int, relax: bool, durable: Iterable[bool]) -> int:
-    """The ``synchronous`` level (0 OFF .. 3 EXTRA) a write group commits at.
-
-    The connection's own (``full``) when any job is durable or ``relax`` is off, else NORMAL.
-    """
-    if not relax or any(durable):
-        return full
-    return min(full, _NORMAL)
-
-
-def use_wal(conn: sqlite3.Connection, timeout: float) -> str:
-    """Put the connection's file in WAL mode, waiting up to ``timeout`` s for other connections.
-
-    Switching a file from rollback mode to WAL takes its exclusive lock, and SQLite does not
-    wait for that lock through the busy timeout: when another process opens the same new file
-    at the same moment (it switches it itself, or creates it), ``PRAGMA journal_mode = WAL``
-    failed at once with "database is locked". So the mode is read first (a file already in
-    WAL needs no lock), and the switch is tried again, re-reading the mode, until ``timeout``.
-    The busy timeout must be set before: the read waits for locks through it.
-
-    Returns:
-        The journal mode in force (``"wal"``, or what SQLite kept, on a file system without
-        shared memory, say).
-
-    Raises:
-        sqlite3.OperationalError: The file stayed locked past ``timeout`` (or another error).
-    """
-    deadline = time.monotonic() + timeout
-    pause = 0.002
-    while True:
-        try:
-            mode = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-            if mode == "wal":
-                return mode
-            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]).lower()
-        except sqlite3.OperationalError as exc:
-            left = deadline - time.monotonic()
-            if not _busy(exc) or left <= 0:
-                raise
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.05)
-
-
 class _Busy(Exception):  # noqa: N818 (internal: caught where raised, never escapes)
     """A read on the writer's connection found the file locked (busy timeout 0)."""
 
@@ -538,11 +517,6 @@ class _Busy(Exception):  # noqa: N818 (internal: caught where raised, never esca
 def _rollback(conn: sqlite3.Connection) -> None:
     if conn.in_transaction:
         conn.rollback()
-
-
-def _busy(exc: BaseException) -> bool:
-    """Whether SQLite answered ``SQLITE_BUSY`` (another connection holds the lock)."""
-    return getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
 
 
 def _nothing(conn: sqlite3.Connection) -> None:

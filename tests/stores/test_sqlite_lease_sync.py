@@ -19,7 +19,8 @@ from test_sqlite_group_commit import _held, _queued, _step
 
 import countkit
 import steadyrun as sr
-from steadyrun._sqlite_thread import SqliteThread, group_level
+from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_wal import group_level
 
 
 @given(

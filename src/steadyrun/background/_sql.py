@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread, use_wal
+from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_wal import use_wal
 from steadyrun.background._model import Task, Update, check_update
 from steadyrun.background._store import Modify, TaskStore
 

@@ -12,7 +12,8 @@ from typing import Any, TypeVar, cast
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread, use_wal
+from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_wal import use_wal
 from steadyrun.extensions._memory_rank import from_blob, to_blob
 from steadyrun.extensions._memory_store import (
     Embed,

@@ -21,7 +21,8 @@ from typing import Literal, TypeVar
 
 from steadyrun._codec import decode, encode
 from steadyrun._errors import CallNotFoundError, FormatVersionError, StoreError, UsageError
-from steadyrun._sqlite_thread import SqliteThread, use_wal
+from steadyrun._sqlite_thread import SqliteThread
+from steadyrun._sqlite_wal import use_wal
 from steadyrun.records import (
     CallRecord,
     CallUpdate,

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 from steadyrun._errors import StoreError
 from steadyrun._lane import Lane
-from steadyrun._sqlite_wal import FULL, group_level
+from steadyrun._sqlite_wal import AUTO_PAGES, FULL, CheckpointPace, group_level
 from steadyrun._sqlite_wal import busy as _busy
 
 __all__ = ["SqliteThread"]
@@ -112,6 +112,7 @@ class SqliteThread:
         self._queued: list[_Job] = []
         self._writing = False  # a group is in flight (its statements, its commit or both)
         self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._pace = CheckpointPace()
         self.commits = 0
         self.max_group = 0
         self.hand_offs = 0
@@ -357,6 +358,8 @@ class SqliteThread:
                 # NORMAL skips the commit's fsync only in WAL (in rollback mode it syncs too,
                 # and a later commit's sync would not cover an earlier journal).
                 self._relax = self._wal and self._full >= FULL
+                if self._wal:  # the idle writer checkpoints first (_sqlite_wal)
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {AUTO_PAGES}")
             except BaseException:
                 conn.close()
                 raise
@@ -416,6 +419,7 @@ class SqliteThread:
             return
         self.commits += 1
         self.max_group = max(self.max_group, len(jobs))
+        self._pace.committed()
 
     def _done(self, jobs: list[_Job]) -> None:
         """A group is over (committed or not): answer its callers, start the next group.
@@ -423,18 +427,23 @@ class SqliteThread:
         Runs on the writer's thread or on the loop. The next group's statements run on its
         loop, after the answers of this one (one wake-up of the loop carries both).
         """
+        checkpoint = False
+        idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         with self._lock:
             nxt, self._queued = self._queued, []
             if not nxt:
-                self._writing = False
-                idle, self._idle = self._idle, []
-            else:
-                idle = []
+                # Nothing to write: the log checkpointed now if due (a group waits for it).
+                checkpoint = self._wal and self._wconn is not None and self._pace.due()
+                if not checkpoint:
+                    self._writing = False
+                    idle, self._idle = self._idle, []
         for loop, future in idle:
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits
                 loop.call_soon_threadsafe(_set_none, future)
         if not nxt:
             _answer(jobs)
+            if checkpoint:
+                self._hand_off(self._writer_pool(), self._checkpoint)
             return
         loop = nxt[0].loop
         same = all(job.loop is loop for job in nxt)
@@ -451,12 +460,22 @@ class SqliteThread:
         _answer(jobs)
         self._hand_off(self._writer_pool(), self._on_thread, nxt)
 
+    def _checkpoint(self) -> None:
+        """On the writer's thread, with nothing to write: a checkpoint (see ``_sqlite_wal``)."""
+        assert self._wconn is not None
+        try:
+            pages = int(self._wconn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+        except sqlite3.Error:
+            pages = 0  # the commits' own checkpoint is still there
+        self._pace.checkpointed(pages)
+        self._done([])
+
     def _answer_and_start(self, jobs: list[_Job], nxt: list[_Job]) -> None:
         _answer(jobs)
         self._start(nxt)
 
-    async def _wait_idle(self) -> None:
-        """Until no write group is in flight (the writer's connection may then be closed)."""
+    async def wait_idle(self) -> None:
+        """Until no write group (nor the idle writer's checkpoint) is in flight."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:
@@ -480,7 +499,7 @@ class SqliteThread:
     async def close(self) -> None:
         """Close the connections and stop the threads; a later call opens them again."""
         self.drop_readers()  # before the main one, whose close then checkpoints the WAL
-        await self._wait_idle()
+        await self.wait_idle()
         if self._wexecutor is not None:
             wlane, self._wexecutor = self._wexecutor, None
             failed: list[BaseException] = []

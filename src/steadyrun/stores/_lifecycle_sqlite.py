@@ -320,6 +320,7 @@ class SqliteLifecycle:
             return Reclaimed(mode=mode, before=before, after=_size(self.path))
 
         self._db.drop_readers()  # an open reader connection keeps the freed pages in the file
+        await self._db.wait_idle()  # the writer's own checkpoint would keep the WAL whole
         return await self._run(work)
 
 

@@ -462,13 +462,15 @@ class SqliteThread:
 
     def _checkpoint(self) -> None:
         """On the writer's thread, with nothing to write: a checkpoint (see ``_sqlite_wal``)."""
-        assert self._wconn is not None
+        pages = 0  # failed: the commits' own checkpoint is still there
         try:
-            pages = int(self._wconn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+            if self._wconn is not None:
+                pages = int(self._wconn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
         except sqlite3.Error:
-            pages = 0  # the commits' own checkpoint is still there
-        self._pace.checkpointed(pages)
-        self._done([])
+            pass
+        finally:
+            self._pace.checkpointed(pages)
+            self._done([])  # whatever happened: the writes that queued meanwhile start
 
     def _answer_and_start(self, jobs: list[_Job], nxt: list[_Job]) -> None:
         _answer(jobs)

@@ -79,6 +79,7 @@ class SqliteThread:
     Attributes:
         commits: Group commits made by ``write`` (each one transaction, one fsync).
         max_group: The most write jobs one commit has carried.
+        checkpoints: WAL checkpoints the idle writer ran (see ``_sqlite_wal``).
         hand_offs: Functions handed to a thread so far (``run`` calls, commits, whole groups).
     """
 
@@ -114,6 +115,7 @@ class SqliteThread:
         self._idle: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._pace = CheckpointPace()
         self.commits = 0
+        self.checkpoints = 0
         self.max_group = 0
         self.hand_offs = 0
 
@@ -466,6 +468,7 @@ class SqliteThread:
         try:
             if self._wconn is not None:
                 pages = int(self._wconn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+                self.checkpoints += 1
         except sqlite3.Error:
             pass
         finally:

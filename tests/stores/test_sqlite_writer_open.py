@@ -107,6 +107,7 @@ async def test_an_idle_writer_checkpoints_the_wal_so_no_commit_has_to(tmp_path: 
                 lambda conn, k=k: conn.execute("INSERT INTO t VALUES (?, ?)", (k, _BLOB))
             )
         await db.wait_idle()
+        assert db.checkpoints >= 1
         assert _size(path) > 100 * 4096  # checkpointed pages are in the file
         auto = await db.read(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone())
         assert auto == (AUTO_PAGES,)  # SQLite's own, for a writer that is never idle

@@ -295,7 +295,7 @@ def _hook_sqlite(counter: Counter, stack: ExitStack) -> None:
     hand_off = SqliteThread._hand_off
 
     def counted_hand_off(self: SqliteThread, pool: Any, fn: Any, *args: Any) -> None:
-        if getattr(fn, "__name__", "") != "_checkpoint":
+        if getattr(fn, "__func__", None) is not SqliteThread._checkpoint:
             counter.add("hops")  # a function handed to a thread: a run call, a commit, a group
         hand_off(self, pool, fn, *args)
 

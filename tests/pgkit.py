@@ -8,6 +8,7 @@ start it.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -96,3 +97,25 @@ def _admin_sync(statement: sql.Composed) -> None:
         _unreachable(exc)
     with conn:
         conn.execute(statement)
+
+
+def drain_backends(dsn: str, application_name: str, timeout: float = 30.0) -> None:
+    """Wait until no backend of ``application_name`` is left on the server.
+
+    A client SIGKILLed after sending a statement leaves its backend running it (a ``COMMIT``
+    included): the backend notices the dead client only when it next reads. Once it is gone,
+    whatever the client sent has committed or rolled back, and a reader sees the store as the
+    dead process left it.
+    """
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (application_name,),
+            ).fetchone()
+            if not row or not row[0]:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{row[0]} backends of {application_name!r} left")
+            time.sleep(0.005)

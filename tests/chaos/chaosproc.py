@@ -53,6 +53,8 @@ class ForkServer:
         self._folder = folder
         self._n = 0
         self._buf = b""
+        self.last_pid = 0
+        """The pid of the last child this server forked."""
         self._proc = subprocess.Popen(
             [sys.executable, str(child), "--serve"],
             stdin=subprocess.PIPE,
@@ -90,6 +92,7 @@ class ForkServer:
         started = self._answer(30)
         if started is None:
             raise TimeoutError("the fork server does not answer")
+        self.last_pid = int(started["pid"])
         ended = self._answer(timeout)
         if ended is None:
             os.kill(started["pid"], signal.SIGKILL)  # the hung child; the server answers for it
@@ -106,6 +109,14 @@ class ForkServer:
         assert self._proc.stdin is not None
         self._proc.stdin.close()
         self._proc.wait(timeout=30)
+
+
+def child_app_name(pid: int) -> str:
+    """The ``application_name`` of a forked child's PostgreSQL connections (``PGAPPNAME``).
+
+    By it the test finds the backends a killed child left (``pgkit.drain_backends``).
+    """
+    return f"chaos-child-{pid}"
 
 
 local = threading.local()
@@ -172,6 +183,7 @@ def _child(
     main: Callable[[list[str]], Coroutine[Any, Any, None]], argv: list[str], out: str
 ) -> None:
     code = 0
+    os.environ["PGAPPNAME"] = child_app_name(os.getpid())
     try:
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

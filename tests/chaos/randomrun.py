@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import chaosproc
+import pgkit
 from randomkit import (
     CHILD,
     DELEGATE,
@@ -65,6 +66,7 @@ class Child:
     returncode: int
     report: dict[str, Any] | None
     stderr: str
+    pid: int = 0
 
     @property
     def killed(self) -> bool:
@@ -86,7 +88,19 @@ def run_child(
     code, out, err = server.run(argv, kill_after=kill_after)
     lines = out.strip().splitlines()
     report = json.loads(lines[-1]) if code == 0 and lines else None
-    return Child(code, report, err)
+    return Child(code, report, err, server.last_pid)
+
+
+def settle_dead(store: str, child: Child) -> None:
+    """Wait until what a killed child sent its store has taken effect, before reading it.
+
+    On PostgreSQL a kill between ``COMMIT`` and its answer leaves the commit to the server,
+    which may make it after a reader looked (``pgkit.drain_backends``); a SQLite writer dies
+    with its process.
+    """
+    kind, _, where = store.partition(":")
+    if kind == "postgres" and child.pid:
+        pgkit.drain_backends(where.partition("|")[2], chaosproc.child_app_name(child.pid))
 
 
 # -- reading the store -------------------------------------------------------------------------
@@ -238,6 +252,7 @@ def one_run(
             child = run_child(server, spec, seed, kill, effects, races.randrange(10**9))
             if child.killed:
                 outcome.kills[kill.partition(":")[0]] += 1
+                settle_dead(spec, child)
                 killed.append(observe(spec))
                 continue
             exited = f"child exited {child.returncode}: {child.stderr}"

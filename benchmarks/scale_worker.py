@@ -14,6 +14,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from scale_kit import build_agent
 
@@ -63,6 +64,16 @@ async def temporal(dsn: str, schema: str, ledger: str, ttl: str, target: str, qu
         await asyncio.Event().wait()
 
 
+def _run(work: Any) -> None:
+    """``asyncio.run``, on uvloop with ``STEADYRUN_SCALE_LOOP=uvloop`` (an A/B of the loop)."""
+    if os.environ.get("STEADYRUN_SCALE_LOOP") == "uvloop":
+        import uvloop
+
+        uvloop.run(work)
+        return
+    asyncio.run(work)
+
+
 def main() -> None:
     """Run the worker; with ``STEADYRUN_SCALE_PROFILE`` set, profile it until SIGTERM."""
     engine, *rest = sys.argv[1:]
@@ -70,7 +81,7 @@ def main() -> None:
     profile = os.environ.get("STEADYRUN_SCALE_PROFILE")
     threads = os.environ.get("STEADYRUN_SCALE_THREADS")
     if not profile and not threads:
-        asyncio.run(work)
+        _run(work)
         return
     from sampler import ThreadProfiles, thread_cpu
 
@@ -92,7 +103,7 @@ def main() -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    asyncio.run(work)
+    _run(work)
 
 
 if __name__ == "__main__":

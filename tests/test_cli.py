@@ -109,3 +109,30 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("demo", "serve", "worker", "runs", "pending", "approve", "reject", "answer"):
         assert command in out
+
+
+def test_worker_refuses_an_unknown_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["worker", "--loop", "bogus"]) == 2
+    assert "'bogus' is not one of auto, asyncio, uvloop" in capsys.readouterr().err
+
+
+def test_worker_asked_for_uvloop_without_it_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
+    assert main(["worker", "--loop", "uvloop"]) == 2
+    assert "uvloop is not installed (pip install 'steadyrun[service]')" in capsys.readouterr().err
+
+
+def test_auto_takes_uvloop_when_installed_and_asyncio_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from steadyrun._cli import _loop_name, _run
+
+    async def which() -> str:
+        return _loop_name()
+
+    assert _run(which(), loop="auto") == "uvloop"
+    assert _run(which(), loop="asyncio") == "asyncio"
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    assert _run(which(), loop="auto") == "asyncio"

@@ -187,9 +187,13 @@ def build_app() -> typer.Typer:
             ),
         ] = 30,
         grace: Annotated[float, typer.Option(help="seconds to reach a checkpoint on stop")] = 30,
+        loop: Annotated[
+            str,
+            typer.Option(help="event loop: auto (uvloop when installed), asyncio, uvloop"),
+        ] = "auto",
         json_out: JsonOpt = False,
     ) -> None:
-        _run(_work(app, concurrency, ttl, grace, json_out))
+        _run(_work(app, concurrency, ttl, grace, json_out), loop=loop)
 
     group = runs()
     drive_commands(group, cli)
@@ -229,7 +233,12 @@ async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js:
         await w.run()
     finally:
         await store.close()
-    stats = {"owner": w.owner, "executed": w.stats.executed, "drained": w.stats.drained}
+    stats = {
+        "owner": w.owner,
+        "executed": w.stats.executed,
+        "drained": w.stats.drained,
+        "loop": _loop_name(),
+    }
     if js:
         import json
 
@@ -238,8 +247,38 @@ async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js:
         console.print(f"stopped: {stats}")
 
 
-def _run(coro: Coroutine[Any, Any, Any]) -> Any:
+LOOPS = ("auto", "asyncio", "uvloop")
+"""The event loops a long-running command takes (``--loop``)."""
+
+
+def _run(coro: Coroutine[Any, Any, Any], *, loop: str = "asyncio") -> Any:
+    """Run ``coro`` on asyncio's loop, or uvloop's: ``auto`` takes uvloop when installed.
+
+    A worker spends less CPU a run on uvloop (``benchmarks/scale.py``, docs/benchmarks.md);
+    ``serve`` gets it from uvicorn, which picks it the same way.
+    """
+    if loop not in LOOPS:
+        coro.close()
+        raise typer.BadParameter(f"{loop!r} is not one of {', '.join(LOOPS)}", param_hint="--loop")
+    if loop != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                coro.close()
+                raise typer.BadParameter(
+                    "uvloop is not installed (pip install 'steadyrun[service]')",
+                    param_hint="--loop",
+                ) from None
+        else:
+            return uvloop.run(coro)
     return asyncio.run(coro)
+
+
+def _loop_name() -> str:
+    """``uvloop`` or ``asyncio``: the loop this coroutine runs on."""
+    module = type(asyncio.get_running_loop()).__module__
+    return "uvloop" if module.startswith("uvloop") else "asyncio"
 
 
 app = build_app()

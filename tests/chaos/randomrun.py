@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import chaosproc
-import pgkit
 from randomkit import (
     CHILD,
     DELEGATE,
@@ -39,6 +38,7 @@ from randomkit import (
     task_store_of,
 )
 
+import pgkit
 import steadyrun as sr
 from steadyrun.background import Task
 from steadyrun.records import RunSnapshot

@@ -170,7 +170,11 @@ def test_a_killed_serve_is_taken_over_after_the_claim_ttl(serve: Serve) -> None:
     assert sum(line.startswith("start k") for line in lines) == 2  # the cut call never again
 
 
-def test_a_worker_process_executes_sqlite_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("option", "loop"), [([], "uvloop"), (["--loop", "asyncio"], "asyncio")])
+def test_a_worker_process_executes_sqlite_runs(
+    tmp_path: Path, option: list[str], loop: str
+) -> None:
+    """``steadyrun worker`` executes a run; on uvloop when it is installed, as ``serve`` does."""
     db = tmp_path / "runs.db"
     env = {
         **os.environ,
@@ -192,7 +196,9 @@ def test_a_worker_process_executes_sqlite_runs(tmp_path: Path) -> None:
 
     asyncio.run(start())
     cmd = [sys.executable, "-m", "steadyrun", "worker", "--app", "serve_app:app"]
-    proc = subprocess.Popen([*cmd, "--claim-ttl", "2", "--json"], env=env, cwd=HERE)
+    proc = subprocess.Popen(
+        [*cmd, "--claim-ttl", "2", "--json", *option], env=env, cwd=HERE, stdout=subprocess.PIPE
+    )
     try:
 
         async def status() -> str:
@@ -203,7 +209,11 @@ def test_a_worker_process_executes_sqlite_runs(tmp_path: Path) -> None:
         _within(30, lambda: asyncio.run(status()) == "completed", "worker completed wk")
     finally:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    stats = json.loads(out.decode().strip().splitlines()[-1])
+    assert stats["executed"] == 1
+    assert stats["loop"] == loop
 
 
 def _read(path: Path) -> str:

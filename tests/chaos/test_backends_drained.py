@@ -27,7 +27,7 @@ import pgkit  # noqa: E402
 pg_dsn = pgkit.database_fixture(prefix="steadyrun_drain")
 
 # The child names its connection as a forked chaos child does, then sends one implicit
-# transaction that commits a second after it arrives.
+# transaction that commits two seconds after it arrives.
 CHILD = textwrap.dedent(
     """
     import os, sys
@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     os.environ["PGAPPNAME"] = child_app_name(os.getpid())
     conn = psycopg.connect({dsn!r}, autocommit=True)
     print("ready", flush=True)
-    conn.execute("INSERT INTO t VALUES (1); SELECT pg_sleep(1.0)")
+    conn.execute("INSERT INTO t VALUES (1); SELECT pg_sleep(2.0)")
     """
 )
 

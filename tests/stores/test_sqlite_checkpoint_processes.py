@@ -13,29 +13,25 @@ import sys
 import textwrap
 from pathlib import Path
 
+from stepkit import first_step
+
 import steadyrun as sr
-from steadyrun.chat import Message, TextPart
-from steadyrun.records import Checkpoint, ContextChange, RunRecord, Step
+from steadyrun.records import Step
 
 _BIG = "x" * 16_000  # about four pages a step: the writers checkpoint within the test
 
 CHILD = textwrap.dedent(
-    """
+    f"""
     import asyncio, sys
+    sys.path.insert(0, {str(Path(__file__).parent)!r})
     import steadyrun as sr
-    from steadyrun.chat import Message, TextPart
-    from steadyrun.records import Checkpoint, ContextChange, RunRecord, Step
+    from stepkit import first_step
 
     async def main() -> None:
         async with sr.SqliteStore(sys.argv[1]) as store:
             for i in range(100_000):
-                hello = Message(role="user", parts=[TextPart(text=f"c{i} " + "x" * 16_000)])
-                step = Step(
-                    run=RunRecord(run_id=f"c{i}", agent="a", steps=1),
-                    checkpoint=Checkpoint(context_length=1),
-                    context=ContextChange(append=[hello], start=0),
-                )
-                await store.save_step(f"c{i}", step)
+                step = first_step(f"c{{i}}", f"c{{i}} " + "x" * 16_000)
+                await store.save_step(f"c{{i}}", step)
                 print(i, flush=True)  # saved: it must be there after a kill
 
     asyncio.run(main())
@@ -44,12 +40,7 @@ CHILD = textwrap.dedent(
 
 
 def _step(run_id: str) -> Step:
-    hello = Message(role="user", parts=[TextPart(text=f"{run_id} {_BIG}")])
-    return Step(
-        run=RunRecord(run_id=run_id, agent="a", steps=1),
-        checkpoint=Checkpoint(context_length=1),
-        context=ContextChange(append=[hello], start=0),
-    )
+    return first_step(run_id, f"{run_id} {_BIG}")
 
 
 def _check(path: Path) -> tuple[str, set[str]]:

@@ -19,21 +19,16 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from stepkit import first_step
 
 import steadyrun as sr
 from steadyrun._sqlite_thread import SqliteThread
 from steadyrun._sqlite_wal import AUTO_PAGES, CheckpointPace
-from steadyrun.chat import Message, TextPart
-from steadyrun.records import Checkpoint, ContextChange, RunRecord, Step
+from steadyrun.records import Step
 
 
 def _step(run_id: str) -> Step:
-    hello = Message(role="user", parts=[TextPart(text=f"hello {run_id}")])
-    return Step(
-        run=RunRecord(run_id=run_id, agent="a", steps=1),
-        checkpoint=Checkpoint(context_length=1),
-        context=ContextChange(append=[hello], start=0),
-    )
+    return first_step(run_id, f"hello {run_id}")
 
 
 async def test_the_store_s_first_read_opens_the_writer_so_no_write_opens_a_connection(

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import psycopg
@@ -27,7 +28,8 @@ import pgkit  # noqa: E402
 pg_dsn = pgkit.database_fixture(prefix="steadyrun_drain")
 
 # The child names its connection as a forked chaos child does, then sends one implicit
-# transaction that commits two seconds after it arrives.
+# transaction that cannot commit before the test lets go of the advisory lock it waits for,
+# and then commits a second later (so a reader that does not wait for it looks too early).
 CHILD = textwrap.dedent(
     """
     import os, sys
@@ -37,34 +39,41 @@ CHILD = textwrap.dedent(
     os.environ["PGAPPNAME"] = child_app_name(os.getpid())
     conn = psycopg.connect({dsn!r}, autocommit=True)
     print("ready", flush=True)
-    conn.execute("INSERT INTO t VALUES (1); SELECT pg_sleep(2.0)")
+    conn.execute(
+        "INSERT INTO t VALUES (1); SELECT pg_advisory_xact_lock({key}); SELECT pg_sleep(1)"
+    )
     """
 )
+KEY = 20_261_207
 
 
 def test_a_killed_clients_commit_is_seen_once_its_backends_are_drained(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (x int)")
-    code = CHILD.format(here=str(Path(__file__).parent), dsn=pg_dsn)
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == "ready"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        # the statement has reached the server: its backend is running it
-        for _ in range(500):
+        conn.execute("SELECT pg_advisory_lock(%s)", (KEY,))
+        code = CHILD.format(here=str(Path(__file__).parent), dsn=pg_dsn, key=KEY)
+        child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        name = child_app_name(child.pid)
+        waiting = False
+        for _ in range(3000):  # the statement reached the server: its backend waits for the lock
             row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                "AND state = 'active'",
-                (child_app_name(child.pid),),
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                " AND wait_event_type = 'Lock'",
+                (name,),
             ).fetchone()
             if row and row[0]:
+                waiting = True
                 break
-            conn.execute("SELECT pg_sleep(0.01)")
+            time.sleep(0.01)
+        assert waiting, "the child's statement never reached the server"
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait() == -signal.SIGKILL
-        before = conn.execute("SELECT count(*) FROM t").fetchone()
-        assert before == (0,)  # the dead client's transaction has not committed yet
-        pgkit.drain_backends(pg_dsn, child_app_name(child.pid))
+        # The client is dead; its transaction is not: it commits once it has the lock.
+        assert conn.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        conn.execute("SELECT pg_advisory_unlock(%s)", (KEY,))
+        pgkit.drain_backends(pg_dsn, name)
         assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
 
 

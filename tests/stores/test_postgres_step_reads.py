@@ -1,0 +1,112 @@
+"""PostgresStore: what a loop step reads on the server does not grow with the run.
+
+``save_loop_step`` settles a call by updating its row where the row is still the one this
+store wrote. Planned as a join of the run's call rows with the settled ones, that read (and
+hashed) every call row of the run at each step: a run of N calls read about N²/2 rows on the
+server. These tests count, through PostgreSQL's own statistics, the index entries read from
+each table during a run and bound them by a constant per step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+import pgkit
+from loopsteps import loop_steps
+from steadyrun.stores import PostgresStore
+from steadyrun.stores._postgres_schema import MIGRATIONS
+
+pg_dsn = pgkit.database_fixture()
+
+SHORT, LONG = 20, 80
+"""Tool calls of the two runs compared: a read that grows with the run is 4x more a step."""
+
+
+async def _reads(dsn: str, schema: str) -> dict[str, tuple[int, int]]:
+    """Per table of ``schema``: (index entries read, rows updated), as the statistics hold."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT t.relname, COALESCE(SUM(i.idx_tup_read), 0)::bigint, t.n_tup_upd"
+            " FROM pg_stat_user_tables t"
+            " LEFT JOIN pg_stat_user_indexes i ON i.relid = t.relid"
+            " WHERE t.schemaname = %s GROUP BY t.relname, t.n_tup_upd",
+            (schema,),
+        )
+        return {name: (int(read), int(upd)) for name, read, upd in await cur.fetchall()}
+
+
+async def _flushed(dsn: str, schema: str, settled: int) -> dict[str, tuple[int, int]]:
+    """The statistics once the store's closed backends have reported them.
+
+    A backend reports its counts when it exits; the settled calls' updates are counted with
+    the reads, so seeing them all means the reads are in too.
+    """
+    for _ in range(200):
+        got = await _reads(dsn, schema)
+        if got.get("calls", (0, 0))[1] >= settled:
+            return got
+        await asyncio.sleep(0.05)
+    pytest.fail(f"the statistics never showed {settled} call updates: {got}")
+
+
+async def _per_step(dsn: str, calls: int) -> dict[str, float]:
+    """Index entries read from each table per step, over a run of ``calls`` tool calls."""
+    steps = loop_steps(calls)
+    schema = f"reads{calls}"
+    async with PostgresStore(dsn, schema=schema) as store:
+        for s in steps:
+            await store.save_step("r", s)
+    stats = await _flushed(dsn, schema, calls)
+    return {table: read / len(steps) for table, (read, _) in stats.items()}
+
+
+async def test_a_loop_step_reads_as_much_in_a_long_run_as_in_a_short_one(pg_dsn: str) -> None:
+    short = await _per_step(pg_dsn, SHORT)
+    long = await _per_step(pg_dsn, LONG)
+    # Each step looks rows up by key (the run, the log's last message, the previous step's
+    # entry, the call it settles, the feed): the same few entries a step whatever the run's
+    # length. A run-wide read is LONG/SHORT times as many entries a step in the long run.
+    for table, read in long.items():
+        assert read <= short[table] * 1.1 + 0.5, (table, short, long)
+    assert long["calls"] <= 1, long  # the settled call, by its key, every other step
+
+
+async def _loop_step_source(dsn: str) -> str:
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute(
+            "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
+            " AND p.pronargs = 29"
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+async def test_a_version_7_database_gets_the_update_by_key_and_keeps_its_runs(
+    pg_dsn: str,
+) -> None:
+    steps = loop_steps(2)
+    async with PostgresStore(pg_dsn) as store:
+        for s in steps[:3]:
+            await store.save_step("r", s)
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
+        # What version 7 left: version 6's function as it shipped, with its join.
+        v6 = MIGRATIONS[5].format(s='"steadyrun"')
+        await admin.execute(v6.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version >= 8")
+    assert "FROM unnest(p_set_ids" in await _loop_step_source(pg_dsn)
+    async with PostgresStore(pg_dsn) as store:
+        for s in steps[3:]:
+            await store.save_step("r", s)
+        snap = await store.load("r")
+    source = await _loop_step_source(pg_dsn)
+    assert "FROM unnest(p_set_ids" not in source and "FOR i IN" in source
+    assert snap is not None and snap.run.status == "completed"
+    assert [(c.status, c.result) for c in snap.calls] == [
+        ("succeeded", "result 0"),
+        ("succeeded", "result 1"),
+    ]

@@ -11,12 +11,11 @@ a pool whose connections are idle.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 import pytest
+from pgpaths import general_path_only
 
 import pgkit
 import steadyrun as sr
@@ -33,17 +32,6 @@ from steadyrun.stores._leases import fenced
 from steadyrun.stores._postgres_schema import SCHEMA_VERSION
 
 pg_dsn = pgkit.database_fixture()
-
-
-@contextmanager
-def general_path_only() -> Iterator[None]:
-    """Every step through the general path, as before ``save_loop_step``."""
-    fast = _postgres.fast_step
-    _postgres.fast_step = lambda *a, **k: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        _postgres.fast_step = fast
 
 
 class Spy:

@@ -91,13 +91,17 @@ async def write_step(
     if segment_hint is not None:
         hinted.add_messages(step.context.append, segment_hint, at)
     inserts = await _insert_calls(tx, s, run_id, step.calls, hinted)
-    held = conn.cursor()
-    if step.calls:
-        await held.execute(
-            f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = ANY(%s)"
+    # One lookup by key per call, pipelined: as one statement with ``call_id = ANY(...)``,
+    # the generic plan scanned every call row of the run, a read that grew with the run.
+    held: list[Cursor] = []
+    for call in step.calls:
+        cur = conn.cursor()
+        await cur.execute(
+            f"SELECT call_id, rev, record FROM {s}.calls WHERE run_id = %s AND call_id = %s"
             " FOR UPDATE",
-            (run_id, [c.id for c in step.calls]),
+            (run_id, call.id),
         )
+        held.append(cur)
     if enc.blocks:
         await conn.cursor().executemany(
             f"INSERT INTO {s}.blocks (run_id, block_id, position, block)"
@@ -172,7 +176,7 @@ async def write_call(
     await tx.answers()
     await _check_fence(fence, run_id)
     return await _merge_held(
-        tx.conn.cursor(), s, run_id, [call], inserts, held, NO_SPOTS, learn=rows
+        tx.conn.cursor(), s, run_id, [call], inserts, [held], NO_SPOTS, learn=rows
     )
 
 
@@ -252,7 +256,7 @@ async def _merge_held(
     run_id: str,
     calls: list[CallRecord],
     inserts: list[tuple[Cursor, int, bytes] | None],
-    held: Cursor,
+    held: list[Cursor],
     spots: Spots,
     *,
     rewrite: bool = False,
@@ -265,7 +269,7 @@ async def _merge_held(
     """
     if not calls:
         return 0
-    rows = {r[0]: (r[1], r[2]) for r in await held.fetchall()}
+    rows = {r[0]: (r[1], r[2]) for c in held for r in await c.fetchall()}
     written = 0
     learn = learn if learn is not None else CallRows()
     for call, tried in zip(calls, inserts, strict=True):

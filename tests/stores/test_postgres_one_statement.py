@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from pgpaths import general_path_only
+from pgpaths import as_left_by, general_path_only, half_written, loop_step_functions
 
 import pgkit
 import steadyrun as sr
@@ -279,15 +279,11 @@ async def test_a_cancelled_step_leaves_no_transaction_and_nothing_written(pg_dsn
 async def test_a_version_5_database_gets_the_function_and_keeps_its_runs(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    steps = loop_steps(2)
-    async with PostgresStore(pg_dsn) as store:
-        for s in steps[:3]:
-            await store.save_step("r", s)
-    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
-        # What a release before version 6 left: the same tables, no function.
-        await drop_loop_step(admin, LOOP_STEP_V7)
-        await drop_loop_step(admin, "steadyrun.save_loop_step")
-        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version >= 6")
+    steps = await half_written(pg_dsn)
+    # What a release before version 6 left: the same tables, no function.
+    await as_left_by(
+        pg_dsn, 5, f"DROP FUNCTION {LOOP_STEP_V7}", "DROP FUNCTION steadyrun.save_loop_step"
+    )
     spy = Spy(monkeypatch)
     async with PostgresStore(pg_dsn) as store:
         for s in steps[3:]:
@@ -312,24 +308,11 @@ LOOP_STEP_V7 = (
 """Version 7's overload of the function (version 6's takes all but the last argument)."""
 
 
-async def drop_loop_step(admin: psycopg.AsyncConnection[Any], signature: str) -> None:
-    await admin.execute(f"DROP FUNCTION {signature}")
-
-
 async def test_a_version_6_database_gets_the_step_that_tells_the_feed(pg_dsn: str) -> None:
-    steps = loop_steps(2)
-    async with PostgresStore(pg_dsn) as store:
-        for s in steps[:3]:
-            await store.save_step("r", s)
-    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
-        # What version 6 left: the function without the feed, which version 7 calls.
-        await drop_loop_step(admin, LOOP_STEP_V7)
-        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version >= 7")
-        cur = await admin.execute(
-            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
-        )
-        assert await cur.fetchone() == (1,)
+    steps = await half_written(pg_dsn)
+    # What version 6 left: the function without the feed, which version 7 calls.
+    await as_left_by(pg_dsn, 6, f"DROP FUNCTION {LOOP_STEP_V7}")
+    assert len(await loop_step_functions(pg_dsn)) == 1
     async with PostgresStore(pg_dsn) as store:
         await store.append("r", FeedMessage(id="late", content="one more thing"))
         answers = [await store.save_step("r", s) for s in steps[3:]]
@@ -341,13 +324,9 @@ async def test_a_version_6_database_gets_the_step_that_tells_the_feed(pg_dsn: st
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
         cur = await conn.execute("SELECT max(version) FROM steadyrun.steadyrun_schema")
         assert await cur.fetchone() == (SCHEMA_VERSION,)
-        # Version 6's function stays beside the overload: a process of the older release,
-        # still connected, writes its steps with it.
-        cur = await conn.execute(
-            "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
-        )
-        assert await cur.fetchone() == (2,)
+    # Version 6's function stays beside the overload: a process of the older release, still
+    # connected, writes its steps with it.
+    assert len(await loop_step_functions(pg_dsn)) == 2
 
 
 async def test_a_store_that_loaded_the_run_writes_its_next_step_in_one_statement(

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 
 import psycopg
 import pytest
-from pgpaths import general_path_only
+from pgpaths import as_left_by, general_path_only, half_written, loop_step_functions
 
 import pgkit
 from loopsteps import loop_steps
@@ -80,37 +80,21 @@ async def test_a_loop_step_reads_as_much_in_a_long_run_as_in_a_short_one(
     assert long["calls"] <= 1.5, long  # by its key, the call each step starts or settles
 
 
-async def _loop_step_source(dsn: str) -> str:
-    async with await psycopg.AsyncConnection.connect(dsn) as conn:
-        cur = await conn.execute(
-            "SELECT p.prosrc FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'steadyrun' AND p.proname = 'save_loop_step'"
-            " AND p.pronargs = 29"
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        return str(row[0])
-
-
 async def test_a_version_7_database_gets_the_update_by_key_and_keeps_its_runs(
     pg_dsn: str,
 ) -> None:
-    steps = loop_steps(2)
-    async with PostgresStore(pg_dsn) as store:
-        for s in steps[:3]:
-            await store.save_step("r", s)
-    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as admin:
-        # What version 7 left: version 6's function as it shipped, with its join.
-        v6 = MIGRATIONS[5].format(s='"steadyrun"')
-        await admin.execute(v6.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-        await admin.execute("DELETE FROM steadyrun.steadyrun_schema WHERE version >= 8")
-    assert "FROM unnest(p_set_ids" in await _loop_step_source(pg_dsn)
+    steps = await half_written(pg_dsn)
+    # What version 7 left: version 6's function as it shipped, with its join.
+    v6 = MIGRATIONS[5].format(s='"steadyrun"')
+    await as_left_by(pg_dsn, 7, v6.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
+    v6_source = (await loop_step_functions(pg_dsn))[0]
+    assert "FROM unnest(p_set_ids" in v6_source
     async with PostgresStore(pg_dsn) as store:
         for s in steps[3:]:
             await store.save_step("r", s)
         snap = await store.load("r")
-    source = await _loop_step_source(pg_dsn)
-    assert "FROM unnest(p_set_ids" not in source and "FOR i IN" in source
+    v8_source = (await loop_step_functions(pg_dsn))[0]
+    assert "FROM unnest(p_set_ids" not in v8_source and "FOR i IN" in v8_source
     assert snap is not None and snap.run.status == "completed"
     assert [(c.status, c.result) for c in snap.calls] == [
         ("succeeded", "result 0"),

@@ -60,6 +60,142 @@ CREATE TABLE IF NOT EXISTS {s}.steadyrun_schema (
 """
 """The table of applied migrations, created (if missing) before any migration runs."""
 
+# 6: one statement per loop step (see ``Versions`` and ``_postgres_fast``). Each check refuses
+# the whole step (its statement rolls back) rather than reading something to decide.
+_LOOP_STEP_V6 = """
+    CREATE FUNCTION {s}.save_loop_step(
+        p_run TEXT, p_agent TEXT, p_status TEXT, p_created BIGINT, p_updated BIGINT,
+        p_steps BIGINT, p_record BYTEA, p_checkpoint BYTEA,
+        p_fence_run TEXT, p_fence_owner TEXT, p_fence_token BIGINT,
+        p_removed_blocks TEXT[], p_removed_calls TEXT[],
+        p_segment BIGINT, p_at BIGINT, p_messages BYTEA[],
+        p_new_ids TEXT[], p_new_revs BIGINT[], p_new_statuses TEXT[], p_new_records BYTEA[],
+        p_set_ids TEXT[], p_set_revs BIGINT[], p_set_statuses TEXT[], p_set_records BYTEA[],
+        p_set_held BYTEA[],
+        p_block_ids TEXT[], p_block_positions BIGINT[], p_blocks BYTEA[],
+        p_entry BYTEA
+    ) RETURNS VOID LANGUAGE plpgsql AS $$
+    DECLARE
+        changed BIGINT;
+    BEGIN
+        -- The lease row first, FOR SHARE: a takeover waits for this step (fence_check's order).
+        IF p_fence_run IS NOT NULL THEN
+            PERFORM 1 FROM {s}.work WHERE run_id = p_fence_run AND token = p_fence_token
+                FOR SHARE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'lease of % is not token %', p_fence_run, p_fence_token
+                    USING ERRCODE = 'SR001';
+            END IF;
+            INSERT INTO {s}.work_log (root, run_id, steps, owner, token)
+                VALUES (p_fence_run, p_run, p_steps, p_fence_owner, p_fence_token);
+        END IF;
+        -- The run row next: steps of one run never interleave. It is there but for a run's
+        -- first step (an UPDATE first: no speculative insertion into the key).
+        UPDATE {s}.runs SET agent = p_agent, status = p_status, updated_us = p_updated,
+                steps = p_steps, record = p_record, checkpoint = p_checkpoint
+            WHERE run_id = p_run;
+        IF NOT FOUND THEN
+            INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps, record,
+                    checkpoint)
+                VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
+                    p_checkpoint);
+        END IF;
+        IF cardinality(p_removed_blocks) > 0 THEN
+            DELETE FROM {s}.blocks WHERE run_id = p_run AND block_id = ANY(p_removed_blocks);
+        END IF;
+        IF cardinality(p_removed_calls) > 0 THEN
+            DELETE FROM {s}.calls WHERE run_id = p_run AND call_id = ANY(p_removed_calls);
+        END IF;
+        -- The call rows refer to the appended messages in the segment the writer expects.
+        IF COALESCE((SELECT segment FROM {s}.step_history WHERE run_id = p_run
+                AND step < p_steps ORDER BY step DESC LIMIT 1), 0) <> p_segment THEN
+            RAISE EXCEPTION 'run % is not in segment %', p_run, p_segment
+                USING ERRCODE = 'SR001';
+        END IF;
+        -- The append continues the log: a gap refuses, a retry of the step violates the key.
+        IF p_at > 0 AND NOT EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run
+                AND idx = p_at - 1) THEN
+            RAISE EXCEPTION 'run % has no message %', p_run, p_at - 1 USING ERRCODE = 'SR001';
+        END IF;
+        IF cardinality(p_messages) > 0 THEN
+            INSERT INTO {s}.context (run_id, idx, message)
+                SELECT p_run, p_at + u.o - 1, u.m
+                FROM unnest(p_messages) WITH ORDINALITY AS u(m, o) ORDER BY u.o;
+        ELSIF EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run AND idx >= p_at) THEN
+            RAISE EXCEPTION 'run % has messages from %', p_run, p_at USING ERRCODE = 'SR001';
+        END IF;
+        -- Calls the writer does not know stored: a held one violates the key.
+        IF cardinality(p_new_ids) > 0 THEN
+            INSERT INTO {s}.calls (run_id, call_id, rev, status, record)
+                SELECT p_run, u.i, u.r, u.st, u.rec
+                FROM unnest(p_new_ids, p_new_revs, p_new_statuses, p_new_records)
+                    WITH ORDINALITY AS u(i, r, st, rec, o)
+                ORDER BY u.o;
+        END IF;
+        -- Calls merged with the row the writer last wrote: refused when it changed since.
+        IF cardinality(p_set_ids) > 0 THEN
+            UPDATE {s}.calls AS c SET rev = u.r, status = u.st, record = u.rec
+                FROM unnest(p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held)
+                    AS u(i, r, st, rec, held)
+                WHERE c.run_id = p_run AND c.call_id = u.i AND c.record = u.held;
+            GET DIAGNOSTICS changed = ROW_COUNT;
+            IF changed <> cardinality(p_set_ids) THEN
+                RAISE EXCEPTION 'a call of run % changed', p_run USING ERRCODE = 'SR001';
+            END IF;
+        END IF;
+        IF cardinality(p_block_ids) > 0 THEN
+            INSERT INTO {s}.blocks (run_id, block_id, position, block)
+                SELECT p_run, u.i, u.p, u.b
+                FROM unnest(p_block_ids, p_block_positions, p_blocks) AS u(i, p, b)
+                ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,
+                    block = excluded.block;
+        END IF;
+        INSERT INTO {s}.step_history (run_id, step, segment, entry)
+            VALUES (p_run, p_steps, p_segment, p_entry)
+            ON CONFLICT (run_id, step) DO UPDATE SET segment = excluded.segment,
+                entry = excluded.entry;
+    END
+    $$;
+    """
+"""Version 6's migration, as it shipped (version 8 replaces a part of it)."""
+
+_SETTLE_V6 = """
+        -- Calls merged with the row the writer last wrote: refused when it changed since.
+        IF cardinality(p_set_ids) > 0 THEN
+            UPDATE {s}.calls AS c SET rev = u.r, status = u.st, record = u.rec
+                FROM unnest(p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held)
+                    AS u(i, r, st, rec, held)
+                WHERE c.run_id = p_run AND c.call_id = u.i AND c.record = u.held;
+            GET DIAGNOSTICS changed = ROW_COUNT;
+            IF changed <> cardinality(p_set_ids) THEN
+                RAISE EXCEPTION 'a call of run % changed', p_run USING ERRCODE = 'SR001';
+            END IF;
+        END IF;
+"""
+
+_SETTLE_BY_KEY = """
+        -- Calls merged with the row the writer last wrote: refused when it changed since.
+        -- Each by its key: as one join with the arrays, the plan read and hashed every call
+        -- row of the run, a cost that grew with the run at every step.
+        FOR i IN 1 .. COALESCE(cardinality(p_set_ids), 0) LOOP
+            UPDATE {s}.calls SET rev = p_set_revs[i], status = p_set_statuses[i],
+                    record = p_set_records[i]
+                WHERE run_id = p_run AND call_id = p_set_ids[i] AND record = p_set_held[i];
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'call % of run % changed', p_set_ids[i], p_run
+                    USING ERRCODE = 'SR001';
+            END IF;
+        END LOOP;
+"""
+
+
+def _replaced(script: str, old: str, new: str) -> str:
+    """``script`` with its one ``old`` part made ``new`` (a migration derived from another)."""
+    if script.count(old) != 1:
+        raise AssertionError(f"a migration does not hold exactly one {old[:40]!r}")
+    return script.replace(old, new)
+
+
 MIGRATIONS: tuple[str, ...] = (
     # 1
     """
@@ -172,103 +308,8 @@ MIGRATIONS: tuple[str, ...] = (
     """
     SELECT 1;
     """,
-    # 6: one statement per loop step (see above and ``_postgres_fast``). Each check refuses
-    # the whole step (its statement rolls back) rather than reading something to decide.
-    """
-    CREATE FUNCTION {s}.save_loop_step(
-        p_run TEXT, p_agent TEXT, p_status TEXT, p_created BIGINT, p_updated BIGINT,
-        p_steps BIGINT, p_record BYTEA, p_checkpoint BYTEA,
-        p_fence_run TEXT, p_fence_owner TEXT, p_fence_token BIGINT,
-        p_removed_blocks TEXT[], p_removed_calls TEXT[],
-        p_segment BIGINT, p_at BIGINT, p_messages BYTEA[],
-        p_new_ids TEXT[], p_new_revs BIGINT[], p_new_statuses TEXT[], p_new_records BYTEA[],
-        p_set_ids TEXT[], p_set_revs BIGINT[], p_set_statuses TEXT[], p_set_records BYTEA[],
-        p_set_held BYTEA[],
-        p_block_ids TEXT[], p_block_positions BIGINT[], p_blocks BYTEA[],
-        p_entry BYTEA
-    ) RETURNS VOID LANGUAGE plpgsql AS $$
-    DECLARE
-        changed BIGINT;
-    BEGIN
-        -- The lease row first, FOR SHARE: a takeover waits for this step (fence_check's order).
-        IF p_fence_run IS NOT NULL THEN
-            PERFORM 1 FROM {s}.work WHERE run_id = p_fence_run AND token = p_fence_token
-                FOR SHARE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'lease of % is not token %', p_fence_run, p_fence_token
-                    USING ERRCODE = 'SR001';
-            END IF;
-            INSERT INTO {s}.work_log (root, run_id, steps, owner, token)
-                VALUES (p_fence_run, p_run, p_steps, p_fence_owner, p_fence_token);
-        END IF;
-        -- The run row next: steps of one run never interleave. It is there but for a run's
-        -- first step (an UPDATE first: no speculative insertion into the key).
-        UPDATE {s}.runs SET agent = p_agent, status = p_status, updated_us = p_updated,
-                steps = p_steps, record = p_record, checkpoint = p_checkpoint
-            WHERE run_id = p_run;
-        IF NOT FOUND THEN
-            INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps, record,
-                    checkpoint)
-                VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
-                    p_checkpoint);
-        END IF;
-        IF cardinality(p_removed_blocks) > 0 THEN
-            DELETE FROM {s}.blocks WHERE run_id = p_run AND block_id = ANY(p_removed_blocks);
-        END IF;
-        IF cardinality(p_removed_calls) > 0 THEN
-            DELETE FROM {s}.calls WHERE run_id = p_run AND call_id = ANY(p_removed_calls);
-        END IF;
-        -- The call rows refer to the appended messages in the segment the writer expects.
-        IF COALESCE((SELECT segment FROM {s}.step_history WHERE run_id = p_run
-                AND step < p_steps ORDER BY step DESC LIMIT 1), 0) <> p_segment THEN
-            RAISE EXCEPTION 'run % is not in segment %', p_run, p_segment
-                USING ERRCODE = 'SR001';
-        END IF;
-        -- The append continues the log: a gap refuses, a retry of the step violates the key.
-        IF p_at > 0 AND NOT EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run
-                AND idx = p_at - 1) THEN
-            RAISE EXCEPTION 'run % has no message %', p_run, p_at - 1 USING ERRCODE = 'SR001';
-        END IF;
-        IF cardinality(p_messages) > 0 THEN
-            INSERT INTO {s}.context (run_id, idx, message)
-                SELECT p_run, p_at + u.o - 1, u.m
-                FROM unnest(p_messages) WITH ORDINALITY AS u(m, o) ORDER BY u.o;
-        ELSIF EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run AND idx >= p_at) THEN
-            RAISE EXCEPTION 'run % has messages from %', p_run, p_at USING ERRCODE = 'SR001';
-        END IF;
-        -- Calls the writer does not know stored: a held one violates the key.
-        IF cardinality(p_new_ids) > 0 THEN
-            INSERT INTO {s}.calls (run_id, call_id, rev, status, record)
-                SELECT p_run, u.i, u.r, u.st, u.rec
-                FROM unnest(p_new_ids, p_new_revs, p_new_statuses, p_new_records)
-                    WITH ORDINALITY AS u(i, r, st, rec, o)
-                ORDER BY u.o;
-        END IF;
-        -- Calls merged with the row the writer last wrote: refused when it changed since.
-        IF cardinality(p_set_ids) > 0 THEN
-            UPDATE {s}.calls AS c SET rev = u.r, status = u.st, record = u.rec
-                FROM unnest(p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held)
-                    AS u(i, r, st, rec, held)
-                WHERE c.run_id = p_run AND c.call_id = u.i AND c.record = u.held;
-            GET DIAGNOSTICS changed = ROW_COUNT;
-            IF changed <> cardinality(p_set_ids) THEN
-                RAISE EXCEPTION 'a call of run % changed', p_run USING ERRCODE = 'SR001';
-            END IF;
-        END IF;
-        IF cardinality(p_block_ids) > 0 THEN
-            INSERT INTO {s}.blocks (run_id, block_id, position, block)
-                SELECT p_run, u.i, u.p, u.b
-                FROM unnest(p_block_ids, p_block_positions, p_blocks) AS u(i, p, b)
-                ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,
-                    block = excluded.block;
-        END IF;
-        INSERT INTO {s}.step_history (run_id, step, segment, entry)
-            VALUES (p_run, p_steps, p_segment, p_entry)
-            ON CONFLICT (run_id, step) DO UPDATE SET segment = excluded.segment,
-                entry = excluded.entry;
-    END
-    $$;
-    """,
+    # 6: see ``_LOOP_STEP_V6``.
+    _LOOP_STEP_V6,
     # 7: the loop step that tells what waits in the feed (see above). Version 6's function
     # writes the step; the feed is read after it, in the same statement and transaction, so
     # an append committed before this read is seen and one committed after it is seen by the
@@ -308,100 +349,15 @@ MIGRATIONS: tuple[str, ...] = (
     # 8: version 6's function again, its settled calls updated one by one by key (see
     # above). Replaced, not dropped: version 7's calls it, and a process of version 6's
     # release, still connected, writes its steps with it.
-    """
-    CREATE OR REPLACE FUNCTION {s}.save_loop_step(
-        p_run TEXT, p_agent TEXT, p_status TEXT, p_created BIGINT, p_updated BIGINT,
-        p_steps BIGINT, p_record BYTEA, p_checkpoint BYTEA,
-        p_fence_run TEXT, p_fence_owner TEXT, p_fence_token BIGINT,
-        p_removed_blocks TEXT[], p_removed_calls TEXT[],
-        p_segment BIGINT, p_at BIGINT, p_messages BYTEA[],
-        p_new_ids TEXT[], p_new_revs BIGINT[], p_new_statuses TEXT[], p_new_records BYTEA[],
-        p_set_ids TEXT[], p_set_revs BIGINT[], p_set_statuses TEXT[], p_set_records BYTEA[],
-        p_set_held BYTEA[],
-        p_block_ids TEXT[], p_block_positions BIGINT[], p_blocks BYTEA[],
-        p_entry BYTEA
-    ) RETURNS VOID LANGUAGE plpgsql AS $$
-    BEGIN
-        -- The lease row first, FOR SHARE: a takeover waits for this step (fence_check's order).
-        IF p_fence_run IS NOT NULL THEN
-            PERFORM 1 FROM {s}.work WHERE run_id = p_fence_run AND token = p_fence_token
-                FOR SHARE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'lease of % is not token %', p_fence_run, p_fence_token
-                    USING ERRCODE = 'SR001';
-            END IF;
-            INSERT INTO {s}.work_log (root, run_id, steps, owner, token)
-                VALUES (p_fence_run, p_run, p_steps, p_fence_owner, p_fence_token);
-        END IF;
-        -- The run row next: steps of one run never interleave. It is there but for a run's
-        -- first step (an UPDATE first: no speculative insertion into the key).
-        UPDATE {s}.runs SET agent = p_agent, status = p_status, updated_us = p_updated,
-                steps = p_steps, record = p_record, checkpoint = p_checkpoint
-            WHERE run_id = p_run;
-        IF NOT FOUND THEN
-            INSERT INTO {s}.runs (run_id, agent, status, created_us, updated_us, steps, record,
-                    checkpoint)
-                VALUES (p_run, p_agent, p_status, p_created, p_updated, p_steps, p_record,
-                    p_checkpoint);
-        END IF;
-        IF cardinality(p_removed_blocks) > 0 THEN
-            DELETE FROM {s}.blocks WHERE run_id = p_run AND block_id = ANY(p_removed_blocks);
-        END IF;
-        IF cardinality(p_removed_calls) > 0 THEN
-            DELETE FROM {s}.calls WHERE run_id = p_run AND call_id = ANY(p_removed_calls);
-        END IF;
-        -- The call rows refer to the appended messages in the segment the writer expects.
-        IF COALESCE((SELECT segment FROM {s}.step_history WHERE run_id = p_run
-                AND step < p_steps ORDER BY step DESC LIMIT 1), 0) <> p_segment THEN
-            RAISE EXCEPTION 'run % is not in segment %', p_run, p_segment
-                USING ERRCODE = 'SR001';
-        END IF;
-        -- The append continues the log: a gap refuses, a retry of the step violates the key.
-        IF p_at > 0 AND NOT EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run
-                AND idx = p_at - 1) THEN
-            RAISE EXCEPTION 'run % has no message %', p_run, p_at - 1 USING ERRCODE = 'SR001';
-        END IF;
-        IF cardinality(p_messages) > 0 THEN
-            INSERT INTO {s}.context (run_id, idx, message)
-                SELECT p_run, p_at + u.o - 1, u.m
-                FROM unnest(p_messages) WITH ORDINALITY AS u(m, o) ORDER BY u.o;
-        ELSIF EXISTS (SELECT 1 FROM {s}.context WHERE run_id = p_run AND idx >= p_at) THEN
-            RAISE EXCEPTION 'run % has messages from %', p_run, p_at USING ERRCODE = 'SR001';
-        END IF;
-        -- Calls the writer does not know stored: a held one violates the key.
-        IF cardinality(p_new_ids) > 0 THEN
-            INSERT INTO {s}.calls (run_id, call_id, rev, status, record)
-                SELECT p_run, u.i, u.r, u.st, u.rec
-                FROM unnest(p_new_ids, p_new_revs, p_new_statuses, p_new_records)
-                    WITH ORDINALITY AS u(i, r, st, rec, o)
-                ORDER BY u.o;
-        END IF;
-        -- Calls merged with the row the writer last wrote: refused when it changed since.
-        -- Each by its key: as one join with the arrays, the plan read and hashed every call
-        -- row of the run, a cost that grew with the run at every step.
-        FOR i IN 1 .. COALESCE(cardinality(p_set_ids), 0) LOOP
-            UPDATE {s}.calls SET rev = p_set_revs[i], status = p_set_statuses[i],
-                    record = p_set_records[i]
-                WHERE run_id = p_run AND call_id = p_set_ids[i] AND record = p_set_held[i];
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'call % of run % changed', p_set_ids[i], p_run
-                    USING ERRCODE = 'SR001';
-            END IF;
-        END LOOP;
-        IF cardinality(p_block_ids) > 0 THEN
-            INSERT INTO {s}.blocks (run_id, block_id, position, block)
-                SELECT p_run, u.i, u.p, u.b
-                FROM unnest(p_block_ids, p_block_positions, p_blocks) AS u(i, p, b)
-                ON CONFLICT (run_id, block_id) DO UPDATE SET position = excluded.position,
-                    block = excluded.block;
-        END IF;
-        INSERT INTO {s}.step_history (run_id, step, segment, entry)
-            VALUES (p_run, p_steps, p_segment, p_entry)
-            ON CONFLICT (run_id, step) DO UPDATE SET segment = excluded.segment,
-                entry = excluded.entry;
-    END
-    $$;
-    """,
+    _replaced(
+        _replaced(
+            _replaced(_LOOP_STEP_V6, "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"),
+            "    DECLARE\n        changed BIGINT;\n",  # the loop needs no row count
+            "",
+        ),
+        _SETTLE_V6,
+        _SETTLE_BY_KEY,
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

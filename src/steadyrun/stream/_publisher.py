@@ -59,7 +59,8 @@ class Publisher(Observer):
             change after a quiet moment wakes them at once. Followers at one position share
             their events (one encoding for all), and are woken a batch per turn of the loop.
         max_idle: Runs kept in memory that are neither executing here nor followed; the least
-            recently changed beyond that are dropped (and rebuilt from the store on demand).
+            recently changed beyond that are dropped (and rebuilt from the store on demand),
+            a quarter of the bound at a time.
         strict_settlement: Returns whether a run's agent (by name) settles strictly, which
             makes calls needing review block the run.
 
@@ -89,6 +90,7 @@ class Publisher(Observer):
         self.max_idle = max_idle
         self._strict = strict_settlement or (lambda agent: False)
         self._channels: dict[str, Channel] = {}
+        self._evict_skip = 0  # calls of _evict that cannot pass max_idle (see there)
         self._clock = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -535,13 +537,24 @@ class Publisher(Observer):
             release(waiters, 0, channel.round)
 
     def _evict(self) -> None:
+        # Called where one channel may have turned idle (a run's end, a follower gone, a new
+        # channel): each call adds at most one idle channel. A look visits every channel,
+        # executing ones included (a thousand in a busy service), so after a look that left
+        # ``kept`` idle the next ``max_idle - kept`` calls cannot pass the bound and skip it;
+        # and a look that must drop some drops a quarter of the bound more, so the looks come
+        # at most every quarter of it.
+        if self._evict_skip > 0:
+            self._evict_skip -= 1
+            return
         idle = [
             (c.touched, run_id)
             for run_id, c in self._channels.items()
             if not c.active and c.followers == 0
         ]
-        if len(idle) <= self.max_idle:
-            return
-        idle.sort()
-        for _, run_id in idle[: len(idle) - self.max_idle]:
-            del self._channels[run_id]
+        keep = len(idle)
+        if keep > self.max_idle:
+            keep = self.max_idle - self.max_idle // 4
+            idle.sort()
+            for _, run_id in idle[: len(idle) - keep]:
+                del self._channels[run_id]
+        self._evict_skip = self.max_idle - keep

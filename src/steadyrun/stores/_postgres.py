@@ -36,10 +36,9 @@ from steadyrun.records import (
 )
 from steadyrun.stores._call_rows import NO_SPOTS, CallRows, Spots, decode_rows, encode_row
 from steadyrun.stores._call_rows_postgres import pg_detach, pg_merge, pg_resolved
-from steadyrun.stores._call_rows_sql import CURRENT_SEGMENT, keep_calls
+from steadyrun.stores._call_rows_sql import keep_calls
 from steadyrun.stores._encoded import EncodedStep, decode_snapshot, encode_step
 from steadyrun.stores._history_postgres import PostgresHistory, pg_entry, pg_segment
-from steadyrun.stores._history_sql import sql as history_sql
 from steadyrun.stores._leases import late_outcome
 from steadyrun.stores._leases_postgres import PostgresLeases, fence_check, wake_in
 from steadyrun.stores._lifecycle_postgres import PostgresLifecycle
@@ -48,6 +47,7 @@ from steadyrun.stores._live import close_live
 from steadyrun.stores._ports import Claim, FeedMessage, RunSummary
 from steadyrun.stores._postgres_db import LOCK_FEED, Connection, PostgresDatabase
 from steadyrun.stores._postgres_fast import fast_sql, fast_step, refused
+from steadyrun.stores._postgres_load import read_run
 from steadyrun.stores._postgres_step import pipelined, write_call, write_step
 from steadyrun.stores._sql_values import from_us, to_us
 
@@ -357,43 +357,29 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
         """Load a run in one read-only snapshot transaction; ``None`` when there is none."""
         s = self._s
         async with self._transaction(snapshot=True) as conn:
-            # Four queries, one round trip (pipeline), one snapshot. Binary results: bytea in
-            # text is hex, twice the bytes to send and a pass to undo it (N=400: 27 -> 13 ms).
-            queries = [
-                await conn.execute(sql, (run_id,) * sql.count("%s"), binary=True)
-                for sql in (
-                    # With the current segment, which call rows' references may need.
-                    f"SELECT record, checkpoint, ({history_sql(CURRENT_SEGMENT, s)}) FROM {s}.runs"
-                    " WHERE run_id = %s",
-                    f"SELECT message FROM {s}.context WHERE run_id = %s ORDER BY idx",
-                    f"SELECT call_id, record FROM {s}.calls WHERE run_id = %s ORDER BY row_id",
-                    f"SELECT block FROM {s}.blocks WHERE run_id = %s ORDER BY position",
-                )
-            ]
-            row, context, calls, blocks = [await q.fetchall() for q in queries]
-            if not row:
+            rows = await read_run(conn, s, run_id)
+            if rows is None:
                 return None
             snap = decode_snapshot(
-                row[0][0],
-                row[0][1],
-                (m[0] for m in context),
+                rows.record,
+                rows.checkpoint,
+                rows.context,
                 (),
-                (b[0] for b in blocks),
+                rows.blocks,
                 call_ids=(),  # blocks stay stored bytes until read, and so do call rows
             )
-            current = None if row[0][2] is None else int(row[0][2])
             # The next step's segment, as write_step would find it: its first step is then
             # one statement too (a run without history entries starts at 0).
-            self._remember_segment(run_id, current or 0)
-            if not keep_calls(snap, [(c[0], bytes(c[1])) for c in calls], current):
+            self._remember_segment(run_id, rows.current or 0)
+            if not keep_calls(snap, rows.calls, rows.current):
                 # Texts of replaced segments cost a statement each, in this snapshot.
                 snap.calls = await pg_resolved(
                     conn.cursor(),
                     s,
                     run_id,
-                    decode_rows(c[1] for c in calls),
+                    decode_rows(r for _, r in rows.calls),
                     snap.context,
-                    current,
+                    rows.current,
                 )
         return snap
 

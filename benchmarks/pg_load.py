@@ -11,6 +11,8 @@ a new store object (one connection):
 * ``stale ms``: without statistics (``--short-runs``: with those of 20 short runs, taken
   before the long run was written);
 * ``analyzed ms``: after ``ANALYZE`` (the planner knows the long run);
+* ``dump ms``: ``store.dump_run`` of the run, analyzed (every document read and decoded: what
+  an export costs);
 * ``server ms``: the server's CPU time (the store's backend, from ``/proc``, in clock ticks of
   10 ms summed over the loads) for one load without statistics.
 
@@ -70,8 +72,9 @@ async def _build(dsn: str, n: int, short_stats: bool) -> None:
             raise SystemExit(f"FAILED: the long run ended {result.status!r}")
 
 
-async def _loads(dsn: str, reps: int) -> tuple[float, float, int]:
-    """Median ms of ``reps`` loads, the server's CPU ms of one, and the documents loaded."""
+async def _loads(dsn: str, reps: int) -> tuple[float, float, int, float]:
+    """Median ms of ``reps`` loads, the server's CPU ms of one, the documents loaded, and the
+    median ms of ``reps`` ``dump_run`` of the run (every document decoded)."""
     async with PostgresStore(dsn, min_size=1, max_size=1) as store:
         snap = await store.load("long")  # untimed: opens the pool, warms the caches
         assert snap is not None
@@ -89,18 +92,31 @@ async def _loads(dsn: str, reps: int) -> tuple[float, float, int]:
             await store.load("long")
             times.append((time.perf_counter() - t0) * 1e3)
         server = (sum(map(_backend_cpu_s, pids)) - cpu0) / reps * 1e3
+        dumps = []
+        for _ in range(reps):
+            gc.collect()
+            t0 = time.perf_counter()
+            await store.dump_run("long")
+            dumps.append((time.perf_counter() - t0) * 1e3)
     docs = 2 + len(snap.context) + len(snap.calls) + len(snap.blocks)
-    return statistics.median(times), server, docs
+    return statistics.median(times), server, docs, statistics.median(dumps)
 
 
 async def measure(admin_dsn: str, n: int, reps: int, short_stats: bool) -> dict[str, float]:
     with bench_pg.fresh_database(admin_dsn, "steadyrun_pg_load") as dsn:
         await _build(dsn, n, short_stats)
-        stale, server, docs = await _loads(dsn, reps)
+        stale, server, docs, _ = await _loads(dsn, reps)
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             await conn.execute("ANALYZE")
-        analyzed, _, _ = await _loads(dsn, reps)
-    return {"n": n, "docs": docs, "stale": stale, "analyzed": analyzed, "server": server}
+        analyzed, _, _, dump = await _loads(dsn, reps)
+    return {
+        "n": n,
+        "docs": docs,
+        "stale": stale,
+        "analyzed": analyzed,
+        "server": server,
+        "dump": dump,
+    }
 
 
 def main() -> None:
@@ -114,12 +130,14 @@ def main() -> None:
     )
     p.add_argument("--pg-dsn", default=ADMIN_DSN, help="a database the scratch one is made from")
     args = p.parse_args()
-    print(f"{'N':>6} {'docs':>6} {'stale ms':>9} {'analyzed ms':>12} {'server ms':>10}")
+    print(
+        f"{'N':>6} {'docs':>6} {'stale ms':>9} {'analyzed ms':>12} {'server ms':>10} {'dump ms':>8}"
+    )
     for n in args.ns:
         row = asyncio.run(measure(args.pg_dsn, n, args.reps, args.short_runs))
         print(
             f"{row['n']:>6} {row['docs']:>6} {row['stale']:>9.2f} {row['analyzed']:>12.2f}"
-            f" {row['server']:>10.2f}"
+            f" {row['server']:>10.2f} {row['dump']:>8.1f}"
         )
 
 

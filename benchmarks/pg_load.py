@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,6 +73,17 @@ async def _build(dsn: str, n: int, short_stats: bool) -> None:
             raise SystemExit(f"FAILED: the long run ended {result.status!r}")
 
 
+async def _median_ms(reps: int, read: Callable[[], Awaitable[object]]) -> float:
+    """The median wall ms of ``reps`` awaits of ``read()``, each after ``gc.collect()``."""
+    times = []
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.perf_counter()
+        await read()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 async def _loads(dsn: str, reps: int) -> tuple[float, float, int, float]:
     """Median ms of ``reps`` loads, the server's CPU ms of one, the documents loaded, and the
     median ms of ``reps`` ``dump_run`` of the run (every document decoded)."""
@@ -85,21 +97,11 @@ async def _loads(dsn: str, reps: int) -> tuple[float, float, int, float]:
             )
             pids = [r[0] for r in await cur.fetchall()]
         cpu0 = sum(map(_backend_cpu_s, pids))
-        times = []
-        for _ in range(reps):
-            gc.collect()
-            t0 = time.perf_counter()
-            await store.load("long")
-            times.append((time.perf_counter() - t0) * 1e3)
+        load_ms = await _median_ms(reps, lambda: store.load("long"))
         server = (sum(map(_backend_cpu_s, pids)) - cpu0) / reps * 1e3
-        dumps = []
-        for _ in range(reps):
-            gc.collect()
-            t0 = time.perf_counter()
-            await store.dump_run("long")
-            dumps.append((time.perf_counter() - t0) * 1e3)
+        dump_ms = await _median_ms(reps, lambda: store.dump_run("long"))
     docs = 2 + len(snap.context) + len(snap.calls) + len(snap.blocks)
-    return statistics.median(times), server, docs, statistics.median(dumps)
+    return load_ms, server, docs, dump_ms
 
 
 async def measure(admin_dsn: str, n: int, reps: int, short_stats: bool) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""PostgresStore.load: the server never sorts a run's rows, and the run comes back in order.
+"""PostgresStore.load and dump_run: the server never sorts a run's rows; they come in order.
 
 ``load`` read the context ``ORDER BY idx``, the calls ``ORDER BY row_id`` and the blocks
 ``ORDER BY position``. Where the planner read a run's rows by a bitmap scan (a table without
@@ -62,12 +62,16 @@ async def _plans(dsn: str, statements: list[tuple[str, Any]], *settings: str) ->
         return plans
 
 
-async def test_no_plan_of_a_load_sorts(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("read", ["load", "dump_run"])
+async def test_no_plan_of_a_load_sorts(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
     await _saved(pg_dsn)
     async with PostgresStore(pg_dsn) as store:
         await store.list_runs(limit=1)  # the pool's own statements, before the capture
         async with _statements(monkeypatch) as seen:
-            snap = await store.load("r")
+            got = await getattr(store, read)("r")
+    snap = got if read == "load" else got.runs[0]
     assert snap is not None and len(snap.context) == 2 * CALLS + 2
     assert any("context" in q for q, _ in seen), seen
     # Tables without statistics (a new database, or a run newer than the last ANALYZE), the
@@ -109,7 +113,11 @@ async def test_a_run_whose_rows_lie_out_of_order_loads_in_order(pg_dsn: str) -> 
     assert first[0] != 0, "the premise: a scan finds the first message out of its place"
     async with PostgresStore(pg_dsn) as store:
         snap = await store.load("r")
-    assert snap is not None
+        dumped = await store.dump_run("r")
+    assert snap is not None and dumped is not None
+    assert dumped.runs[0].context == expected.context
+    assert [c.id for c in dumped.runs[0].calls] == [c.id for c in expected.calls]
+    assert [b.id for b in dumped.runs[0].blocks] == [b.id for b in expected.blocks]
     assert snap.context == expected.context
     assert [c.id for c in snap.calls] == [c.id for c in expected.calls]
     assert snap.calls[0].id == "m0.c1"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from steadyrun._codec import decode
@@ -137,14 +138,13 @@ class PostgresLifecycle:
                 await conn.execute(sql, (ids,), binary=True)
                 for sql in (
                     f"SELECT run_id, record, checkpoint FROM {s}.runs WHERE run_id = ANY(%s)",
-                    f"SELECT run_id, message FROM {s}.context WHERE run_id = ANY(%s)"
-                    " ORDER BY run_id, idx",
-                    f"SELECT run_id, record FROM {s}.calls WHERE run_id = ANY(%s)"
-                    " ORDER BY run_id, row_id",
-                    f"SELECT run_id, block FROM {s}.blocks WHERE run_id = ANY(%s)"
-                    " ORDER BY run_id, position",
-                    f"SELECT run_id, message FROM {s}.feed WHERE run_id = ANY(%s)"
-                    " ORDER BY run_id, seq",
+                    # Each with what orders it, put in order here: a sort on the server
+                    # spills to disk for a large tree where the planner lacks statistics
+                    # (``_postgres_load``).
+                    f"SELECT run_id, idx, message FROM {s}.context WHERE run_id = ANY(%s)",
+                    f"SELECT run_id, row_id, record FROM {s}.calls WHERE run_id = ANY(%s)",
+                    f"SELECT run_id, position, block FROM {s}.blocks WHERE run_id = ANY(%s)",
+                    f"SELECT run_id, seq, message FROM {s}.feed WHERE run_id = ANY(%s)",
                     f"SELECT run_id, consumed FROM {s}.feed_state WHERE run_id = ANY(%s)",
                     f"SELECT run_id FROM {s}.work WHERE run_id = ANY(%s) AND wanted > handled",
                 )
@@ -236,8 +236,12 @@ class PostgresLifecycle:
 
 
 def _grouped(rows: list[Any]) -> defaultdict[str, list[bytes]]:
-    """``(run id, document)`` rows by run id, in their order."""
+    """``(run id, position, document)`` rows by run id, each run's in order of position."""
+    rows.sort(key=_run_and_position)  # stable: equal positions keep the order they came in
     out: defaultdict[str, list[bytes]] = defaultdict(list)
-    for member, data in rows:
+    for member, _, data in rows:
         out[member].append(data)
     return out
+
+
+_run_and_position = itemgetter(0, 1)

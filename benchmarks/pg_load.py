@@ -1,4 +1,4 @@
-"""PostgresStore.load of a long run while the server has no statistics of the store's tables.
+"""PostgresStore.load and dump_run of a long run while the server has no statistics of its tables.
 
 The planner picks how to read a run's rows from its statistics. Where there are none (a new
 database, or tables autovacuum has not analyzed yet) it reads a run's rows by a bitmap scan,

@@ -159,19 +159,23 @@ _LOOP_STEP_V6 = """
     """
 """Version 6's migration, as it shipped (version 8 replaces a part of it)."""
 
-_SETTLE_V6 = """
-        -- Calls merged with the row the writer last wrote: refused when it changed since.
-        IF cardinality(p_set_ids) > 0 THEN
-            UPDATE {s}.calls AS c SET rev = u.r, status = u.st, record = u.rec
-                FROM unnest(p_set_ids, p_set_revs, p_set_statuses, p_set_records, p_set_held)
-                    AS u(i, r, st, rec, held)
-                WHERE c.run_id = p_run AND c.call_id = u.i AND c.record = u.held;
-            GET DIAGNOSTICS changed = ROW_COUNT;
-            IF changed <> cardinality(p_set_ids) THEN
-                RAISE EXCEPTION 'a call of run % changed', p_run USING ERRCODE = 'SR001';
-            END IF;
-        END IF;
-"""
+
+def _once(script: str, part: str) -> str:
+    """``part``, which ``script`` (a migration) must hold exactly once."""
+    if script.count(part) != 1:
+        raise AssertionError(f"a migration does not hold exactly one {part[:40]!r}")
+    return part
+
+
+def _between(script: str, start: str, end: str) -> str:
+    """The part of ``script`` from its one ``start`` up to (not with) its one ``end``."""
+    return script[script.index(_once(script, start)) : script.index(_once(script, end))]
+
+
+# Version 6's settle of a step's calls, as it shipped: what version 8 replaces.
+_SETTLE_V6 = _between(
+    _LOOP_STEP_V6, "\n        -- Calls merged with the row", "        IF cardinality(p_block_ids)"
+)
 
 _SETTLE_BY_KEY = """
         -- Calls merged with the row the writer last wrote: refused when it changed since.
@@ -191,9 +195,7 @@ _SETTLE_BY_KEY = """
 
 def _replaced(script: str, old: str, new: str) -> str:
     """``script`` with its one ``old`` part made ``new`` (a migration derived from another)."""
-    if script.count(old) != 1:
-        raise AssertionError(f"a migration does not hold exactly one {old[:40]!r}")
-    return script.replace(old, new)
+    return script.replace(_once(script, old), new)
 
 
 MIGRATIONS: tuple[str, ...] = (

@@ -35,8 +35,8 @@ ROOT = "steadyrun"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     # leaves: they import nothing of steadyrun but each other
-    ("_errors", "_codec", "_texts", "_texts_check", "_texts_zh", "_version", "_sqlite_thread",
-     "_sqlite_wal", "_lane",
+    ("_errors", "_codec", "_fast_json", "_texts", "_texts_check", "_texts_zh", "_version",
+     "_sqlite_thread", "_sqlite_wal", "_lane",
      "control"),
     ("chat",),
     ("tools",),

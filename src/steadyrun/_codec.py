@@ -18,7 +18,7 @@ Format history:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 from typing import Any, TypeVar, cast
 
@@ -27,6 +27,7 @@ from pydantic_core import PydanticSerializationError, SchemaSerializer, SchemaVa
 from pydantic_core import core_schema as cs
 
 from steadyrun._errors import FormatVersionError, StoreError
+from steadyrun._fast_json import writer as _quick_writer
 
 __all__ = ["FORMAT", "decode", "decode_all", "encode", "framed", "from_plain", "to_plain"]
 
@@ -41,6 +42,8 @@ _HEAD = b'{"format":%d,"data":' % FORMAT
 _adapters: dict[Any, TypeAdapter[Any]] = {}
 _readers: dict[Any, SchemaValidator] = {}  # by the type of the data
 _writers: dict[Any, SchemaSerializer] = {}  # by the type of the data
+# msgspec's writers, by the type of the data (``None``: that type is always pydantic's)
+_quick: dict[Any, Callable[[Any], bytes | None] | None] = {}
 
 
 def _adapter(tp: Any) -> TypeAdapter[Any]:
@@ -94,6 +97,16 @@ def from_plain(data: Any, tp: type[T]) -> T:
 def encode(obj: Any, tp: Any | None = None) -> bytes:
     """Serialise ``obj`` as a versioned JSON document."""
     tp = tp if tp is not None else type(obj)
+    try:
+        quick = _quick[tp]
+    except KeyError:
+        quick = _quick[tp] = _quick_writer(tp)
+    if quick is not None:
+        # Written as pydantic would, byte for byte, 2-3 times faster (``_fast_json``);
+        # ``None`` for a value it leaves to pydantic.
+        data = quick(obj)
+        if data is not None:
+            return _HEAD + data + b"}"
     writer = _writers.get(tp)
     if writer is None:
         writer = _writers[tp] = _adapter(tp).serializer

@@ -2,8 +2,10 @@
 
 The documents are those a step of the peer harness's loop writes (``benchmarks/peers``): its
 run record, checkpoint, message, block and call record, taken from a real run on a
-``MemoryStore``. For each, the microseconds of one write by pydantic-core's serializer (what
-``_codec.encode`` did before its quick writer) and by ``_codec.encode`` now, the median of
+``MemoryStore``; and, without their fields at their defaults, the step's history entry (its
+body and its checkpoint, every store writes one a step) and the call row the SQL stores write.
+For each, the microseconds of one write by pydantic-core's serializer (what the code did before
+the quick writer) and by the code now (msgspec where it writes the same bytes), the median of
 ``--rounds`` rounds of ``--number`` writes; and whether both wrote the same bytes. Figures
 only.
 
@@ -23,8 +25,8 @@ from typing import Any
 
 from steadyrun import Agent, Limits, MemoryStore, Runtime, tool
 from steadyrun._codec import FORMAT, _adapter, encode
-from steadyrun.records import Step
-from steadyrun.stores import _memory
+from steadyrun.records import CallRecord, Checkpoint, Step
+from steadyrun.stores import _call_rows, _history, _memory
 from steadyrun.testing import FunctionModel, call, text, tool_calls
 
 
@@ -95,6 +97,37 @@ def main() -> None:
         total_old, total_new = total_old + old, total_new + new
         print(f"| {name} | {len(encode(doc)):,} | {old:.2f} | {new:.2f} | {same} |")
     print(f"| all five | | {total_old:.2f} | {total_new:.2f} | |")
+
+    entry = _history.entry_of(step, 0, len(step.context.append))
+    body, cp = _adapter(type(entry)).serializer, _adapter(Checkpoint).serializer
+    quick_body, quick_cp = _quick(_history._QUICK_BODY), _quick(_history._QUICK_CHECKPOINT)
+    call, row, quick_row = step.calls[0], _adapter(CallRecord).serializer, _quick(_call_rows._QUICK)
+
+    def entry_old() -> tuple[bytes, bytes]:
+        return (
+            body.to_json(entry, exclude_defaults=True, exclude={"checkpoint"}),
+            cp.to_json(entry.checkpoint, exclude_defaults=True),
+        )
+
+    def entry_new() -> tuple[bytes | None, bytes | None]:
+        return quick_body(entry), quick_cp(entry.checkpoint)
+
+    without = {
+        "history entry": (entry_old, entry_new),
+        "call row": (lambda: row.to_json(call, exclude_defaults=True), lambda: quick_row(call)),
+    }
+    print()
+    print("| without defaults | pydantic-core us | quick us | same bytes |")
+    print("|---|---:|---:|---|")
+    for name, (old_fn, new_fn) in without.items():
+        old, new = timed(old_fn), timed(new_fn)
+        print(f"| {name} | {old:.2f} | {new:.2f} | {old_fn() == new_fn()} |")
+
+
+def _quick(fn: Any) -> Any:
+    if fn is None:
+        raise SystemExit("codec.py: this type has no quick writer")
+    return fn
 
 
 if __name__ == "__main__":

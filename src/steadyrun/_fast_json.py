@@ -201,15 +201,111 @@ def _compiled(tp: type) -> Look | None:
     return typing.cast(Look, namespace["look"])
 
 
-def writer(tp: Any) -> Callable[[Any], bytes | None] | None:
+_NO_DEFAULT = object()
+
+
+class _Omitting:
+    """The generated functions that give a value as pydantic's ``exclude_defaults`` writes it.
+
+    One per dataclass reached: a ``dict`` of the fields whose value differs from the field's
+    default (a ``default_factory``'s value made once, compared, never handed out), in their
+    declared order, nested dataclasses turned the same way. Values under ``Any`` go as they are:
+    pydantic leaves them whole too.
+    """
+
+    def __init__(self, src: _Source) -> None:
+        self.src = src
+        self.names: dict[tuple[type, frozenset[str]], str] = {}
+        self.text: list[str] = []
+
+    def function(self, cls: type, exclude: frozenset[str] = frozenset()) -> str:
+        key = (cls, exclude)
+        name = self.names.get(key)
+        if name is not None:
+            return name
+        name = self.names[key] = f"_to{len(self.names)}"
+        hints = typing.get_type_hints(cls, include_extras=True)
+        lines = ["d = {}"]
+        for f in dataclasses.fields(cls):
+            if f.name in exclude:
+                continue
+            if f.default is not dataclasses.MISSING:
+                default: Any = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = _NO_DEFAULT
+            turned = self.turned(hints[f.name], "x")
+            lines.append(f"x = value.{f.name}")
+            if default is _NO_DEFAULT:
+                lines.append(f"d[{f.name!r}] = {turned}")
+            elif default is None:  # ``!=`` with None asks both sides; ``is`` tells at once
+                lines.append(f"if x is not None: d[{f.name!r}] = {turned}")
+            elif _bare(default) and _unwrap(hints[f.name]) is type(default):
+                # A dataclass at its class's own defaults: differs exactly when one of its
+                # fields does, so what it turns into is not empty (no comparison of each).
+                lines.append(f"t = {turned}")
+                lines.append(f"if t: d[{f.name!r}] = t")
+            else:
+                lines.append(f"if x != {self.src.name(default)}: d[{f.name!r}] = {turned}")
+        lines.append("return d")
+        self.text.append(f"def {name}(value):\n    " + "\n    ".join(lines) + "\n")
+        return name
+
+    def turned(self, hint: Any, value: str) -> str:
+        """The expression of ``value`` (of ``hint``) as pydantic's ``exclude_defaults`` has it."""
+        hint = _unwrap(hint)
+        origin = typing.get_origin(hint)
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            return f"{self.function(hint)}({value})"
+        if origin in (list, tuple) or origin is typing.Sequence:
+            item = self.src.var()
+            inner = self.turned(typing.get_args(hint)[0], item)
+            return value if inner == item else f"[{inner} for {item} in {value}]"
+        if origin is dict:
+            item = self.src.var()
+            inner = self.turned(typing.get_args(hint)[1], item)
+            return value if inner == item else f"{{k: {inner} for k, {item} in {value}.items()}}"
+        if origin is typing.Union or origin is types.UnionType:
+            turned = value
+            for member in map(_unwrap, typing.get_args(hint)):
+                inner = self.turned(member, value)
+                if inner != value:  # a dataclass, or made of them: by its own class
+                    cls = typing.get_origin(member) or member
+                    turned = f"({inner} if type({value}) is {self.src.name(cls)} else {turned})"
+            return turned
+        return value
+
+
+def _bare(default: Any) -> bool:
+    """Whether ``default`` is an instance of a dataclass made with no arguments."""
+    cls = type(default)
+    params = cls.__dict__.get("__dataclass_params__")
+    if params is None or not params.eq:
+        return False
+    try:
+        return bool(default == cls())
+    except TypeError:  # a required field
+        return False
+
+
+def writer(
+    tp: Any, *, omit_defaults: bool = False, exclude: frozenset[str] = frozenset()
+) -> Callable[[Any], bytes | None] | None:
     """A msgspec writer of values of exactly the dataclass ``tp``, or ``None`` when it has none.
 
     The writer returns ``None`` for a value it leaves to pydantic (see the module's docstring).
+
+    Args:
+        tp: The dataclass.
+        omit_defaults: Write as pydantic's ``exclude_defaults=True`` does.
+        exclude: Fields left out (with ``omit_defaults``), as pydantic's ``exclude``.
     """
     if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
         return None
     try:
         look = _compiled(tp)
+        turn = _omitting(tp, exclude) if omit_defaults else None
     except (_Unsupported, NameError, TypeError):
         return None
 
@@ -217,8 +313,17 @@ def writer(tp: Any) -> Callable[[Any], bytes | None] | None:
         if type(value) is not tp or (look is not None and not look(value)):
             return None
         try:
-            return _encode(value)
+            return _encode(value if turn is None else turn(value))
         except Exception:  # noqa: BLE001 - pydantic writes it, or says what is wrong
             return None
 
     return write
+
+
+def _omitting(tp: type, exclude: frozenset[str]) -> Callable[[Any], dict[str, Any]]:
+    src = _Source()
+    omitting = _Omitting(src)
+    name = omitting.function(tp, exclude)
+    namespace = dict(src.names)
+    exec("\n".join(omitting.text), namespace)  # noqa: S102 - our own text
+    return typing.cast(Callable[[Any], dict[str, Any]], namespace[name])

@@ -25,6 +25,7 @@ from steadyrun._errors import StoreError
 from steadyrun.background._model import Task, Update
 from steadyrun.chat import Message, TextPart, ToolCallPart
 from steadyrun.records import Block, CallRecord, Checkpoint
+from steadyrun.records._history import StepEntry
 from steadyrun.records._step import RunRecord
 from steadyrun.stores import FeedMessage
 from steadyrun.stream import DisplaySnapshot
@@ -109,8 +110,18 @@ def values(hint: Any) -> st.SearchStrategy[Any]:
 
 
 def instances(cls: Any) -> st.SearchStrategy[Any]:
+    """Instances of ``cls``, each field often at its default (``exclude_defaults`` drops it)."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.name: values(hints[f.name]) for f in dataclasses.fields(cls) if f.init}
+    fields = {}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        of = values(hints[f.name])
+        if f.default is not dataclasses.MISSING:
+            of = st.just(f.default) | of
+        elif f.default_factory is not dataclasses.MISSING:
+            of = st.builds(f.default_factory) | of
+        fields[f.name] = of
     return st.builds(cls, **fields)
 
 
@@ -265,3 +276,81 @@ def test_a_type_of_plain_declarations_has_a_writer() -> None:
     assert quick is not None
     block = Block(id="b", kind="content", position=0, at=_now())
     assert b'{"format":1,"data":' + (quick(block) or b"") + b"}" == pydantic_document(block, Block)
+
+
+@pytest.mark.parametrize("tp", STORED + [StepEntry], ids=lambda tp: tp.__name__)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_without_defaults_each_type_is_written_as_pydantic_writes_it(
+    tp: Any, data: st.DataObject
+) -> None:
+    from steadyrun._fast_json import writer
+
+    obj = data.draw(instances(tp))
+    exclude = frozenset({"checkpoint"}) if tp is StepEntry else frozenset()
+    quick = writer(tp, omit_defaults=True, exclude=exclude)
+    assert quick is not None
+    written = quick(obj)
+    if written is not None:  # None: left to pydantic
+        expected = TypeAdapter(tp).serializer.to_json(
+            obj, exclude_defaults=True, exclude=set(exclude) or None
+        )
+        assert written == expected
+
+
+def test_a_steps_entry_and_call_row_do_not_go_through_pydantic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The history entry and the SQL stores' call row of a loop's step: msgspec's to write."""
+    from steadyrun.records._history import StepCall
+    from steadyrun.stores import _call_rows, _history
+
+    entry = StepEntry(
+        step=7,
+        at=_now(),
+        status="running",
+        start=6,
+        calls=[StepCall(id="m3.c1", status="running")],
+        checkpoint=Checkpoint(phase="batch", batch=["m3.c1"], extra={"a": "b"}),
+    )
+    call = _call(payload={"plain": [1, "two"]})
+    expected = (_history.encode_entry(entry), _call_rows.encode_row(call, _call_rows.NO_SPOTS))
+
+    class NoPydantic:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"pydantic asked for {name}")
+
+    monkeypatch.setattr(_history, "_ENTRY", NoPydantic())
+    monkeypatch.setattr(_history, "_CHECKPOINT", NoPydantic())
+    monkeypatch.setattr(_call_rows, "_adapter", lambda tp: NoPydantic())
+    assert _history.encode_entry(entry) == expected[0]
+    assert _call_rows.encode_row(call, _call_rows.NO_SPOTS) == expected[1]
+
+
+@dataclasses.dataclass
+class _Counts:
+    n: int = 0
+
+
+@dataclasses.dataclass
+class _Holder:
+    counts: _Counts = dataclasses.field(default_factory=_Counts)
+    maybe: _Counts | None = dataclasses.field(default_factory=_Counts)
+    seeded: _Counts = dataclasses.field(default_factory=lambda: _Counts(n=1))
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [
+        _Holder(),
+        _Holder(counts=_Counts(n=2), maybe=None, seeded=_Counts()),
+        _Holder(maybe=_Counts(n=3), seeded=_Counts(n=1)),
+    ],
+)
+def test_a_nested_dataclass_at_its_default_is_left_out_as_pydantic_does(holder: _Holder) -> None:
+    from steadyrun._fast_json import writer
+
+    quick = writer(_Holder, omit_defaults=True)
+    assert quick is not None
+    expected = TypeAdapter(_Holder).serializer.to_json(holder, exclude_defaults=True)
+    assert quick(holder) == expected

@@ -61,15 +61,18 @@ def _plain(value: Any) -> bool:
     if kind is list:
         return _plain_items(value)
     if kind is dict:
-        for key in value:
+        # One loop, no generator: a checkpoint's few extras are looked at each step.
+        for key, v in value.items():
             if type(key) is not str:
                 return False
-        return _plain_items(value.values())
+            kind = type(v)
+            if not (kind is str or kind is int or kind is bool or v is None or _plain(v)):
+                return False
+        return True
     return False
 
 
 def _plain_items(values: Any) -> bool:
-    # A loop, not ``all`` over a generator: a checkpoint's few extras are looked at each step.
     for v in values:
         kind = type(v)
         if not (kind is str or kind is int or kind is bool or v is None or _plain(v)):

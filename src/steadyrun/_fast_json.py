@@ -20,8 +20,12 @@ changes and no format moves:
 * whatever msgspec refuses (a string with a lone surrogate, an integer past its range) goes to
   pydantic, which writes it or says why not, as it always did.
 
+Documents written without their fields at their defaults (a step's history entry, the SQL
+stores' call rows: pydantic's ``exclude_defaults``) are first turned into the dict of the fields
+that differ from their defaults, by a function generated once per type (``_Omitting``).
+
 ``tests/records/test_fast_json.py`` checks byte for byte that both write the same for values
-of every stored type built from their declarations.
+of every stored type built from their declarations, with and without their defaults.
 """
 
 from __future__ import annotations

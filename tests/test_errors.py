@@ -35,6 +35,7 @@ SIGNALS = {
 INTERNAL = {
     "steadyrun._cli_errors.CommandFailed",
     "steadyrun._demo._story.DemoFailure",
+    "steadyrun._fast_json._Unsupported",
     "steadyrun._sqlite_thread._Busy",
     "steadyrun.models._local_engine.Stopped",
     "steadyrun.models.anthropic._StreamingRequired",

@@ -22,12 +22,13 @@ from pydantic_core import PydanticSerializationError
 
 from steadyrun import _codec
 from steadyrun._errors import StoreError
+from steadyrun._fast_json import writer
 from steadyrun.background._model import Task, Update
 from steadyrun.chat import Message, TextPart, ToolCallPart
 from steadyrun.records import Block, CallRecord, Checkpoint
-from steadyrun.records._history import StepEntry
+from steadyrun.records._history import StepCall, StepEntry
 from steadyrun.records._step import RunRecord
-from steadyrun.stores import FeedMessage
+from steadyrun.stores import FeedMessage, _call_rows, _history
 from steadyrun.stream import DisplaySnapshot
 
 STORED = [RunRecord, Checkpoint, Block, CallRecord, Message, FeedMessage, Task, Update]
@@ -263,15 +264,11 @@ class _Node:
 
 @pytest.mark.parametrize("tp", [_Bytes, _Float, _IntKeys, _Pair, _Node], ids=lambda t: t.__name__)
 def test_a_type_declaring_what_msgspec_may_write_otherwise_is_pydantics(tp: Any) -> None:
-    from steadyrun._fast_json import writer
-
     assert writer(tp) is None
     assert writer(dict[str, Any]) is None  # not a dataclass
 
 
 def test_a_type_of_plain_declarations_has_a_writer() -> None:
-    from steadyrun._fast_json import writer
-
     quick = writer(Block)
     assert quick is not None
     block = Block(id="b", kind="content", position=0, at=_now())
@@ -284,8 +281,6 @@ def test_a_type_of_plain_declarations_has_a_writer() -> None:
 def test_without_defaults_each_type_is_written_as_pydantic_writes_it(
     tp: Any, data: st.DataObject
 ) -> None:
-    from steadyrun._fast_json import writer
-
     obj = data.draw(instances(tp))
     exclude = frozenset({"checkpoint"}) if tp is StepEntry else frozenset()
     quick = writer(tp, omit_defaults=True, exclude=exclude)
@@ -302,9 +297,6 @@ def test_a_steps_entry_and_call_row_do_not_go_through_pydantic(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The history entry and the SQL stores' call row of a loop's step: msgspec's to write."""
-    from steadyrun.records._history import StepCall
-    from steadyrun.stores import _call_rows, _history
-
     entry = StepEntry(
         step=7,
         at=_now(),
@@ -348,8 +340,6 @@ class _Holder:
     ],
 )
 def test_a_nested_dataclass_at_its_default_is_left_out_as_pydantic_does(holder: _Holder) -> None:
-    from steadyrun._fast_json import writer
-
     quick = writer(_Holder, omit_defaults=True)
     assert quick is not None
     expected = TypeAdapter(_Holder).serializer.to_json(holder, exclude_defaults=True)

@@ -1,6 +1,6 @@
 """The least issue 20's unmet targets could cost here: the same work with parts taken away.
 
-Figures only, never assertions. Five measurements:
+Figures only, never assertions. Six measurements:
 
 * ``memory``: the harness's memory loop (N=400) with its plain ``def`` tool, run in a worker
   thread as the peers run theirs, and with the same body declared ``@tool(inline=True)`` (on
@@ -21,6 +21,11 @@ Figures only, never assertions. Five measurements:
   - ``one row, on the loop``: the same, committed on the event loop (what item 2 forbids);
   - ``floor``: the harness's ``baseline_loop.py`` (in the peers' environment).
 
+* ``postgres``: the same loop on PostgreSQL (a scratch database, created and dropped): today's
+  ``PostgresStore`` (one call of its step function per commit), a sketch whose step is ONE
+  statement (the fence's read and an insert of the same documents as one row, committed on
+  its own), and the floor. Client CPU and wall.
+
 * ``trip``: a round trip to a waiting thread and back, as a sync tool's body takes: plain, and
   with the thread woken on the caller's CPU (``sched_setaffinity`` before the hand-off, reset
   by the thread as it wakes; Linux only). The difference is the other CPU's wake-up.
@@ -35,7 +40,7 @@ Figures only, never assertions. Five measurements:
 
 Usage::
 
-    .venv/bin/python benchmarks/bounds.py                    # all five, 5 repetitions
+    .venv/bin/python benchmarks/bounds.py                    # all six, 5 repetitions
     .venv/bin/python benchmarks/bounds.py --parts sqlite --reps 7
     .venv/bin/python benchmarks/bounds.py --peers-python /tmp/peers-venv/bin/python
 """
@@ -57,13 +62,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
+import psycopg
+from psycopg import conninfo, sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import steadyrun_loop as L  # noqa: E402  (the harness's agent, model and store)
 
-from steadyrun import MemoryStore, Runtime, SqliteStore  # noqa: E402
+from steadyrun import MemoryStore, PostgresStore, Runtime, SqliteStore  # noqa: E402
 from steadyrun._codec import decode_all  # noqa: E402
 from steadyrun.chat import Message  # noqa: E402
 from steadyrun.records import Step  # noqa: E402
@@ -71,28 +79,25 @@ from steadyrun.stores._call_rows import Spots, encode_row  # noqa: E402
 from steadyrun.stores._encoded import encode_step  # noqa: E402
 from steadyrun.stores._history import encode_entry, entry_of  # noqa: E402
 
-PARTS = ("memory", "sqlite", "trip", "decode", "commit")
+PARTS = ("memory", "sqlite", "postgres", "trip", "decode", "commit")
 N = 400
 
 
-class _StepLog(SqliteStore):
-    """A sketch, not a store: each step is one row of ``steplog``; nothing can be read back."""
+class _Docs:
+    """A step's documents, encoded as today's stores encode them, as one row's bytes."""
 
-    on_loop = False
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path, synchronous="FULL")
-        self._seq = 0
+    def __init__(self) -> None:
+        self.seq = 0
         self._length = 0
-        self._direct: sqlite3.Connection | None = None
 
-    async def save_step(self, run_id: str, step: Step) -> int | None:
+    def of(self, run_id: str, step: Step) -> bytes:
         enc = encode_step(run_id, step)
         start = self._length
         spots = Spots()
         spots.add_messages(step.context.append, 0, start)
         self._length += len(step.context.append)
-        doc = b"\x1e".join(
+        self.seq += 1
+        return b"\x1e".join(
             [
                 enc.run,
                 enc.checkpoint,
@@ -102,8 +107,21 @@ class _StepLog(SqliteStore):
                 encode_entry(entry_of(step, 0, start)),
             ]
         )
-        self._seq += 1
-        row = (run_id, self._seq, doc)
+
+
+class _StepLog(SqliteStore):
+    """A sketch, not a store: each step is one row of ``steplog``; nothing can be read back."""
+
+    on_loop = False
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, synchronous="FULL")
+        self._docs = _Docs()
+        self._direct: sqlite3.Connection | None = None
+
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        doc = self._docs.of(run_id, step)
+        row = (run_id, self._docs.seq, doc)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT INTO steplog (run_id, seq, doc) VALUES (?, ?, ?)", row)
@@ -111,19 +129,50 @@ class _StepLog(SqliteStore):
 
         if not self.on_loop:
             await self._db.write(write)
-            return None
+            return 0  # no input waits (today's stores learn it in the commit: no read)
         if self._direct is None:
             self._direct = sqlite3.connect(self.path, isolation_level=None)
             self._direct.execute("PRAGMA synchronous = FULL")
         self._direct.execute("BEGIN IMMEDIATE")
         write(self._direct)
         self._direct.execute("COMMIT")
-        return None
+        return 0
 
     async def close(self) -> None:
         if self._direct is not None:
             self._direct.close()
         await super().close()
+
+
+class _PgStepLog(PostgresStore):
+    """The sketch on PostgreSQL: one statement per step (the fence's read and one insert),
+    committed on its own (autocommit: one round trip, a synced commit)."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(dsn, schema=_PG_SCHEMA)
+        self._dsn = dsn
+        self._docs = _Docs()
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    async def save_step(self, run_id: str, step: Step) -> int | None:
+        doc = self._docs.of(run_id, step)
+        if self._conn is None:
+            self._conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+        await self._conn.execute(
+            f"INSERT INTO {_PG_SCHEMA}.steplog (run_id, seq, doc) SELECT %b, %b, %b"
+            f" WHERE EXISTS (SELECT 1 FROM {_PG_SCHEMA}.work WHERE run_id = %b)",
+            (run_id, self._docs.seq, doc, run_id),
+            prepare=True,
+        )
+        return 0
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+        await super().close()
+
+
+_PG_SCHEMA = "bounds"
 
 
 def _env(db: str, *, inline: bool = False) -> L.Env:
@@ -200,12 +249,14 @@ async def _sqlite_once(env: L.Env, way: str) -> tuple[float, float]:
     return t.cpu / N * 1e3, t.s / N * 1e3
 
 
-def _floor_once(peers_python: str, mode: str, db: str | None) -> tuple[float, float] | None:
+def _floor_once(
+    peers_python: str, mode: str, db: str | None, extra: list[str] | None = None
+) -> tuple[float, float] | None:
     """The harness's floor, one run in the peers' environment (``None``: not available)."""
     script = L._peers_dir() / "baseline_loop.py"
     if not Path(peers_python).exists() or not script.exists():
         return None
-    where = ["--db", db] if db else []
+    where = (["--db", db] if db else []) + (extra or [])
     out = subprocess.run(
         [peers_python, str(script), str(N), mode, *where],
         capture_output=True, text=True, check=True,
@@ -231,6 +282,61 @@ def part_sqlite(reps: int, peers_python: str) -> None:
 
         asyncio.run(runs())
     _table(f"sqlite: the harness's loop, N={N}, median of {reps} (ms per iteration)", rows)
+
+
+async def _pg_once(env: L.Env, dsn: str, way: str) -> tuple[float, float]:
+    """One run of N iterations on a new schema: (client CPU ms, wall ms) per iteration."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+        await admin.execute(f"DROP SCHEMA IF EXISTS {_PG_SCHEMA} CASCADE")
+    store: PostgresStore = (
+        PostgresStore(dsn, schema=_PG_SCHEMA) if way == "today" else _PgStepLog(dsn)
+    )
+    await store.list_runs(limit=1)  # opens the pool and creates the tables
+    if way != "today":
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+            await admin.execute(
+                f"CREATE TABLE {_PG_SCHEMA}.steplog (run_id TEXT, seq BIGINT, doc BYTEA,"
+                " PRIMARY KEY (run_id, seq))"
+            )
+    with L.C.Timer() as t:
+        result = await Runtime(store).run(
+            env.agent(L.FakeLoop(N, "echo"), None), run_id="r", input=L.RUN_INPUT
+        )
+    await store.close()
+    L.expect(result, "completed", L.C.final_text(N))
+    return t.cpu / N * 1e3, t.s / N * 1e3
+
+
+def part_postgres(reps: int, peers_python: str, admin_dsn: str) -> None:
+    name = f"steadyrun_bounds_{os.getpid()}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
+    ways = ["today", "one row"]
+    rows: dict[str, list[tuple[float, float]]] = {w: [] for w in [*ways, "floor"]}
+    env = _env("unused.db")
+    try:
+
+        async def runs() -> None:
+            await L.warmup(env)
+            for _ in range(reps):
+                for way in ways:
+                    rows[way].append(await _pg_once(env, dsn, way))
+
+        asyncio.run(runs())
+        for _ in range(reps):
+            floor = _floor_once(peers_python, "postgres", None, ["--dsn", dsn])
+            if floor is not None:
+                rows["floor"].append(floor)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+            admin.execute(drop.format(sql.Identifier(name)))
+    _table(
+        f"postgres: the harness's loop, N={N}, median of {reps} (ms per iteration; CPU is"
+        " the client's)",
+        rows,
+    )
 
 
 def _trip(pin: bool, count: int) -> tuple[float, float]:
@@ -347,6 +453,11 @@ def main() -> None:
     p.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--peers-python", default="/tmp/peers-venv/bin/python")
+    p.add_argument(
+        "--admin-dsn",
+        default="host=127.0.0.1 port=5432 user=postgres dbname=postgres",
+        help="a server where a scratch database is created for the postgres part, and dropped",
+    )
     args = p.parse_args()
     if args.reps < 1:
         p.error("--reps must be at least 1")
@@ -355,6 +466,8 @@ def main() -> None:
         part_memory(args.reps, args.peers_python)
     if "sqlite" in args.parts:
         part_sqlite(args.reps, args.peers_python)
+    if "postgres" in args.parts:
+        part_postgres(args.reps, args.peers_python, args.admin_dsn)
     if "trip" in args.parts:
         part_trip(args.reps)
     if "decode" in args.parts:

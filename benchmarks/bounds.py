@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
@@ -236,9 +237,10 @@ async def _sqlite_once(env: L.Env, way: str) -> tuple[float, float]:
         sketch = _StepLog(db)
         sketch.on_loop = way == "one row, on the loop"
         await sketch.list_runs(limit=1)  # creates the tables
-        with sqlite3.connect(db) as conn:
+        with contextlib.closing(sqlite3.connect(db)) as conn:
             conn.execute("CREATE TABLE steplog (run_id TEXT, seq INTEGER, doc BLOB,"
                          " PRIMARY KEY (run_id, seq)) WITHOUT ROWID")  # fmt: skip
+            conn.commit()
         store = sketch
     await store.list_runs(limit=1)
     fake = L.FakeLoop(N, "echo")
@@ -406,7 +408,7 @@ def part_decode(reps: int) -> None:
             )
             L.expect(result, "suspended")
             await store.close()
-            with sqlite3.connect(db) as conn:
+            with contextlib.closing(sqlite3.connect(db)) as conn:
                 rows = conn.execute("SELECT message FROM context ORDER BY idx").fetchall()
             return [bytes(m) for (m,) in rows]
 

@@ -248,7 +248,17 @@ async def _sqlite_once(env: L.Env, way: str) -> tuple[float, float]:
         result = await Runtime(store).run(env.agent(fake, None), run_id="r", input=L.RUN_INPUT)
     await store.close()
     L.expect(result, "completed", L.C.final_text(N))
+    if isinstance(store, _StepLog):
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            (rows,) = conn.execute("SELECT count(*) FROM steplog").fetchone()
+        _wrote_every_step(rows, store._docs.seq)
     return t.cpu / N * 1e3, t.s / N * 1e3
+
+
+def _wrote_every_step(rows: int, steps: int) -> None:
+    """A sketch whose fence refused a step would have measured less than the work."""
+    if rows != steps:
+        raise SystemExit(f"bounds.py: the sketch wrote {rows} rows for {steps} steps")
 
 
 def _floor_once(
@@ -306,6 +316,11 @@ async def _pg_once(env: L.Env, dsn: str, way: str) -> tuple[float, float]:
         )
     await store.close()
     L.expect(result, "completed", L.C.final_text(N))
+    if isinstance(store, _PgStepLog):
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            cur = await conn.execute(f"SELECT count(*) FROM {_PG_SCHEMA}.steplog")
+            (rows,) = await cur.fetchone() or (0,)
+        _wrote_every_step(rows, store._docs.seq)
     return t.cpu / N * 1e3, t.s / N * 1e3
 
 

@@ -67,10 +67,10 @@ from typing import Any
 
 import msgspec
 import psycopg
-from psycopg import conninfo, sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 import steadyrun_loop as L  # noqa: E402  (the harness's agent, model and store)
+from bench_pg import fresh_database  # noqa: E402
 
 from steadyrun import MemoryStore, PostgresStore, Runtime, SqliteStore  # noqa: E402
 from steadyrun._codec import decode_all  # noqa: E402
@@ -325,14 +325,10 @@ async def _pg_once(env: L.Env, dsn: str, way: str) -> tuple[float, float]:
 
 
 def part_postgres(reps: int, peers_python: str, admin_dsn: str) -> None:
-    name = f"steadyrun_bounds_{os.getpid()}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = conninfo.make_conninfo(admin_dsn, dbname=name)
     ways = ["today", "one row"]
     rows: dict[str, list[tuple[float, float]]] = {w: [] for w in [*ways, "floor"]}
     env = _env("unused.db")
-    try:
+    with fresh_database(admin_dsn, "steadyrun_bounds", " or leave out --parts postgres") as dsn:
 
         async def runs() -> None:
             await L.warmup(env)
@@ -345,10 +341,6 @@ def part_postgres(reps: int, peers_python: str, admin_dsn: str) -> None:
             floor = _floor_once(peers_python, "postgres", None, ["--dsn", dsn])
             if floor is not None:
                 rows["floor"].append(floor)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            admin.execute(drop.format(sql.Identifier(name)))
     _table(
         f"postgres: the harness's loop, N={N}, median of {reps} (ms per iteration; CPU is"
         " the client's)",

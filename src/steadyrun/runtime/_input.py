@@ -10,7 +10,7 @@ from steadyrun.chat import MediaPart, Message, Part, TextPart
 from steadyrun.records import Block
 from steadyrun.runtime._host import BY_META
 from steadyrun.runtime._state import RunState
-from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores import Claim, FeedMessage, Store
 
 __all__ = ["Fresh", "TurnLimit", "fresh_input", "take_input", "turn_limit_failure"]
 
@@ -42,19 +42,24 @@ def turn_limit_failure(exc: TurnLimit, max_turns: int | None) -> TurnLimitExceed
     )
 
 
-async def fresh_input(store: Store, state: RunState, waiting: int | None = None) -> Fresh:
+async def fresh_input(
+    store: Store, state: RunState, waiting: int | None = None, claim: Claim | None = None
+) -> Fresh:
     """Claim what the feed holds and return the messages not yet in the context.
 
     ``waiting``: what the feed holds above the claimed position, when the last step's commit
-    said so (``Journal.save_step``); ``None``: read it from the store.
+    said so (``Journal.save_step``); ``None``: read it from the store. ``claim``: the feed
+    already claimed by the caller (a worker that read a new run's first input to find its
+    agent); input appended since is seen by the step's commit, as any input during a step.
     """
     cp = state.cp
-    through = waiting
-    if through is None:
-        through = await store.pending(state.run_id, cp.claimed_through)
-    if not through:
-        return Fresh(0, [])
-    claim = await store.claim(state.run_id, through)
+    if claim is None:
+        through = waiting
+        if through is None:
+            through = await store.pending(state.run_id, cp.claimed_through)
+        if not through:
+            return Fresh(0, [])
+        claim = await store.claim(state.run_id, through)
     # Below the claimed position nothing is taken again; above it, a key is taken once even
     # if a store hands the message back twice (in this claim, or since the turn began).
     seen = set(state.seen)

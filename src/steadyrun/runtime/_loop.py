@@ -101,7 +101,7 @@ from steadyrun.runtime._request import CORRECTION, request_builder
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import agent_version, reconcile_batch
-from steadyrun.stores import Store
+from steadyrun.stores import Claim, Store
 from steadyrun.stores._leases import ensure_held
 
 __all__ = ["Execution"]
@@ -205,17 +205,19 @@ class Execution:
 
     # -- entry points ----------------------------------------------------------------------
 
-    async def start(self) -> RunResult:
-        """Drive a new run: claim its first input, then loop."""
-        return await observed(self.observers, self.state.run_id, self.agent.name, self._start())
+    async def start(self, first: Claim | None = None) -> RunResult:
+        """Drive a new run: claim its first input (or take ``first``, claimed), then loop."""
+        return await observed(
+            self.observers, self.state.run_id, self.agent.name, self._start(first)
+        )
 
     async def resume(self) -> RunResult:
         """Drive a stored run on from its last checkpoint."""
         return await observed(self.observers, self.state.run_id, self.agent.name, self._resume())
 
-    async def _start(self) -> RunResult:
+    async def _start(self, first: Claim | None) -> RunResult:
         try:
-            claimed = await self._claim_input(new_turn=True)
+            claimed = await self._claim_input(new_turn=True, claim=first)
         except TurnLimit as exc:
             return await self.end.fail(turn_limit_failure(exc, self.limits.max_turns))
         if not claimed:
@@ -556,15 +558,18 @@ class Execution:
 
     # -- input -----------------------------------------------------------------------------
 
-    async def _claim_input(self, *, new_turn: bool, committed: bool = False) -> bool:
+    async def _claim_input(
+        self, *, new_turn: bool, committed: bool = False, claim: Claim | None = None
+    ) -> bool:
         """Take new input into the context; whether anything new entered it.
 
         ``committed``: what the last step's commit said waits in the feed will do (when the
         store said); else the feed is read now. Only where input appended since that commit
-        is still taken at the next safe point: never before a run ends.
+        is still taken at the next safe point: never before a run ends. ``claim``: the feed
+        as the caller already claimed it (``fresh_input``).
         """
         waiting = self.end.feed if committed else None
-        fresh = await fresh_input(self.store, self.state, waiting)
+        fresh = await fresh_input(self.store, self.state, waiting, claim)
         self.end.feed = None  # the claimed position moved: the answer is spent
         if fresh:
             take_input(

@@ -25,7 +25,7 @@ from steadyrun.runtime._observers import Observer, ObserverSet, extra_observers
 from steadyrun.runtime._result import RunResult
 from steadyrun.runtime._state import RunState
 from steadyrun.runtime._versions import AgentVersions
-from steadyrun.stores import FeedMessage, Store
+from steadyrun.stores import Claim, FeedMessage, Store
 from steadyrun.stores._live_open import live_feed
 
 __all__ = ["PendingItem", "RunCancelledError", "Runtime"]
@@ -384,12 +384,19 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
             host_failure_details=self.host_failure_details,
         )
 
-    async def _drive(self, run_id: str, snap: RunSnapshot | None, agent: Agent | None) -> RunResult:
+    async def _drive(
+        self,
+        run_id: str,
+        snap: RunSnapshot | None,
+        agent: Agent | None,
+        first: Claim | None = None,
+    ) -> RunResult:
         """A worker's execution under the claim it holds: ``snap`` as it loaded it, if stored.
 
         A stored run resumes from ``snap`` (its agent found by name, as ``resume`` does); a new
         one starts with ``agent`` from the first input already in its feed (where ``run``
-        would load the run and send the input again).
+        would load the run and send the input again): ``first``, the feed as the worker
+        claimed it to find the agent, is not read again.
         """
         async with self._executing(run_id, 0.0):
             if snap is not None:
@@ -398,7 +405,7 @@ class Runtime(HostOperations, ForkOperations, BudgetOperations):
                 raise UsageError(f"run {run_id!r} is new: it needs its agent")
             self._register(agent)
             state = RunState.new(run_id, agent.name, self._clock())
-            return await self._execution(state, agent).start()
+            return await self._execution(state, agent).start(first)
 
     @asynccontextmanager
     async def _executing(self, run_id: str, wait: float) -> AsyncIterator[None]:

@@ -346,13 +346,15 @@ async def drive_run(runtime: Runtime, run_id: str) -> None:
     """
     store = runtime.store
     snap = await store.load(run_id)
+    claim = None
     if snap is not None:
         if snap.run.status == "cancelled":
             return
         agent = None
     else:
         last = await store.pending(run_id, 0)
-        first = (await store.claim(run_id, last)).messages[0] if last else None
+        claim = await store.claim(run_id, last) if last else None
+        first = claim.messages[0] if claim is not None and claim.messages else None
         if first is None:
             return  # a wake-up without a run to start (a key of the operations, say)
         name = (first.meta or {}).get(AGENT_META)
@@ -362,8 +364,9 @@ async def drive_run(runtime: Runtime, run_id: str) -> None:
             return
     try:
         # Under this worker's claim: the run as loaded here, or started from the first input
-        # already in its feed (not loaded again, the input not sent once more).
-        await runtime._drive(run_id, snap, agent)
+        # already in its feed (not loaded again, the input not sent once more, nor read again:
+        # the start takes this claim of it).
+        await runtime._drive(run_id, snap, agent, claim)
     except RunCancelledError:
         return  # cancelled meanwhile: nothing to execute
 

@@ -31,7 +31,7 @@ from steadyrun.stores._postgres_arrays import bytea_array, int8_array, register,
 from steadyrun.stores._postgres_fast import fast_sql
 
 # The argument types of the store's own call, in order.
-TYPES = re.findall(r"::([a-z\[\]]+)", fast_sql("s"))
+TYPES = re.findall(r"::([a-z\[\]]+)", fast_sql("s").sql.decode())
 
 
 def step_params() -> tuple[Any, ...]:

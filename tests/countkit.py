@@ -28,7 +28,9 @@ What is counted, and how:
   wal_checkpoint``, one per ~900 pages of log) is neither a statement nor a hop here, as
   SQLite's own checkpoint inside a ``COMMIT`` never was: housekeeping, not the loop's work.
 * ``round_trips`` (PostgreSQL): the times the client must wait for the server's answer: each
-  statement outside a pipeline, and in a pipeline each sync and each fetch of a result.
+  statement outside a pipeline, and in a pipeline each sync and each fetch of a result. The
+  loop step's statement goes through libpq without a cursor (``stores._postgres_wire``):
+  counted by a hook of its own, one round trip (two where a connection prepares it first).
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
   the SQL stores' call-row encoder ``stores._call_rows.encode_row``) and the bytes produced.
 * ``copies``: calls of ``dataclasses.replace`` and of its faster ``records._copy.copied`` by
@@ -386,6 +388,20 @@ def _hook_postgres(counter: Counter, stack: ExitStack) -> None:
             writing.pop(id(self), None)
         return exec_command(self, command, *args, **kwargs)
 
+    from steadyrun.stores import _postgres_db, _postgres_wire
+
+    call_prepared = _postgres_db.call_prepared
+
+    async def counted_call(conn: Any, stmt: Any, params: Any) -> Any:
+        # The loop step goes through libpq without a cursor: one statement in autocommit, one
+        # round trip (two on a connection that has not prepared it yet).
+        note(conn, stmt.sql.decode())
+        fresh = stmt.name not in _postgres_wire._prepared.get(conn, ())
+        counter.add("round_trips", 2 if fresh else 1)
+        counter.log("-- round trip: call_prepared" + (" (prepared first)" if fresh else ""))
+        return await call_prepared(conn, stmt, params)
+
+    stack.enter_context(_patched(_postgres_db, "call_prepared", counted_call))
     stack.enter_context(_patched(conn_cls, "wait", counted_wait))
     stack.enter_context(_patched(cursor_cls, "execute", counted_execute))
     stack.enter_context(_patched(cursor_cls, "executemany", counted_executemany))

@@ -286,6 +286,8 @@ class PostgresStore(PostgresLifecycle, PostgresHistory):
             return None
         try:
             (waiting,) = await self.database.call(self._fast_sql, fast.params)
+            if waiting is None:  # pragma: no cover - the function answers 0 for none
+                raise StoreError(f"PostgreSQL store {self.database.where}: no feed position")
         except StoreError as exc:
             if refused(exc.__cause__):
                 return None

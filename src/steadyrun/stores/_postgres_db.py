@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 from steadyrun._errors import StoreError
 from steadyrun.stores._postgres_arrays import register
 from steadyrun.stores._postgres_schema import migrate
+from steadyrun.stores._postgres_wire import Prepared, call_prepared
 
 __all__ = ["LOCK_FEED", "Connection", "PostgresDatabase", "WriteTransaction"]
 
@@ -112,26 +113,25 @@ class PostgresDatabase:
         except psycopg.Error as exc:
             raise self.error(exc) from exc
 
-    async def call(self, query: str, params: tuple[Any, ...]) -> TupleRow:
+    async def call(self, stmt: Prepared, params: tuple[Any, ...]) -> tuple[bytes | None, ...]:
         """The row of one prepared statement that answers one (autocommit: its own commit).
 
-        The loop step's way: the pool's ``getconn`` and ``putconn`` without ``connection()``'s
-        two context managers (5 to 8 us a step). The return is the same: a connection that a
-        cancellation leaves mid-statement the pool closes, one left in a transaction it rolls
-        back.
+        The loop step's way: sent through libpq (``_postgres_wire``), with the pool's
+        ``getconn`` and ``putconn`` and without ``connection()``'s two context managers. The
+        row's values are in the server's text form. A connection that a cancellation leaves
+        mid-statement the pool closes when it is returned.
         """
         pool = self._pool or await self.ready()
         try:
             conn = await pool.getconn()
             try:
-                cur = await conn.execute(query, params, prepare=True)
-                row = await cur.fetchone()
+                row = await call_prepared(conn, stmt, params)
             finally:
                 await pool.putconn(conn)
         except psycopg.Error as exc:
             raise self.error(exc) from exc
-        if row is None:  # pragma: no cover - a function call answers one row
-            raise StoreError(f"PostgreSQL store {self.where}: no row from {query[:40]!r}")
+        if not row:  # pragma: no cover - a function call answers one row
+            raise StoreError(f"PostgreSQL store {self.where}: no row from {stmt.sql[:40]!r}")
         return row
 
     @asynccontextmanager

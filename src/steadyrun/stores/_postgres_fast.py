@@ -29,6 +29,7 @@ from steadyrun.stores._encoded import EncodedStep, run_row
 from steadyrun.stores._history import encode_entry, entry_of
 from steadyrun.stores._leases import current_fence
 from steadyrun.stores._postgres_arrays import bytea_array, int8_array, text_array
+from steadyrun.stores._postgres_wire import Prepared
 
 __all__ = ["FastStep", "fast_sql", "fast_step", "refused"]
 
@@ -38,7 +39,7 @@ REFUSED = "SR001"
 _UNIQUE_VIOLATION = "23505"
 
 
-def fast_sql(s: str) -> str:
+def fast_sql(s: str) -> Prepared:
     """The call of ``save_loop_step`` in schema ``s`` (quoted), its arguments typed."""
     run = "text text text bigint bigint bigint bytea bytea"  # the run row
     fence = "text text bigint"
@@ -46,11 +47,12 @@ def fast_sql(s: str) -> str:
     calls = "text[] bigint[] text[] bytea[] text[] bigint[] text[] bytea[] bytea[]"
     rest = "text[] bigint[] bytea[] bytea bigint"  # blocks, history entry, claimed feed
     types = " ".join((run, fence, context, calls, rest)).split(" ")
-    # Binary parameters (%b): documents go as their bytes. In text format each bytea (and
-    # each element of a bytea[]) went hex-escaped, twice its size, through a regex per array:
-    # 33 us of psycopg's adapting per step against 15 us, 2.4 KB sent against 1.4
-    # (benchmarks/pg_params.py).
-    return f"SELECT {s}.save_loop_step({', '.join(f'%b::{t}' for t in types)})"
+    # Every parameter goes in binary (``_postgres_wire``): documents as their bytes. In text
+    # format each bytea (and each element of a bytea[]) went hex-escaped, twice its size,
+    # through a regex per array: 33 us of psycopg's adapting per step against 15 us, 2.4 KB
+    # sent against 1.4 (benchmarks/pg_params.py).
+    args = ", ".join(f"${i}::{t}" for i, t in enumerate(types, 1))
+    return Prepared.of(f"SELECT {s}.save_loop_step({args})")
 
 
 def refused(exc: BaseException | None) -> bool:

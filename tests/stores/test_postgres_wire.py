@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import pgkit
 from steadyrun.stores import PostgresStore
 from steadyrun.stores._postgres_arrays import bytea_array, int8_array, text_array
-from steadyrun.stores._postgres_wire import Prepared, call_prepared, wire_params
+from steadyrun.stores._postgres_wire import Prepared, _ready, call_prepared, wire_params
 
 pg_dsn = pgkit.database_fixture()
 
@@ -166,6 +166,10 @@ async def test_a_cancelled_call_is_stopped_on_the_server(pg_dsn: str) -> None:
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(calling, 10)  # well before the 30 s sleep ends
         assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        # Nothing of the wait stays on the loop (a reader left behind would fire, and remove
+        # the reader of whoever waits on this connection next).
+        loop = asyncio.get_running_loop()
+        assert not loop.remove_reader(conn.pgconn.socket)
         cur = await admin.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'",
             (conn.info.backend_pid,),
@@ -204,3 +208,30 @@ async def test_the_store_sends_its_loop_steps_without_a_cursor(
         assert len(sent) == len(steps) - 1 and len(set(sent)) == 1
         async with store.database.connection() as conn:
             assert await prepared_here(conn) == [sent[0].decode()]  # prepared once
+
+
+async def test_a_cancelled_prepare_is_stopped_too(pg_dsn: str) -> None:
+    # Preparing reads the catalog and takes the tables' locks: it can wait like any statement.
+    count = Prepared.of("SELECT count(*) FROM locked WHERE $1::bigint = 0")
+    async with await connect(pg_dsn) as conn, await connect(pg_dsn) as admin:
+        await admin.execute("CREATE TABLE locked (x int)")
+        await admin.execute("BEGIN")
+        await admin.execute("LOCK TABLE locked IN ACCESS EXCLUSIVE MODE")
+        calling = asyncio.create_task(call_prepared(conn, count, (0,)))
+        await asyncio.sleep(0.2)
+        calling.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(calling, 10)
+        await admin.execute("ROLLBACK")
+        assert conn.pgconn.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert await call_prepared(conn, count, (0,)) == (b"0",)
+
+
+async def test_a_cancelled_wait_leaves_no_reader_on_the_loop(pg_dsn: str) -> None:
+    async with await connect(pg_dsn) as conn:
+        waiting = asyncio.create_task(_ready(conn.pgconn, write=False))  # an idle socket
+        await asyncio.sleep(0.05)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not asyncio.get_running_loop().remove_reader(conn.pgconn.socket)

@@ -71,6 +71,20 @@ async def test_a_body_is_awaited_when_the_loop_has_other_work_ready(
     assert ran == [0, 1, 2, 3, 4]
 
 
+async def test_a_cancelled_callback_left_ready_is_no_work(
+    patient: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A reader removed after its fd was reported ready again leaves its handle, cancelled, in
+    # the loop's ready queue (psycopg's waits, the PostgreSQL loop step's): the loop would
+    # skip it, so it has nothing to do, and the body is still waited for in place.
+    loop = asyncio.get_running_loop()
+    wakes = Wakes(loop, monkeypatch)
+    for i in range(5):
+        loop.call_soon(lambda: None).cancel()
+        assert await double.invoke({"x": i}) == 2 * i
+    assert wakes.count == 0
+
+
 async def test_without_a_pace_the_body_is_always_awaited(
     patient: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -112,13 +112,13 @@ async def call_prepared(
     known = _prepared.setdefault(conn, set())
     pgconn = conn.pgconn
     for attempt in (1, 2):
-        if stmt.name not in known:
-            pgconn.send_prepare(stmt.name, stmt.sql)
-            await _sent(pgconn)
-            _check(await _result(pgconn), conn)
-            known.add(stmt.name)
-        pgconn.send_query_prepared(stmt.name, values, param_formats=formats)
         try:
+            if stmt.name not in known:
+                pgconn.send_prepare(stmt.name, stmt.sql)
+                await _sent(pgconn)
+                _check(await _result(pgconn), conn)
+                known.add(stmt.name)
+            pgconn.send_query_prepared(stmt.name, values, param_formats=formats)
             await _sent(pgconn)
             res = await _result(pgconn)
         except _INTERRUPTED:
@@ -164,11 +164,11 @@ async def _sent(pgconn: pq.abc.PGconn) -> None:
 
 async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
     """The request's result, once the server has sent all of it."""
-    while True:
-        pgconn.consume_input()
-        if not pgconn.is_busy():
-            break
+    # Busy until the whole answer is read: first wait, then read (reading first, right after
+    # the request went out, found nothing once per step: a recv answered EAGAIN).
+    while pgconn.is_busy():
         await _ready(pgconn, write=False)
+        pgconn.consume_input()
     res = pgconn.get_result()
     if res is None:  # pragma: no cover - a request always has a result
         raise psycopg.OperationalError("the server sent no result")
@@ -178,23 +178,28 @@ async def _result(pgconn: pq.abc.PGconn) -> pq.abc.PGresult:
 
 
 async def _ready(pgconn: pq.abc.PGconn, *, write: bool) -> None:
-    """Wait for the connection's socket on the running loop."""
+    """Wait for the connection's socket on the running loop.
+
+    The callback unregisters the socket itself: left registered until the woken task runs,
+    a socket not yet read is reported ready once more, and its handle, cancelled by then,
+    sits in the loop's ready queue (which made the loop look busy to a tool call).
+    """
     loop = asyncio.get_running_loop()
     fd = pgconn.socket
     waiter: asyncio.Future[None] = loop.create_future()
+    if write:
+        add, remove = loop.add_writer, loop.remove_writer
+    else:
+        add, remove = loop.add_reader, loop.remove_reader
 
     def wake() -> None:
+        remove(fd)
         if not waiter.done():
             waiter.set_result(None)
 
-    if write:
-        loop.add_writer(fd, wake)
-    else:
-        loop.add_reader(fd, wake)
+    add(fd, wake)
     try:
         await waiter
-    finally:
-        if write:
-            loop.remove_writer(fd)
-        else:
-            loop.remove_reader(fd)
+    except BaseException:
+        remove(fd)  # cancelled before the socket was ready: it is still registered
+        raise

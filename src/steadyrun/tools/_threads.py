@@ -178,9 +178,14 @@ class _Pool:
 
 def _loop_idle(loop: asyncio.AbstractEventLoop) -> bool:
     # asyncio's own loops keep their ready callbacks in ``_ready``; a loop without one
-    # (uvloop) is never waited on in place: it is not known to have nothing else to do.
+    # (uvloop) is never waited on in place: it is not known to have nothing else to do. A
+    # cancelled handle is no work (the loop skips it): a reader removed after its fd was
+    # reported ready again leaves one there, as psycopg's waits and the PostgreSQL loop
+    # step's did before each tool call, and the body was awaited through the self-pipe.
     ready = getattr(loop, "_ready", None)
-    return ready is not None and not ready
+    if ready is None:
+        return False
+    return not ready or all(handle.cancelled() for handle in ready)
 
 
 def _outcome(job: _Job) -> Any:

@@ -195,3 +195,49 @@ async def test_a_middleware_that_answers_by_itself_streams_nothing() -> None:
     agent = Agent(name="a", model=model, extensions=[Cache()])
     result = await Runtime(MemoryStore(), observers=[seen]).run(agent, run_id="r", input="hi")
     assert result.text == "from the cache" and seen.seen == [] and model.requests == []
+
+
+async def test_a_listener_that_keeps_up_gets_each_fragment_in_place() -> None:
+    # No task of its own, no turn of the loop per fragment: the run's own task hands each
+    # fragment over as it reads it (a service streaming many runs paid both per fragment).
+    class Where(Deltas):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tasks: set[asyncio.Task[Any] | None] = set()
+
+        async def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
+            self.tasks.add(asyncio.current_task())
+            self.seen.append((run_id, model_call_id, delta))
+
+    where, model = Where(), Typist(count=20, gap=0)
+    runtime = Runtime(MemoryStore(), observers=[where])
+    task = asyncio.ensure_future(runtime.run(Agent(name="a", model=model), run_id="r", input="go"))
+    result = await task
+    assert where.tasks == {task}
+    assert [d.text for *_, d in where.seen] == ["x"] * 20 and result.text == "x" * 20
+
+
+async def test_a_listener_that_falls_behind_once_catches_up_in_order() -> None:
+    # The first fragment's delivery waits: the ones read meanwhile are joined and follow it,
+    # then fragments go in place again; all of them before the response.
+    class Once(Deltas):
+        async def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
+            if not self.seen:
+                await asyncio.sleep(0.02)
+            self.seen.append((run_id, model_call_id, delta))
+
+    class Counting(Typist):  # fragments that tell their order: "0", "1", ... "9", "0", ...
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
+            for i in range(self.count):
+                await asyncio.sleep(self.gap)
+                yield ResponseDelta(part="text", text=str(i % 10))
+            yield ResponseDelta(part="finish", finish_reason="stop")
+
+    once, model = Once(), Counting(count=40, gap=0.001)
+    result = await Runtime(MemoryStore(), observers=[once]).run(
+        Agent(name="a", model=model), run_id="r", input="go"
+    )
+    texts = [d.text for *_, d in once.seen]
+    assert "".join(texts) == result.text == "0123456789" * 4
+    assert texts[0] == "0" and len(texts[1]) > 1  # what waited came joined
+    assert 2 < len(texts) < 40  # and later fragments one by one again

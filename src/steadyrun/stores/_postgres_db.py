@@ -118,8 +118,9 @@ class PostgresDatabase:
 
         The loop step's way: sent through libpq (``_postgres_wire``), with the pool's
         ``getconn`` and ``putconn`` and without ``connection()``'s two context managers. The
-        row's values are in the server's text form. A connection that a cancellation leaves
-        mid-statement the pool closes when it is returned.
+        row's values are in the server's text form. A cancelled call is cancelled on the
+        server; a connection the server does not answer in time the pool closes when it is
+        returned.
         """
         pool = self._pool or await self.ready()
         try:

@@ -235,3 +235,27 @@ async def test_a_cancelled_wait_leaves_no_reader_on_the_loop(pg_dsn: str) -> Non
         with pytest.raises(asyncio.CancelledError):
             await waiting
         assert not asyncio.get_running_loop().remove_reader(conn.pgconn.socket)
+
+
+def test_it_runs_on_uvloop_as_serve_runs_it(pg_dsn: str) -> None:
+    # ``serve`` runs on uvloop: the socket waits go through its add_reader and add_writer.
+    uvloop = pytest.importorskip("uvloop")
+    sleep = Prepared.of("SELECT pg_sleep($1::bigint)")
+    big = b"x" * (4 * 1024 * 1024)
+
+    async def check() -> None:
+        async with await connect(pg_dsn) as conn:
+            [n] = await call_prepared(conn, Prepared.of("SELECT length($1::bytea)"), (big,))
+            assert n == str(len(big)).encode()
+            calling = asyncio.create_task(call_prepared(conn, sleep, (30,)))
+            await asyncio.sleep(0.2)
+            calling.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(calling, 10)
+            assert await call_prepared(conn, Prepared.of("SELECT $1::bigint"), (3,)) == (b"3",)
+
+    loop = uvloop.new_event_loop()
+    try:
+        loop.run_until_complete(check())
+    finally:
+        loop.close()

@@ -37,6 +37,21 @@ async def prepared_here(conn: psycopg.AsyncConnection[Any]) -> list[str]:
     return [r[0] for r in await cur.fetchall() if r[0].startswith("steadyrun_")]
 
 
+async def reached(admin: psycopg.AsyncConnection[Any], pid: int, *, on_lock: bool = False) -> None:
+    """Wait until the backend ``pid`` runs a statement (waits for a lock, with ``on_lock``)."""
+    lock = " AND wait_event_type = 'Lock'" if on_lock else ""
+    for _ in range(1000):
+        # Inside a transaction the activity view is read once and kept: read it afresh.
+        await admin.execute("SELECT pg_stat_clear_snapshot()")
+        cur = await admin.execute(
+            f"SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active'{lock}", (pid,)
+        )
+        if await cur.fetchone() is not None:
+            return
+        await asyncio.sleep(0.01)
+    pytest.fail(f"backend {pid} never reached the server's statement")
+
+
 _texts = st.text().filter(lambda s: "\x00" not in s)
 _ints = st.integers(-(2**63), 2**63 - 1)
 
@@ -161,7 +176,7 @@ async def test_a_cancelled_call_is_stopped_on_the_server(pg_dsn: str) -> None:
     sleep = Prepared.of("SELECT pg_sleep($1::bigint)")
     async with await connect(pg_dsn) as conn, await connect(pg_dsn) as admin:
         calling = asyncio.create_task(call_prepared(conn, sleep, (30,)))
-        await asyncio.sleep(0.2)
+        await reached(admin, conn.info.backend_pid)
         calling.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(calling, 10)  # well before the 30 s sleep ends
@@ -218,7 +233,7 @@ async def test_a_cancelled_prepare_is_stopped_too(pg_dsn: str) -> None:
         await admin.execute("BEGIN")
         await admin.execute("LOCK TABLE locked IN ACCESS EXCLUSIVE MODE")
         calling = asyncio.create_task(call_prepared(conn, count, (0,)))
-        await asyncio.sleep(0.2)
+        await reached(admin, conn.info.backend_pid, on_lock=True)  # the prepare waits
         calling.cancel()
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(calling, 10)
@@ -230,7 +245,7 @@ async def test_a_cancelled_prepare_is_stopped_too(pg_dsn: str) -> None:
 async def test_a_cancelled_wait_leaves_no_reader_on_the_loop(pg_dsn: str) -> None:
     async with await connect(pg_dsn) as conn:
         waiting = asyncio.create_task(_ready(conn.pgconn, write=False))  # an idle socket
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0)  # its first step has run: the reader is registered
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
@@ -244,11 +259,11 @@ def test_it_runs_on_uvloop_as_serve_runs_it(pg_dsn: str) -> None:
     big = b"x" * (4 * 1024 * 1024)
 
     async def check() -> None:
-        async with await connect(pg_dsn) as conn:
+        async with await connect(pg_dsn) as conn, await connect(pg_dsn) as admin:
             [n] = await call_prepared(conn, Prepared.of("SELECT length($1::bytea)"), (big,))
             assert n == str(len(big)).encode()
             calling = asyncio.create_task(call_prepared(conn, sleep, (30,)))
-            await asyncio.sleep(0.2)
+            await reached(admin, conn.info.backend_pid)
             calling.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(calling, 10)

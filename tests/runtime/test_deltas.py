@@ -220,15 +220,19 @@ async def test_a_listener_that_keeps_up_gets_each_fragment_in_place() -> None:
 async def test_a_listener_that_falls_behind_once_catches_up_in_order() -> None:
     # The first fragment's delivery waits: the ones read meanwhile are joined and follow it,
     # then fragments go in place again; all of them before the response.
+    released = asyncio.Event()  # set by the model once ten more fragments are read
+
     class Once(Deltas):
         async def on_model_delta(self, run_id: str, model_call_id: str, delta: Any) -> None:
             if not self.seen:
-                await asyncio.sleep(0.02)
+                await released.wait()
             self.seen.append((run_id, model_call_id, delta))
 
     class Counting(Typist):  # fragments that tell their order: "0", "1", ... "9", "0", ...
         async def stream(self, request: ModelRequest) -> AsyncIterator[ResponseDelta]:
             for i in range(self.count):
+                if i == 11:
+                    released.set()  # fragments 1 to 10 wait behind the first delivery
                 await asyncio.sleep(self.gap)
                 yield ResponseDelta(part="text", text=str(i % 10))
             yield ResponseDelta(part="finish", finish_reason="stop")
@@ -239,5 +243,5 @@ async def test_a_listener_that_falls_behind_once_catches_up_in_order() -> None:
     )
     texts = [d.text for *_, d in once.seen]
     assert "".join(texts) == result.text == "0123456789" * 4
-    assert texts[0] == "0" and len(texts[1]) > 1  # what waited came joined
+    assert texts[:2] == ["0", "1234567890"]  # what waited came joined
     assert 2 < len(texts) < 40  # and later fragments one by one again

@@ -109,7 +109,9 @@ async def call_prepared(
     """
     values = wire_params(params)
     formats = [1] * len(values)
-    known = _prepared.setdefault(conn, set())
+    known = _prepared.get(conn)
+    if known is None:  # setdefault would build a set at every call
+        known = _prepared[conn] = set()
     pgconn = conn.pgconn
     for attempt in (1, 2):
         try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -57,20 +57,36 @@ async def collect_blobs(
     Raises:
         UsageError: ``blobs`` keeps no owners.
     """
-    blobs = _owned(blobs)
+    deleted = [0]
+
+    def count(n: int) -> None:
+        deleted[0] += n
+
+    await _collect(client, _owned(blobs), grace, runs, now, count)
+    return deleted[0]
+
+
+async def _collect(
+    client: Client,
+    blobs: OwnedBlobStore,
+    grace: timedelta,
+    runs: Sequence[str] | None,
+    now: datetime | None,
+    count: Callable[[int], None],
+) -> None:
+    # ``count`` hears of each owner's deletions as they happen: a collector's tally must not
+    # lag behind the store while the pass is still asking the cluster about other owners.
     cutoff = (now or datetime.now(UTC)) - grace
     owners = await blobs.owners()
     if runs is not None:
         owners = [o for o in owners if any(o == r or o.startswith(f"{r}/") for r in runs)]
     ended: dict[str, bool] = {}
-    deleted = 0
     for owner in owners:
         if await _ended(client, owner, cutoff, ended):
             # Only references older than the grace: a run started again under the same id
             # since Temporal was asked (or a start on its way) keeps what it wrote. References
             # a replay added after the close go at a later collection.
-            deleted += await blobs.release(owner, cutoff)
-    return deleted
+            count(await blobs.release(owner, cutoff))
 
 
 async def _ended(
@@ -167,10 +183,13 @@ class BlobCollector:
             self._stop.set()
             await asyncio.gather(task, return_exceptions=True)
 
+    def _count(self, deleted: int) -> None:
+        self.collected += deleted
+
     async def _passes(self) -> None:
         while not self._stop.is_set():
             try:
-                self.collected += await collect_blobs(self.client, self.blobs, grace=self.grace)
+                await _collect(self.client, self.blobs, self.grace, None, None, self._count)
                 self.last_error = None
             except Exception as exc:  # noqa: BLE001 - logged; the next pass tries again
                 self.failures += 1

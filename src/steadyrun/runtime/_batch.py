@@ -146,6 +146,14 @@ class BatchRunner:
                 for task in done:
                     tasks.pop(task)
                     task.result()  # a store failure while recording propagates
+        except GeneratorExit:
+            # Closed, not cancelled (Temporal evicting a workflow from its cache closes its
+            # coroutine): a closed coroutine may not await again, so the calls' tasks are
+            # cancelled and left to their loop instead of awaited below.
+            for task in tasks:
+                task.cancel()
+            tasks.clear()
+            raise
         finally:
             # The run is being dropped (crash, cancellation, store failure): stop the calls
             # without recording anything, as a killed process would.

@@ -57,13 +57,7 @@ async def collect_blobs(
     Raises:
         UsageError: ``blobs`` keeps no owners.
     """
-    deleted = [0]
-
-    def count(n: int) -> None:
-        deleted[0] += n
-
-    await _collect(client, _owned(blobs), grace, runs, now, count)
-    return deleted[0]
+    return await _collect(client, _owned(blobs), grace, runs, now)
 
 
 async def _collect(
@@ -72,21 +66,29 @@ async def _collect(
     grace: timedelta,
     runs: Sequence[str] | None,
     now: datetime | None,
-    count: Callable[[int], None],
-) -> None:
-    # ``count`` hears of each owner's deletions as they happen: a collector's tally must not
-    # lag behind the store while the pass is still asking the cluster about other owners.
+    count: Callable[[int], None] | None = None,
+) -> int:
+    """``collect_blobs``; ``count`` hears of each owner's deletions as they happen.
+
+    A collector's tally must not lag behind the store while its pass still asks the cluster
+    about other owners (a caller who saw the blobs go read a stale count).
+    """
     cutoff = (now or datetime.now(UTC)) - grace
     owners = await blobs.owners()
     if runs is not None:
         owners = [o for o in owners if any(o == r or o.startswith(f"{r}/") for r in runs)]
     ended: dict[str, bool] = {}
+    deleted = 0
     for owner in owners:
         if await _ended(client, owner, cutoff, ended):
             # Only references older than the grace: a run started again under the same id
             # since Temporal was asked (or a start on its way) keeps what it wrote. References
             # a replay added after the close go at a later collection.
-            count(await blobs.release(owner, cutoff))
+            released = await blobs.release(owner, cutoff)
+            deleted += released
+            if count is not None:
+                count(released)
+    return deleted
 
 
 async def _ended(

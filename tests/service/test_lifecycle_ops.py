@@ -13,6 +13,7 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,6 +232,41 @@ async def test_the_worker_applies_retention_and_sqlite_gives_the_space_back(
     finally:
         await store.close()
         await tasks.close()
+
+
+async def test_the_worker_counts_a_retired_run_when_it_is_deleted_not_when_its_pass_ends(
+    tmp_path: Path,
+) -> None:
+    # The pass reclaims SQLite's space after its deletions: a run already gone read as not
+    # retained until then (the Temporal engine's count failed a CI run this way).
+    reclaiming, reclaim = asyncio.Event(), asyncio.Event()
+
+    class SlowReclaim(SqliteStore):
+        async def reclaim(self) -> Any:
+            reclaiming.set()
+            await reclaim.wait()
+            return await super().reclaim()
+
+    store = SlowReclaim(tmp_path / "runs.db", synchronous="OFF")
+    now = [T0]
+    runtime = sr.Runtime(store, agents=[kit.agent()], clock=lambda: now[0])
+    try:
+        await kit.start(runtime, "r1")
+        await kit.finish(runtime, "r1")
+        now[0] = T0 + timedelta(days=31)
+        worker = Worker(runtime, retention=Retention(older_than=timedelta(days=30)), poll=0.05)
+        running = asyncio.create_task(worker.run())
+        try:
+            await asyncio.wait_for(reclaiming.wait(), 30)
+            assert await store.load("r1") is None
+            assert worker.stats.retained == 1  # counted while the pass still reclaims
+        finally:
+            reclaim.set()
+            worker.stop()
+            await running
+        assert worker.stats.retained == 1
+    finally:
+        await store.close()
 
 
 pg_dsn = pgkit.database_fixture()

@@ -252,11 +252,13 @@ async def apply_retention(
     owner: str,
     now: datetime,
     foreign: Deleter | None = None,
+    on_deleted: Callable[[str], None] | None = None,
 ) -> RetentionPass:
     """One retention pass: delete the runs ``policy`` says are due, then reclaim space.
 
     ``foreign`` deletes the runs another engine executes (their claim is that engine's for
-    good); without it they are skipped as busy.
+    good); without it they are skipped as busy. ``on_deleted`` hears of each run as it goes,
+    before the pass ends (a counter read once the run is gone is then never behind).
     """
     lifecycle_of(store)
     cutoff = now - policy.older_than
@@ -277,6 +279,8 @@ async def apply_retention(
                     continue  # a sub-agent run goes with its run
                 if await _retire(store, summary.run_id, tasks, owner, now, foreign):
                     done.deleted.append(summary.run_id)
+                    if on_deleted is not None:
+                        on_deleted(summary.run_id)
                 else:
                     done.busy.append(summary.run_id)
     if done.deleted and policy.reclaim and isinstance(store, SqliteStore):
@@ -316,20 +320,25 @@ async def retain(
     owner: str,
     clock: Callable[[], datetime],
     stopping: asyncio.Event,
-    on_pass: Callable[[RetentionPass], None],
+    on_deleted: Callable[[str], None],
     foreign: Deleter | None = None,
 ) -> None:
     """Apply ``policy`` now and every ``policy.every`` seconds until ``stopping`` is set.
 
     A pass that fails is logged and tried again at the next one: retention never stops a
-    worker. ``foreign``: as for ``apply_retention``.
+    worker. ``foreign`` and ``on_deleted``: as for ``apply_retention``.
     """
     while not stopping.is_set():
         try:
-            done = await apply_retention(
-                store, policy, tasks=tasks, owner=owner, now=clock(), foreign=foreign
+            await apply_retention(
+                store,
+                policy,
+                tasks=tasks,
+                owner=owner,
+                now=clock(),
+                foreign=foreign,
+                on_deleted=on_deleted,
             )
-            on_pass(done)
         except Exception:
             log.exception("a retention pass of %s failed; the next one tries again", owner)
         with contextlib.suppress(TimeoutError):

@@ -39,7 +39,7 @@ from steadyrun.stores._leases import Lease, LeaseLostError, Leases, current_fenc
 
 if TYPE_CHECKING:
     from steadyrun.background import TaskStore
-    from steadyrun.service._lifecycle import Retention, RetentionPass
+    from steadyrun.service._lifecycle import Retention
 
 __all__ = ["AGENT_META", "Worker", "WorkerStats", "drive_run"]
 
@@ -186,8 +186,8 @@ class Worker:
             return None
         from steadyrun.service._lifecycle import retain
 
-        def passed(done: RetentionPass) -> None:
-            self.stats.retained += len(done.deleted)
+        def deleted(run_id: str) -> None:
+            self.stats.retained += 1
 
         return asyncio.create_task(
             retain(
@@ -197,7 +197,7 @@ class Worker:
                 owner=self.owner,
                 clock=self.runtime._clock,
                 stopping=self._stopping,
-                on_pass=passed,
+                on_deleted=deleted,
             ),
             name="steadyrun-retention",
         )

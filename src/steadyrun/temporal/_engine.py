@@ -52,7 +52,6 @@ from steadyrun.service._engine import Host, resumable
 from steadyrun.service._lifecycle import (
     Deleted,
     Retention,
-    RetentionPass,
     lifecycle_of,
     retain,
 )
@@ -494,8 +493,8 @@ class TemporalEngine:
         """Retention passes until ``close`` (see ``retention``)."""
         host = self.host
 
-        def passed(done: RetentionPass) -> None:
-            self.retained += len(done.deleted)
+        def deleted(run_id: str) -> None:
+            self.retained += 1
 
         await retain(
             host.store,
@@ -504,7 +503,7 @@ class TemporalEngine:
             owner=getattr(host, "owner", None) or default_owner(),
             clock=host.runtime._clock,
             stopping=self._stop_retaining,
-            on_pass=passed,
+            on_deleted=deleted,
             foreign=self.expire,
         )
 

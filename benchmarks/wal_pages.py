@@ -29,6 +29,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict
 
 import steadyrun as sr
 
@@ -80,7 +81,16 @@ def commits(wal: bytes) -> list[list[int]]:
     return out
 
 
-def tally(copy: Path) -> dict[str, object]:
+class Tally(TypedDict):
+    """The loop's commits in a WAL: how many, and their pages, in all and by b-tree."""
+
+    commits: int
+    pages_per_commit: float
+    kb_per_commit: float
+    by_tree: dict[str, float]
+
+
+def tally(copy: Path) -> Tally:
     """Pages per commit, in all and by b-tree, of the loop's commits in ``copy``'s WAL."""
     wal = (copy.parent / f"{copy.name}-wal").read_bytes()
     page_size = struct.unpack(">I", wal[8:12])[0]
@@ -117,9 +127,7 @@ def main() -> None:
     print(f"{figures['commits']} commits of the loop (2 an iteration)")
     print(f"pages a commit: {figures['pages_per_commit']:.2f}, {figures['kb_per_commit']:.1f} KB")
     print("| b-tree | pages a commit |\n|---|---:|")
-    by_tree = figures["by_tree"]
-    assert isinstance(by_tree, dict)
-    for name, n in by_tree.items():
+    for name, n in figures["by_tree"].items():
         print(f"| {name} | {n:.2f} |")
 
 

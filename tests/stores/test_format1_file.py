@@ -6,29 +6,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sqlite3
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import steadyrun as sr
+from scriptkit import load_script
 from steadyrun.stores._sqlite_schema import SCHEMA_VERSION
 
 DATA = Path(__file__).parent / "data"
 
 
-def _maker() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_format1", DATA / "make_format1.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make = _maker()
+make = load_script(DATA / "make_format1.py", "make_format1")
 
 
 def _copy(tmp_path: Path) -> Path:

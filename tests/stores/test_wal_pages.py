@@ -6,26 +6,16 @@ or a row that starts spilling into overflow pages, shows here as more pages a co
 
 from __future__ import annotations
 
-import importlib.util
 import struct
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from scriptkit import load_script
 
-def _script() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "wal_pages.py"
-    spec = importlib.util.spec_from_file_location("wal_pages", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-wal_pages = _script()
+wal_pages = load_script(
+    Path(__file__).resolve().parents[2] / "benchmarks" / "wal_pages.py", "wal_pages"
+)
 
 PAGES_A_COMMIT = 13.0
 """12.2 on 2026-12-07 (10 iterations): runs and its three listing indexes, context, step

@@ -71,3 +71,37 @@ def test_classes_replace_treats_otherwise_are_copied_by_replace() -> None:
     assert copied(Frozen(1), a=2) == Frozen(2)
     checked = copied(Checked(1, []), a=2)
     assert checked.seen == [1, 2]  # __post_init__ ran on the copy (the list is shared)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrozenSlots:
+    kind: str = "x"
+    a: int
+    b: tuple[int, ...] = ()
+
+
+def test_a_frozen_slotted_class_is_copied_without_replace_and_stays_frozen() -> None:
+    from steadyrun.records import _copy
+    from steadyrun.stream import DisplayBlock, DisplaySnapshot
+
+    obj = FrozenSlots(a=1, b=(2,))
+    copy = copied(obj, a=3)
+    assert copy == replace(obj, a=3) and obj == FrozenSlots(a=1, b=(2,))
+    assert copy.b is obj.b
+    # The copier made for the class, not ``replace`` (which builds through __init__).
+    assert _copy._copiers[FrozenSlots][0] is not replace
+    try:
+        copy.a = 4  # type: ignore[misc]
+    except AttributeError:
+        pass
+    else:
+        raise AssertionError("a frozen copy took an assignment")
+    snap = DisplaySnapshot(run_id="r", blocks=(DisplayBlock(id="b", kind="content", position=1),))
+    assert copied(snap, seq=2) == replace(snap, seq=2)
+
+
+@given(st.integers(0, 9), st.lists(st.integers(0, 9), max_size=3))
+def test_a_frozen_copy_is_what_replace_makes(a: int, b: list[int]) -> None:
+    obj = FrozenSlots(a=a, b=tuple(b))
+    assert copied(obj) == replace(obj) and copied(obj) is not obj
+    assert copied(obj, a=a + 1, b=()) == replace(obj, a=a + 1, b=())

@@ -190,3 +190,14 @@ def test_a_delta_out_of_sequence_is_refused() -> None:
     with pytest.raises(SequenceGapError):
         apply(snap, BlockAdded(seq=5, block=block))
     assert apply(snap, BlockAdded(seq=4, block=block)).blocks == (block,)
+
+
+@given(snapshots)
+def test_normalized_keeps_a_snapshot_in_order_and_sorts_one_that_is_not(
+    snap: DisplaySnapshot,
+) -> None:
+    ordered = snap.normalized()
+    assert ordered.normalized() is ordered  # in order already: the snapshot itself, no copy
+    shuffled = replace(ordered, blocks=tuple(reversed(ordered.blocks)))
+    assert shuffled.normalized() == ordered
+    assert [b.order for b in shuffled.normalized().blocks] == sorted(b.order for b in snap.blocks)

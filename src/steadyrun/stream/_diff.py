@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from steadyrun._errors import RunNotFoundError
 from steadyrun.records import CallRecord, RunSnapshot
+from steadyrun.records._copy import copied
 from steadyrun.runtime._calls import CONFIRM_PROMPT
 from steadyrun.runtime._extset import EXT_STATE
 from steadyrun.runtime._host import pending_items as host_pending
@@ -224,7 +224,7 @@ def diff(old: DisplaySnapshot, new: DisplaySnapshot) -> list[Delta]:
         elif before != b:
             out.append(_block_change(before, b, next_seq()))
     for delta in _call_changes(old.calls, new.calls):
-        out.append(replace(delta, seq=next_seq()))
+        out.append(copied(delta, seq=next_seq()))
     if old.plan != new.plan:
         out.append(PlanChanged(seq=next_seq(), plan=new.plan))
     if old.usage != new.usage:
@@ -253,7 +253,7 @@ def _block_change(
     before: DisplayBlock, after: DisplayBlock, seq: int
 ) -> BlockUpdated | TextFragment | ThinkingFragment | ToolArgumentsFragment:
     grown = (
-        replace(before, text=after.text) == after
+        copied(before, text=after.text) == after
         and after.text.startswith(before.text)
         and (after.kind in ("content", "thinking") or after.live)
     )

@@ -9,9 +9,10 @@ deltas, and ``BlockRemoved`` for dropped live blocks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
+from steadyrun.records._copy import copied
 from steadyrun.stream._model import DisplayBlock, DisplaySnapshot
 
 __all__ = ["LiveCall", "add_fragment", "live_block_id", "stored_end", "with_live", "without_live"]
@@ -56,7 +57,7 @@ def without_live(snap: DisplaySnapshot) -> DisplaySnapshot:
     """The snapshot without its live blocks."""
     if not any(b.live for b in snap.blocks):
         return snap
-    return replace(snap, blocks=tuple(b for b in snap.blocks if not b.live))
+    return copied(snap, blocks=tuple(b for b in snap.blocks if not b.live))
 
 
 def with_live(stored: DisplaySnapshot, current: DisplaySnapshot) -> DisplaySnapshot:
@@ -64,7 +65,7 @@ def with_live(stored: DisplaySnapshot, current: DisplaySnapshot) -> DisplaySnaps
     live = [b for b in current.blocks if b.live]
     if not live:
         return stored
-    return replace(stored, blocks=(*stored.blocks, *live)).normalized()
+    return copied(stored, blocks=(*stored.blocks, *live)).normalized()
 
 
 def add_fragment(
@@ -91,6 +92,6 @@ def add_fragment(
             live=True,
             name=name,
         )
-        return replace(snap, blocks=(*snap.blocks, block)).normalized()
-    grown = replace(block, text=block.text + text, name=block.name or name)
-    return replace(snap, blocks=tuple(grown if b.id == block_id else b for b in snap.blocks))
+        return copied(snap, blocks=(*snap.blocks, block)).normalized()
+    grown = copied(block, text=block.text + text, name=block.name or name)
+    return copied(snap, blocks=tuple(grown if b.id == block_id else b for b in snap.blocks))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -17,6 +17,7 @@ from pydantic import Field
 
 from steadyrun._errors import SteadyrunError
 from steadyrun.chat import Usage
+from steadyrun.records._copy import copied
 
 __all__ = [
     "BlockAdded",
@@ -252,8 +253,15 @@ class DisplaySnapshot:
         return next((c for c in self.calls if c.id == call_id), None)
 
     def normalized(self) -> DisplaySnapshot:
-        """The same snapshot with its blocks in canonical order (what ``apply`` keeps)."""
-        return replace(self, blocks=tuple(sorted(self.blocks, key=lambda b: b.order)))
+        """The same snapshot with its blocks in canonical order (what ``apply`` keeps).
+
+        The snapshot itself when they are in that order already (it is frozen): a block is
+        nearly always added at the end, and a service normalizes at every change of a run.
+        """
+        blocks = self.blocks
+        if all(blocks[i].order < blocks[i + 1].order for i in range(len(blocks) - 1)):
+            return self
+        return copied(self, blocks=tuple(sorted(self.blocks, key=lambda b: b.order)))
 
 
 # -- deltas ----------------------------------------------------------------------------------
@@ -425,33 +433,33 @@ def apply(snapshot: DisplaySnapshot, delta: Delta) -> DisplaySnapshot:
             f"delta {delta.seq} of run {snapshot.run_id!r} does not follow snapshot "
             f"{snapshot.seq}; take a fresh snapshot"
         )
-    s = replace(snapshot, seq=delta.seq)
+    s = copied(snapshot, seq=delta.seq)
     match delta:
         case RunStatusChanged(status=status, text=text, error=error, cancelled_by=by):
-            return replace(s, status=status, text=text, error=error, cancelled_by=by)
+            return copied(s, status=status, text=text, error=error, cancelled_by=by)
         case BlockAdded(block=block) | BlockUpdated(block=block):
-            return replace(s, blocks=_put_block(s.blocks, block))
+            return copied(s, blocks=_put_block(s.blocks, block))
         case BlockRemoved(block_id=block_id):
-            return replace(s, blocks=tuple(b for b in s.blocks if b.id != block_id))
+            return copied(s, blocks=tuple(b for b in s.blocks if b.id != block_id))
         case (
             TextFragment(block_id=block_id, text=more)
             | ThinkingFragment(block_id=block_id, text=more)
             | ToolArgumentsFragment(block_id=block_id, text=more)
         ):
-            grown = (replace(b, text=b.text + more) if b.id == block_id else b for b in s.blocks)
-            return replace(s, blocks=tuple(grown))
+            grown = (copied(b, text=b.text + more) if b.id == block_id else b for b in s.blocks)
+            return copied(s, blocks=tuple(grown))
         case CallStatusChanged(call=call):
             if any(c.id == call.id for c in s.calls):
-                return replace(s, calls=tuple(call if c.id == call.id else c for c in s.calls))
-            return replace(s, calls=(*s.calls, call))
+                return copied(s, calls=tuple(call if c.id == call.id else c for c in s.calls))
+            return copied(s, calls=(*s.calls, call))
         case CallRemoved(call_id=call_id):
-            return replace(s, calls=tuple(c for c in s.calls if c.id != call_id))
+            return copied(s, calls=tuple(c for c in s.calls if c.id != call_id))
         case PlanChanged(plan=plan):
-            return replace(s, plan=plan)
+            return copied(s, plan=plan)
         case UsageChanged(usage=usage):
-            return replace(s, usage=usage)
+            return copied(s, usage=usage)
         case PendingChanged(items=items):
-            return replace(s, pending=tuple(items))
+            return copied(s, pending=tuple(items))
     raise TypeError(f"not a display delta: {delta!r}")  # pragma: no cover
 
 
@@ -479,7 +487,7 @@ def coalesce(deltas: Sequence[Delta]) -> list[Delta]:
             and last.seq + 1 == (delta.first_seq if delta.first_seq is not None else delta.seq)
         ):
             first = last.first_seq if last.first_seq is not None else last.seq
-            out[-1] = replace(delta, text=last.text + delta.text, first_seq=first)
+            out[-1] = copied(delta, text=last.text + delta.text, first_seq=first)
         else:
             out.append(delta)
     return out

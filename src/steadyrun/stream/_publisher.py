@@ -22,13 +22,13 @@ import asyncio
 import copy
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
 from steadyrun._codec import to_plain
 from steadyrun._errors import RunNotFoundError
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta
 from steadyrun.records import CallRecord
+from steadyrun.records._copy import copied
 from steadyrun.runtime import Observer
 from steadyrun.runtime._observers import RUN_CALLBACKS
 from steadyrun.stores import Store
@@ -220,7 +220,7 @@ class Publisher(Observer):
         self._unlisten(channel)  # this process's callbacks show it now
         async with channel.lock:
             shown = without_live(channel.snapshot)
-            self._publish(channel, replace(shown, status="running"))
+            self._publish(channel, copied(shown, status="running"))
 
     async def run_ended(self, run_id: str) -> None:
         """A run stopped executing in this process (completed, suspended, failed or crashed)."""
@@ -321,7 +321,7 @@ class Publisher(Observer):
         channel = await self._open(run_id)
         async with channel.lock:
             plan = to_plain(value) if value is not None else None
-            self._publish(channel, replace(channel.snapshot, plan=plan))
+            self._publish(channel, copied(channel.snapshot, plan=plan))
 
     # -- live --------------------------------------------------------------------------------
 
@@ -455,7 +455,7 @@ class Publisher(Observer):
                 pending = snap.pending
                 if not waits:
                     pending = tuple(p for p in pending if p.call_id != record.id)
-                self._publish(channel, replace(snap, calls=calls, pending=pending))
+                self._publish(channel, copied(snap, calls=calls, pending=pending))
         if not known or waits:
             # A call's first sight (with its block), and what it waits for, come from the store.
             await self._refresh(channel, run_id)
@@ -483,7 +483,7 @@ class Publisher(Observer):
                 return
             now = display_from_run(snap, strict_settlement=self._strict(snap.run.agent))
             if channel.active:
-                now = replace(now, status="running", text=None, error=None)
+                now = copied(now, status="running", text=None, error=None)
             live = channel.live
             if live is not None and live.replaced_by(now):
                 channel.live = None  # the saved response takes the live blocks' place
@@ -496,7 +496,7 @@ class Publisher(Observer):
         if not deltas:
             return
         snapshot = target.normalized()
-        channel.snapshot = replace(snapshot, seq=deltas[-1].seq)
+        channel.snapshot = copied(snapshot, seq=deltas[-1].seq)
         channel.deltas.extend(deltas)
         channel.changed()
         self._clock += 1

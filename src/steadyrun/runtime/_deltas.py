@@ -27,7 +27,8 @@ from dataclasses import replace
 from typing import Any
 
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseAccumulator, ResponseDelta
-from steadyrun.models import ModelClient, StreamingModelClient
+from steadyrun.models import ModelClient
+from steadyrun.models._client import can_stream
 
 __all__ = ["DeltaSink", "call_client"]
 
@@ -145,7 +146,7 @@ async def call_client(
     Returns:
         The response: the accumulated deltas when streamed.
     """
-    if sink is None or not isinstance(client, StreamingModelClient):
+    if sink is None or not can_stream(client):
         return await client.respond(request)
     acc = ResponseAccumulator()
     pump = _Pump(sink)

@@ -36,9 +36,11 @@ Figures (figures only, never pass/fail):
 
 The app's embedded worker executes up to ``--worker-concurrency`` runs at once (by default as
 many as are in flight: with the app's default of 8, 50 runs in flight would mostly wait in the
-store for a slot). The script exits non-zero when a run does not complete with its final
-text; it never asserts on timing. Bounded: ``--runs`` runs, and it gives up after
-``--timeout`` seconds. Loopback only.
+store for a slot). The serving process's garbage collector is set as ``steadyrun serve`` sets
+it (``steadyrun.service.tune_gc`` once the app is built; a library without it is served with
+CPython's defaults, as its ``serve`` did); ``--gc default`` leaves CPython's. The script
+exits non-zero when a run does not complete with its final text; it never asserts on timing.
+Bounded: ``--runs`` runs, and it gives up after ``--timeout`` seconds. Loopback only.
 
 Usage::
 
@@ -423,6 +425,12 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         concurrency=args.worker_concurrency or args.concurrency,
     )
     api = create_app(app, tokens=[TOKEN])
+    # The collector as `steadyrun serve` sets it before it serves (a library without
+    # ``tune_gc`` served with CPython's defaults, and is measured so).
+    tune = getattr(steadyrun.service, "tune_gc", None)
+    gc_tuned = args.gc == "serve" and tune is not None
+    if gc_tuned:
+        tune()
     port = free_port()
     config = uvicorn.Config(
         api,
@@ -484,6 +492,7 @@ async def bench(args: argparse.Namespace, root: Path, timings: Timings) -> dict[
         "runs_per_s": args.runs / wall,
         "worker_concurrency": app.concurrency,
         "client": args.client,
+        "gc": "serve" if gc_tuned else "default",
         "cpu_ms_per_run": cpu * 1000 / args.runs,
         "client_cpu_ms_per_run": None if client_cpu is None else client_cpu * 1000 / args.runs,
         "latency_p50_ms": pct(latency, 50),
@@ -557,6 +566,13 @@ def main() -> None:
         "uvloop when installed",
     )
     p.add_argument(
+        "--gc",
+        choices=("serve", "default"),
+        default="serve",
+        help="the server's garbage collector: serve, as `steadyrun serve` sets it "
+        "(steadyrun.service.tune_gc, when the library has it); default, CPython's",
+    )
+    p.add_argument(
         "--http",
         choices=("auto", "h11", "httptools"),
         default="auto",
@@ -595,7 +611,8 @@ def main() -> None:
     print(
         f"steadyrun {steadyrun.__version__}, Python {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, uvicorn {uvicorn.__version__}, httpx {httpx.__version__}, "
-        f"SqliteStore (synchronous FULL), loop {rec['loop']}, HTTP parser {rec['http']}; "
+        f"SqliteStore (synchronous FULL), loop {rec['loop']}, HTTP parser {rec['http']}, "
+        f"garbage collector {'as steadyrun serve sets it' if rec['gc'] == 'serve' else 'default'}; "
         + (
             "client in a second process\n"
             if args.client == "process"

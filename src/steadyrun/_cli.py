@@ -172,6 +172,9 @@ def build_app() -> typer.Typer:
 
         tokens = parse_tokens(",".join(token)) if token else None
         api = create_app(served, tokens=tokens, worker=not no_worker)
+        from steadyrun.service import tune_gc
+
+        tune_gc()  # the app is built: what exists now lives as long as the server
         uvicorn.run(api, host=host, port=port)
 
     @cli.command(
@@ -213,6 +216,7 @@ def build_app() -> typer.Typer:
 async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js: bool) -> None:
     from rich.console import Console
 
+    from steadyrun.service._gc import tune_gc
     from steadyrun.service._worker import Worker
 
     target = await load_target(app, None)
@@ -229,6 +233,7 @@ async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js:
     console = Console(stderr=True)
     if not js:
         console.print(f"worker [bold]{w.owner}[/] executing up to {concurrency} runs; Ctrl-C stops")
+    tune_gc()  # the worker is built: what exists now lives as long as the process
     try:
         await w.run()
     finally:

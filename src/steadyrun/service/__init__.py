@@ -19,6 +19,7 @@ from steadyrun.service._app import App, NotSupportedError
 from steadyrun.service._builtin import BuiltinEngine
 from steadyrun.service._engine import Engine
 from steadyrun.service._gate import Token
+from steadyrun.service._gc import tune_gc
 from steadyrun.service._lifecycle import Deleted, Imported, Retention, RetentionPass
 from steadyrun.service._ops import Cancelled, Operations
 from steadyrun.service._start import Started, start_fingerprint
@@ -44,6 +45,7 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "start_fingerprint",
+    "tune_gc",
 ]
 
 _API = ("TOKENS_ENV", "create_app")

@@ -156,7 +156,7 @@ def build_app() -> typer.Typer:
         try:
             import uvicorn
 
-            from steadyrun.service import App, create_app
+            from steadyrun.service import App, create_app, tune_gc
         except ImportError as exc:
             usage(f"serve is not available: {exc} (pip install 'steadyrun[service]')")
         target = _run(load_target(app, None))
@@ -172,8 +172,6 @@ def build_app() -> typer.Typer:
 
         tokens = parse_tokens(",".join(token)) if token else None
         api = create_app(served, tokens=tokens, worker=not no_worker)
-        from steadyrun.service import tune_gc
-
         tune_gc()  # the app is built: what exists now lives as long as the server
         uvicorn.run(api, host=host, port=port)
 

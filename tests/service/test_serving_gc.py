@@ -55,45 +55,42 @@ def test_garbage_made_after_tuning_is_still_collected(restored_gc: None) -> None
     assert ref() is None
 
 
+@pytest.fixture
+def untuned(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restored_gc: None) -> None:
+    """CPython's collector, and ``serve_app:app`` on a file of the test's, for the CLI."""
+    gc.unfreeze()
+    gc.set_threshold(700, 10, 10)
+    monkeypatch.setenv("SERVE_DB", str(tmp_path / "runs.db"))
+    monkeypatch.setenv("SERVE_EFFECTS", str(tmp_path / "effects.txt"))
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(HERE)
+
+
+def _state() -> dict[str, Any]:
+    return {"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+
+
 def test_serve_tunes_the_collector_before_it_serves(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restored_gc: None
+    monkeypatch: pytest.MonkeyPatch, untuned: None
 ) -> None:
     import uvicorn
 
-    seen: dict[str, Any] = {}
-
-    def fake_run(api: Any, **kwargs: Any) -> None:
-        seen["frozen"] = gc.get_freeze_count()
-        seen["threshold"] = gc.get_threshold()
-
-    gc.unfreeze()
-    gc.set_threshold(700, 10, 10)
-    monkeypatch.setattr(uvicorn, "run", fake_run)
-    monkeypatch.setenv("SERVE_DB", str(tmp_path / "runs.db"))
-    monkeypatch.setenv("SERVE_EFFECTS", str(tmp_path / "effects.txt"))
-    monkeypatch.syspath_prepend(str(HERE))
-    monkeypatch.chdir(HERE)
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda api, **kwargs: seen.append(_state()))
     assert main(["serve", "--app", "serve_app:app", "--token", "t"]) == 0
-    assert seen["frozen"] > 0 and seen["threshold"][0] == 10_000
+    assert seen[0]["frozen"] > 0 and seen[0]["threshold"][0] == 10_000
 
 
 def test_a_worker_process_tunes_the_collector_before_it_works(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, restored_gc: None
+    monkeypatch: pytest.MonkeyPatch, untuned: None
 ) -> None:
     from steadyrun.service._worker import Worker
 
-    seen: dict[str, Any] = {}
+    seen: list[dict[str, Any]] = []
 
     async def fake_run(self: Worker) -> None:
-        seen["frozen"] = gc.get_freeze_count()
-        seen["threshold"] = gc.get_threshold()
+        seen.append(_state())
 
-    gc.unfreeze()
-    gc.set_threshold(700, 10, 10)
     monkeypatch.setattr(Worker, "run", fake_run)
-    monkeypatch.setenv("SERVE_DB", str(tmp_path / "runs.db"))
-    monkeypatch.setenv("SERVE_EFFECTS", str(tmp_path / "effects.txt"))
-    monkeypatch.syspath_prepend(str(HERE))
-    monkeypatch.chdir(HERE)
     assert main(["worker", "--app", "serve_app:app", "--json"]) == 0
-    assert seen["frozen"] > 0 and seen["threshold"][0] == 10_000
+    assert seen[0]["frozen"] > 0 and seen[0]["threshold"][0] == 10_000

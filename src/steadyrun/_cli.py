@@ -214,8 +214,7 @@ def build_app() -> typer.Typer:
 async def _work(app: str | None, concurrency: int, ttl: float, grace: float, js: bool) -> None:
     from rich.console import Console
 
-    from steadyrun.service._gc import tune_gc
-    from steadyrun.service._worker import Worker
+    from steadyrun.service import Worker, tune_gc
 
     target = await load_target(app, None)
     store = target.store

@@ -258,8 +258,8 @@ class DisplaySnapshot:
         The snapshot itself when they are in that order already (it is frozen): a block is
         nearly always added at the end, and a service normalizes at every change of a run.
         """
-        blocks = self.blocks
-        if all(blocks[i].order < blocks[i + 1].order for i in range(len(blocks) - 1)):
+        keys = [b.order for b in self.blocks]
+        if all(a < b for a, b in zip(keys, keys[1:], strict=False)):
             return self
         return copied(self, blocks=tuple(sorted(self.blocks, key=lambda b: b.order)))
 

@@ -96,7 +96,8 @@ class _Pump:
         return self._task is not None and not self._task.done()
 
     def put(self, delta: ResponseDelta) -> None:
-        if not self.behind:
+        task = self._task
+        if task is None or task.done():  # not behind
             coro = self._sink(delta)
             try:
                 first = coro.send(None)  # in place, up to its first wait, if any

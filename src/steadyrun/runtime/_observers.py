@@ -93,7 +93,8 @@ class Observer:
         """An extension's published value (the ``planning`` extension's plan, say) changed."""
 
 
-_Target = tuple["Observer", Callable[..., Any], Callable[[str], bool] | None]
+# An observer, its method, its ``wants_now`` and whether it shares the runtime's objects.
+_Target = tuple["Observer", Callable[..., Any], Callable[[str], bool] | None, bool]
 
 
 @dataclass(slots=True)
@@ -112,7 +113,12 @@ class ObserverSet:
         targets = self._targets.get(method)
         if targets is None:
             targets = self._targets[method] = [
-                (observer, fn, getattr(observer, "wants_now", None))
+                (
+                    observer,
+                    fn,
+                    getattr(observer, "wants_now", None),
+                    method in getattr(observer, "shares", ()),
+                )
                 for observer in self.observers
                 if (fn := getattr(observer, method, None)) is not None
                 and _implements(observer, method)
@@ -125,7 +131,7 @@ class ObserverSet:
         With ``run_id``, an observer that has ``wants_now(run_id)`` (the live broadcaster,
         which listens only while someone follows) counts only when that returns true.
         """
-        for _, _, now in self._for(method):
+        for _, _, now, _ in self._for(method):
             if run_id is not None and now is not None and not now(run_id):
                 continue
             return True
@@ -136,15 +142,16 @@ class ObserverSet:
 
         An observer with ``wants_now`` is skipped while that says no for the run (``args[0]``).
         """
-        for observer, fn, now in self._for(method):  # not implemented: skipped, no copies
+        for observer, fn, now, shared in self._for(method):  # not implemented: no copies
             if now is not None and args and not now(args[0]):
                 continue  # told nothing now (the live feed, unfollowed): a copy is the context
             try:
                 # Each observer gets its own copy, so one cannot change what another sees
-                # (nor the runtime's own objects), unless it only reads them.
-                shared = method in getattr(observer, "shares", ())
+                # (nor the runtime's own objects), unless it only reads them (``shares``).
                 out = fn(*args) if shared else fn(*copy.deepcopy(args))
-                if inspect.isawaitable(out):
+                # None first: a plain method's None would take isawaitable through the
+                # abstract classes' checks (a fragment's callbacks are often plain ones).
+                if out is not None and inspect.isawaitable(out):
                     await out
             except Exception:
                 self.errors += 1

@@ -497,7 +497,10 @@ def _routes(api: FastAPI, app: App, poll: float) -> None:  # noqa: C901 - one ro
         ``id`` resumes the stream; its data is versioned JSON. ``until=done`` ends the stream
         once the run completed or failed.
         """
-        await app.publisher.snapshot(run_id)  # 404 before the stream starts
+        if app.publisher.current(run_id) is None:
+            # 404 before the stream starts. A run held in memory is known: the follower's first
+            # look reloads it if need be, so it is not read here too.
+            await app.publisher.snapshot(run_id)
 
         async def events() -> AsyncIterator[ServerSentEvent | bytes]:
             yield ServerSentEvent(retry=2000, sep=_SEP)

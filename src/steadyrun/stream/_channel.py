@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 from steadyrun._codec import encode
 from steadyrun.stream._live import LiveCall
 from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
+from steadyrun.stream._pacing import wake_interval
 
 __all__ = ["Channel", "StreamEvent", "release"]
 
@@ -105,10 +106,19 @@ class Channel:
         self.took = 0.0  # the same over the earlier wake-ups (smoothed)
         self.wake: asyncio.TimerHandle | None = None
         self.stale = False  # changed in the store since the snapshot; reloaded when read
+        # A model response came while somebody followed: the run is reloaded at the next
+        # callback after its save, or when this timer fires (``Publisher.on_model_response``).
+        self.due: asyncio.TimerHandle | None = None
         # Live messages (a model call's start, its fragments) of a run executing here that
         # nobody followed when they came: applied when somebody reads (``Publisher``), dropped
         # when the execution ends unseen. Fragments of one part are joined as they come.
         self.held: list[dict[str, Any]] = []
+
+    def undue(self) -> None:
+        """A reload is under way (or no longer needed): the due one is not."""
+        if self.due is not None:
+            self.due.cancel()
+            self.due = None
 
     def unwatched(self) -> bool:
         """Executing here with nobody following: a reload can wait until someone reads."""
@@ -120,25 +130,52 @@ class Channel:
     def hold(self, message: dict[str, Any]) -> None:
         """Keep a live message for later (see ``held``): a call's start replaces what was held.
 
-        Applying what is held gives the snapshot that applying each message as it came gave.
+        Applying what is held (``take_held``) gives the snapshot that applying each message as
+        it came gave.
         """
+        if message.get("t") == "frag":
+            name = message.get("name")
+            self.hold_fragment(
+                str(message.get("mc")),
+                str(message.get("part", "")),
+                int(message.get("index", 0) or 0),
+                message.get("text"),
+                name if isinstance(name, str) else None,
+            )
+            return
+        if message.get("t") == "call":
+            self.held.clear()  # its start drops the live blocks of any call before it
+        self.held.append(message)
+
+    def hold_fragment(
+        self, mc: str, part: str, index: int, text: str | None, name: str | None
+    ) -> None:
+        """Keep a fragment for later: joined to the one before when of the same part."""
         held = self.held
-        kind = message.get("t")
-        if kind == "call":
-            held.clear()  # its start drops the live blocks of any call before it
-        elif held and kind == "frag":
+        if held:
             last = held[-1]
-            if last.get("t") == "frag" and all(
-                last.get(k) == message.get(k) for k in ("mc", "part", "index")
+            if (
+                last["t"] == "frag"
+                and last["mc"] == mc
+                and last["part"] == part
+                and last["index"] == index
             ):
-                name = last.get("name")
-                held[-1] = {
-                    **last,
-                    "text": f"{last.get('text') or ''}{message.get('text') or ''}",
-                    "name": name if isinstance(name, str) else message.get("name"),
-                }
+                last["pieces"].append(text or "")
+                if last["name"] is None:
+                    last["name"] = name
                 return
-        held.append(message)
+        piece = {"t": "frag", "mc": mc, "part": part, "index": index, "name": name}
+        piece["pieces"] = [text or ""]  # joined once, when applied
+        held.append(piece)
+
+    def take_held(self) -> list[dict[str, Any]]:
+        """The messages held (their fragments joined), no longer held."""
+        held, self.held = self.held, []
+        for message in held:
+            pieces = message.pop("pieces", None)
+            if pieces is not None:
+                message["text"] = "".join(pieces)
+        return held
 
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}.{seq}"
@@ -216,6 +253,41 @@ class Channel:
                     if waiting is future:
                         del self.waiters[i]
                         break
+
+    def wake_followers(self, longest: float) -> None:
+        """Wake the followers now, or when the wake-up interval since the last one is over.
+
+        ``longest``: the longest interval between two wake-ups (``Publisher``'s
+        ``max_wake_interval``).
+        """
+        if self.wake is not None:
+            return  # a wake-up is due: it brings this change too
+        if self.followers < 2:
+            self.wake_now()  # one follower costs little: it sees each change at once
+            return
+        # Each wake-up costs every follower a turn of the event loop (and a server a write
+        # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
+        # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).
+        took = max(self.took, self.took_round)
+        interval = wake_interval(followers=self.followers, took=took, longest=longest)
+        loop = asyncio.get_running_loop()
+        due = self.woken + interval - loop.time()
+        if due > 0:
+            self.wake = loop.call_later(due, self.wake_now)
+        else:
+            self.wake_now()
+
+    def wake_now(self) -> None:
+        """Wake every waiting follower (a round of wake-ups)."""
+        self.wake = None
+        if self.took_round:
+            self.took = (self.took + self.took_round) / 2
+        self.took_round = 0.0
+        self.round += 1
+        self.woken = asyncio.get_running_loop().time()
+        waiters = self.take_waiters()
+        if waiters:
+            release(waiters, 0, self.round)
 
     def take_waiters(self) -> list[tuple[asyncio.Future[int | None], float]]:
         """The waiting followers, to be woken (see ``release``): none waits after this."""

@@ -3,8 +3,9 @@
 It is an ``Observer`` (register it with the runtime) that keeps, per run, the current display
 snapshot and a bounded buffer of its last deltas. Tool starts and settlements and plan changes
 become deltas at once; everything else (new blocks, usage, the run's status) comes from the
-store: the publisher reloads the run after a model response and when an execution starts or
-ends (``on_run_start`` / ``on_run_end``, or ``run_started`` / ``run_ended``), and diffs.
+store: the publisher reloads the run once a model response is saved (at the next callback:
+the calls' start, the next model call, the end) and when an execution starts or ends
+(``on_run_start`` / ``on_run_end``, or ``run_started`` / ``run_ended``), and diffs.
 
 While nobody follows a run executing here, what would need a reload only marks its snapshot
 stale, also when the execution ends (``on_run_end``): the reload comes when the snapshot is
@@ -21,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from steadyrun._codec import to_plain
@@ -34,11 +35,10 @@ from steadyrun.runtime._observers import RUN_CALLBACKS
 from steadyrun.stores import Store
 from steadyrun.stores._live import LiveFeed
 from steadyrun.stores._live_open import live_feed
-from steadyrun.stream._channel import Channel, StreamEvent, release
+from steadyrun.stream._channel import Channel, StreamEvent
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
 from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
 from steadyrun.stream._model import DisplaySnapshot
-from steadyrun.stream._pacing import wake_interval
 
 __all__ = ["Publisher", "StreamEvent"]
 
@@ -134,12 +134,16 @@ class Publisher(Observer):
         known = run_id in self._channels
         channel = await self._open(run_id)
         channel.followers += 1
-        self._listen(channel, run_id)
+        listening = self._listen(channel, run_id)
         try:
             # Stale: changed in the store since the snapshot. Kept while nobody listened (a
             # start's placeholder, say): another process may have saved since, and no note
-            # reached it. Refreshed after listening: none lost.
-            if channel.stale or (known and channel.followers == 1 and not channel.active):
+            # reached it. Refreshed once subscribed (a new subscription: what was saved before
+            # it came no note of): none lost, one load.
+            subscribed = listening is not None and await listening
+            if channel.stale or (
+                not channel.active and (subscribed or (known and channel.followers == 1))
+            ):
                 await self._refresh(channel, run_id)
             seq = -1
             if last_event_id:
@@ -230,15 +234,25 @@ class Publisher(Observer):
         channel.active = False
         channel.live = None
         channel.held.clear()  # fragments nobody saw: the saved response stands for them
-        if channel.followers:
-            self._listen(channel, run_id)  # another process may execute it next
+        # Another process may execute it next: listen, and reload once subscribed (what it
+        # saved before the subscription came no note of).
+        listening = self._listen(channel, run_id) if channel.followers else None
         try:
+            if listening is not None:
+                await listening
             await self._refresh(channel, run_id)
         finally:
             self._evict()
 
     async def wait_idle(self) -> None:
-        """Wait for the reloads scheduled by observer callbacks (tests use it)."""
+        """Wait for the reloads scheduled by observer callbacks (tests use it).
+
+        A reload still due after a model response (``on_model_response``) is made now.
+        """
+        for run_id, channel in list(self._channels.items()):
+            if channel.due is not None:
+                channel.undue()
+                self._reload_later(run_id)
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -264,6 +278,7 @@ class Publisher(Observer):
             channel.live = None
             channel.held.clear()
             channel.stale = True
+            channel.undue()  # reloaded when read
             self._clock += 1
             channel.touched = self._clock  # it changed now: the last to be dropped
             self._evict()
@@ -276,25 +291,53 @@ class Publisher(Observer):
     async def on_model_request(
         self, run_id: str, model_call_id: str, request: ModelRequest
     ) -> None:
-        """A model call starts: live blocks of an earlier attempt of it are dropped."""
+        """A model call starts: live blocks of an earlier attempt of it are dropped.
+
+        The response before it is saved by now: shown first (``on_model_response``).
+        """
+        channel = self._channels.get(run_id)
+        if channel is not None and channel.due is not None:
+            try:
+                await self._refresh(channel, run_id)
+            except Exception:  # a display must never break a run
+                log.exception("display stream of run %r could not reload it", run_id)
         await self._live_event(run_id, {"t": "call", "mc": model_call_id})
 
-    async def on_model_delta(self, run_id: str, model_call_id: str, delta: ResponseDelta) -> None:
-        """A fragment of the streaming call: its live block grows."""
-        await self._live_event(
-            run_id,
-            {
-                "t": "frag",
-                "mc": model_call_id,
-                "part": delta.part,
-                "index": delta.index,
-                "text": delta.text or delta.arguments,
-                "name": delta.name,
-            },
-        )
+    def on_model_delta(
+        self, run_id: str, model_call_id: str, delta: ResponseDelta
+    ) -> Awaitable[None] | None:
+        """A fragment of the streaming call: its live block grows.
+
+        Of a run nobody follows the fragment is held in place (see ``Channel.held``), nothing
+        to await: a coroutine and its awaits per fragment were most of what a fragment cost a
+        service executing many runs that nobody watches.
+        """
+        channel = self._channels.get(run_id)
+        if channel is None:
+            return None  # nobody shows this run here: a follower's first snapshot will
+        text = delta.text or delta.arguments
+        if channel.unwatched():
+            channel.hold_fragment(model_call_id, delta.part, delta.index, text, delta.name)
+            return None
+        message = {
+            "t": "frag",
+            "mc": model_call_id,
+            "part": delta.part,
+            "index": delta.index,
+            "text": text,
+            "name": delta.name,
+        }
+        return self._live_event(run_id, message)
 
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
-        """Reload the run soon: its new blocks and usage are saved right after this."""
+        """Reload the run once its response is saved (its new blocks, calls and usage).
+
+        The runtime saves the response's step right after this, then starts its calls (or
+        asks the model again, or ends the run): the reload comes with the first of those
+        callbacks, after the save. Reloading at once read the run before the save as often as
+        not (and again at the call's start). When none of them comes within
+        ``max_wake_interval`` (a call queued behind another run's, say), the reload comes then.
+        """
         channel = self._channels.get(run_id)
         if channel is not None and channel.held:
             channel.held.append({"t": "resp"})  # applies after what is held
@@ -302,6 +345,12 @@ class Publisher(Observer):
             channel.live.open = False
         if channel is None or channel.unwatched():
             return  # nobody reads it now: reloaded when somebody does, or when it ends
+        if channel.due is None:
+            loop = asyncio.get_running_loop()
+            channel.due = loop.call_later(self.max_wake_interval, self._reload_later, run_id)
+
+    def _reload_later(self, run_id: str) -> None:
+        """Reload the run in a task of its own (tracked for ``wait_idle``)."""
         task = asyncio.get_running_loop().create_task(self._later(run_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -389,23 +438,31 @@ class Publisher(Observer):
         """Apply the live messages held while nobody read the run (one diff for them all)."""
         if not channel.held:
             return
-        held, channel.held = channel.held, []
+        held = channel.take_held()
         snap = channel.snapshot
         for message in held:
             snap = self._live_applied(channel, snap, message)
         self._publish(channel, snap)
 
-    def _listen(self, channel: Channel, run_id: str) -> None:
+    def _listen(self, channel: Channel, run_id: str) -> Awaitable[bool] | None:
         """Follow the run's messages on the store's live feed while anyone follows it here.
 
         Not while it executes here: this process's callbacks show it, and a subscription would
         have its owner send (and this process decode) every fragment only to ignore it.
+
+        Returns, for a new subscription, what to await before reloading the run: true once
+        subscribed, false when the subscription was cancelled or failed first. The caller
+        reloads (what was saved before the subscription came no note of); the feed's reader
+        does not reload it again.
         """
         feed = live_feed(self.store)
         if feed is None or channel.feed_task is not None or channel.active:
-            return
-        task = asyncio.get_running_loop().create_task(self._read_feed(feed, channel, run_id))
+            return None
+        loop = asyncio.get_running_loop()
+        subscribed: asyncio.Future[None] = loop.create_future()
+        task = loop.create_task(self._read_feed(feed, channel, run_id, subscribed))
         channel.feed_task = task
+        return _first_of(subscribed, task)
 
     @staticmethod
     def _unlisten(channel: Channel) -> None:
@@ -413,12 +470,16 @@ class Publisher(Observer):
             channel.feed_task.cancel()
             channel.feed_task = None
 
-    async def _read_feed(self, feed: LiveFeed, channel: Channel, run_id: str) -> None:
-        sub = await feed.subscribe(run_id)
+    async def _read_feed(
+        self, feed: LiveFeed, channel: Channel, run_id: str, subscribed: asyncio.Future[None]
+    ) -> None:
         try:
-            # What was saved between the snapshot and the subscription is not missed.
-            if not channel.active:
-                await self._refresh(channel, run_id)
+            sub = await feed.subscribe(run_id)
+        finally:
+            # What was saved before this is reloaded by whoever listened (``_listen``).
+            if not subscribed.done():
+                subscribed.set_result(None)
+        try:
             while True:
                 message = await sub.get()
                 if channel.active:
@@ -456,8 +517,9 @@ class Publisher(Observer):
                 if not waits:
                     pending = tuple(p for p in pending if p.call_id != record.id)
                 self._publish(channel, copied(snap, calls=calls, pending=pending))
-        if not known or waits:
-            # A call's first sight (with its block), and what it waits for, come from the store.
+        if not known or waits or channel.due is not None:
+            # A call's first sight (with its block), what it waits for, and the response that
+            # asked for it (saved by now: ``on_model_response``) come from the store.
             await self._refresh(channel, run_id)
 
     async def _open(self, run_id: str) -> Channel:
@@ -475,6 +537,7 @@ class Publisher(Observer):
         return channel
 
     async def _refresh(self, channel: Channel, run_id: str) -> None:
+        channel.undue()  # this reload shows a response saved before it
         async with channel.lock:
             channel.stale = False  # a change from now on marks it again
             self._catch_up(channel)
@@ -501,40 +564,7 @@ class Publisher(Observer):
         channel.changed()
         self._clock += 1
         channel.touched = self._clock
-        self._wake(channel)
-
-    def _wake(self, channel: Channel) -> None:
-        """Wake the followers now, or when the wake-up interval since the last one is over."""
-        if channel.wake is not None:
-            return  # a wake-up is due: it brings this change too
-        if channel.followers < 2:
-            self._wake_now(channel)  # one follower costs little: it sees each change at once
-            return
-        # Each wake-up costs every follower a turn of the event loop (and a server a write
-        # per client): waking 100 SSE clients per fragment of a model writing every 5 ms took
-        # more than those 5 ms, so a run slowed with its audience (benchmarks/stream_fanout).
-        took = max(channel.took, channel.took_round)
-        interval = wake_interval(
-            followers=channel.followers, took=took, longest=self.max_wake_interval
-        )
-        loop = asyncio.get_running_loop()
-        due = channel.woken + interval - loop.time()
-        if due > 0:
-            channel.wake = loop.call_later(due, self._wake_now, channel)
-        else:
-            self._wake_now(channel)
-
-    @staticmethod
-    def _wake_now(channel: Channel) -> None:
-        channel.wake = None
-        if channel.took_round:
-            channel.took = (channel.took + channel.took_round) / 2
-        channel.took_round = 0.0
-        channel.round += 1
-        channel.woken = asyncio.get_running_loop().time()
-        waiters = channel.take_waiters()
-        if waiters:
-            release(waiters, 0, channel.round)
+        channel.wake_followers(self.max_wake_interval)
 
     def _evict(self) -> None:
         # Called where one channel may have turned idle (a run's end, a follower gone, a new
@@ -558,3 +588,10 @@ class Publisher(Observer):
             for _, run_id in idle[: len(idle) - keep]:
                 del self._channels[run_id]
         self._evict_skip = self.max_idle - keep
+
+
+async def _first_of(subscribed: asyncio.Future[None], task: asyncio.Task[None]) -> bool:
+    """Whether the feed's reader subscribed (false: it was cancelled or failed before)."""
+    if not subscribed.done():
+        await asyncio.wait((subscribed, task), return_when=asyncio.FIRST_COMPLETED)
+    return subscribed.done() and not subscribed.cancelled() and not task.cancelled()

@@ -119,3 +119,47 @@ async def test_a_followed_response_is_read_once_after_its_save() -> None:
     assert [c.name for c in shown[-1].calls] == ["look", "look"]
     assert shown[-1].status == "completed"
     follower.cancel()
+
+
+async def test_the_next_model_call_shows_a_response_still_due() -> None:
+    # A response no call followed (its text refused by a guard, say): the next model call
+    # comes after its save, and reloads the run before its own fragments.
+    store = _CountingStore()
+    publisher = Publisher(store, max_wake_interval=3600.0)
+    await publisher.run_started("r", "a")
+    channel = publisher._channels["r"]
+    channel.followers = 1
+    publisher.on_model_response("r", "mc1", text("no"))
+    assert channel.due is not None
+    loads = store.loads
+    await publisher.on_model_request("r", "mc2", sr.ModelRequest(messages=()))
+    assert store.loads == loads + 1 and channel.due is None
+    await publisher.on_model_request("r", "mc2", sr.ModelRequest(messages=()))
+    assert store.loads == loads + 1, "nothing due: no reload"
+
+
+async def test_what_is_saved_before_a_new_subscription_is_not_missed() -> None:
+    # A follower here of a run another process executes: the publisher loads it, then
+    # subscribes to its live feed. A save between the two sends no note to this process: the
+    # reload after the subscription shows it (the poll is an hour away).
+    from steadyrun.stores._live_open import live_feed
+
+    store = MemoryStore()
+    agent = sr.Agent(name="a", model=ScriptedModel([text("first"), text("second")]))
+    elsewhere = sr.Runtime(store, agents=[agent])  # "another process": no observer here
+    assert (await elsewhere.run(agent, run_id="r", input="one")).text == "first"
+    feed: Any = live_feed(store)
+    subscribe = feed.subscribe
+
+    async def late_subscribe(run_id: str, **kwargs: Any) -> Any:
+        await elsewhere.send("r", "two")
+        assert (await elsewhere.resume("r")).text == "second"  # saved before the subscription
+        return await subscribe(run_id, **kwargs)
+
+    feed.subscribe = late_subscribe
+    publisher = Publisher(store)
+    stream = publisher.follow("r", poll_interval=3600.0)
+    first = await asyncio.wait_for(anext(stream), NEVER)
+    await stream.aclose()
+    assert first.kind == "snapshot" and first.snapshot is not None
+    assert first.snapshot.text == "second"

@@ -138,6 +138,7 @@ def test_held_fragments_show_what_applying_each_as_it_came_shows(calls: list) ->
         return shown[0], shown[1]
 
     held, each = asyncio.run(both())
+
     def shown(snap: DisplaySnapshot) -> list[tuple[object, ...]]:
         return [(b.kind, b.text, b.name, b.position, b.live) for b in snap.blocks]
 

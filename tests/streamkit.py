@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import steadyrun as sr
 from steadyrun.chat import ModelRequest, ModelResponse, ResponseDelta, Usage, deltas_of
@@ -64,3 +64,12 @@ async def pause(seconds: float) -> str:
 def writer_agent(count: int, delay: float, pause_s: float, name: str = "writer") -> sr.Agent:
     """The writer agent (see the module)."""
     return sr.Agent(name=name, model=SlowStreamingModel(count, delay, pause_s), tools=[pause])
+
+
+async def until(check: Callable[[], bool], within: float = 20.0) -> None:
+    """Poll ``check`` until it holds (every 2 ms, for at most ``within`` seconds)."""
+    for _ in range(int(within / 0.002)):
+        if check():
+            return
+        await asyncio.sleep(0.002)
+    raise AssertionError("not reached in time")

@@ -25,6 +25,7 @@ from steadyrun.service import App, create_app
 from steadyrun.service._worker import Worker
 from steadyrun.stream import _publisher
 from steadyrun.testing import FunctionModel, call, text, tool_calls
+from streamkit import until
 
 NEVER = 20.0  # seconds a test gives what should happen at once
 
@@ -104,14 +105,6 @@ def idle_reloads(monkeypatch: pytest.MonkeyPatch, served: tuple) -> None:  # typ
     monkeypatch.setattr(_publisher.Publisher, "_refresh", counted_refresh)
 
 
-async def _until(check: Any) -> None:
-    for _ in range(int(NEVER / 0.002)):
-        if check():
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError("not reached in time")
-
-
 async def _follow_one(
     app: App,
     client: httpx.AsyncClient,
@@ -135,10 +128,10 @@ async def _follow_one(
     body = {"run_id": "r", "agent": "bench", "input": "go"}
     assert (await client.post("/runs", json=body, headers=AUTH)).status_code == 202
     if taken is None:
-        await _until(lambda: app.executing("r"))
+        await until(lambda: app.executing("r"))
     followed = asyncio.create_task(client.get("/runs/r/stream?until=done", headers=AUTH))
     channel = await _channel(app, "r")
-    await _until(lambda: channel.followers == 1)
+    await until(lambda: channel.followers == 1)
     if taken is not None:
         taken.set()  # the worker may execute it now
     gate.go.set()
@@ -150,7 +143,7 @@ async def _follow_one(
 
 
 async def _channel(app: App, run_id: str) -> Any:
-    await _until(lambda: run_id in app.publisher._channels)
+    await until(lambda: run_id in app.publisher._channels)
     return app.publisher._channels[run_id]
 
 

@@ -15,6 +15,7 @@ import steadyrun as sr
 from steadyrun.stores import MemoryStore
 from steadyrun.stream import DisplaySnapshot, Publisher, apply
 from steadyrun.testing import ScriptedModel, text, tool_calls
+from streamkit import until
 
 NEVER = 20.0
 
@@ -62,14 +63,6 @@ async def _follow(publisher: Publisher, run_id: str, shown: list[DisplaySnapshot
             shown.append(snap)
 
 
-async def _until(check: Any) -> None:
-    for _ in range(int(NEVER / 0.002)):
-        if check():
-            return
-        await asyncio.sleep(0.002)
-    raise AssertionError("not reached in time")
-
-
 def _calls(shown: list[DisplaySnapshot]) -> list[str]:
     return [c.name for c in shown[-1].calls] if shown else []
 
@@ -84,15 +77,15 @@ async def test_a_response_whose_next_callback_is_late_shows_after_the_interval()
     await publisher.expect("r", "a", stored=False)
     shown: list[DisplaySnapshot] = []
     follower = asyncio.create_task(_follow(publisher, "r", shown))
-    await _until(lambda: publisher._channels["r"].followers == 1)
+    await until(lambda: publisher._channels["r"].followers == 1)
     running = asyncio.create_task(runtime.run(agent, run_id="r", input="go"))
     await asyncio.wait_for(slow.waiting.wait(), NEVER)
     # The publisher has had no callback since the response (the slow observer holds the
     # call's start): the saved response shows all the same, an interval later.
-    await _until(lambda: _calls(shown) == ["look"])
+    await until(lambda: _calls(shown) == ["look"])
     slow.go.set()
     assert (await running).status == "completed"
-    await _until(lambda: shown[-1].status == "completed")
+    await until(lambda: shown[-1].status == "completed")
     follower.cancel()
 
 
@@ -107,11 +100,11 @@ async def test_a_followed_response_is_read_once_after_its_save() -> None:
     await publisher.expect("r", "a", stored=False)
     shown: list[DisplaySnapshot] = []
     follower = asyncio.create_task(_follow(publisher, "r", shown))
-    await _until(lambda: publisher._channels["r"].followers == 1)
+    await until(lambda: publisher._channels["r"].followers == 1)
     loads = store.loads
     result = await runtime.run(agent, run_id="r", input="go")
     assert result.status == "completed"
-    await _until(lambda: shown[-1].status == "completed")
+    await until(lambda: shown[-1].status == "completed")
     # The follower's first look, the run's start (the runtime's own), each response with its
     # call's start (two), the end: no reload before a response's save, none of a response
     # twice (8 before 2026-12-07: a reload at each response, most of them before its save).

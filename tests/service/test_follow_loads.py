@@ -75,6 +75,9 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[App, httpx.AsyncClient, 
 
     store.load = counted_load  # type: ignore[method-assign]
     app = App(store, agents=[gate.agent()])
+    # The reload a response is due is the call's start's here, never the fallback timer's (a
+    # slow fsync on a busy machine must not add one).
+    app.publisher.max_wake_interval = 3600.0
     api = create_app(app, tokens=[TOKEN], stream_poll_seconds=3600.0)
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:

@@ -451,9 +451,10 @@ class Publisher(Observer):
         have its owner send (and this process decode) every fragment only to ignore it.
 
         Returns, for a new subscription, what to await before reloading the run: true once
-        subscribed, false when the subscription was cancelled or failed first. The caller
-        reloads (what was saved before the subscription came no note of); the feed's reader
-        does not reload it again.
+        the reader subscribed (or failed to: followers then rely on the poll), false when it
+        was cancelled first (the run began executing here, or nobody follows it now). The
+        caller reloads (what was saved before the subscription came no note of); the feed's
+        reader does not reload it again.
         """
         feed = live_feed(self.store)
         if feed is None or channel.feed_task is not None or channel.active:
@@ -591,7 +592,7 @@ class Publisher(Observer):
 
 
 async def _first_of(subscribed: asyncio.Future[None], task: asyncio.Task[None]) -> bool:
-    """Whether the feed's reader subscribed (false: it was cancelled or failed before)."""
+    """Whether the feed's reader got as far as subscribing (false: it was cancelled first)."""
     if not subscribed.done():
         await asyncio.wait((subscribed, task), return_when=asyncio.FIRST_COMPLETED)
     return subscribed.done() and not subscribed.cancelled() and not task.cancelled()

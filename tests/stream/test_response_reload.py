@@ -156,3 +156,31 @@ async def test_what_is_saved_before_a_new_subscription_is_not_missed() -> None:
     await stream.aclose()
     assert first.kind == "snapshot" and first.snapshot is not None
     assert first.snapshot.text == "second"
+
+
+async def test_a_run_executing_elsewhere_is_read_once_per_response_too() -> None:
+    # The owner's notes on the live feed: "resp" when a response came (its step is saved
+    # after it), "saved" when a call starts or settles, "end". The follower's process reloads
+    # at "saved" and "end", not at "resp" too, before the owner's save.
+    store = _CountingStore()
+    publisher = Publisher(store, max_wake_interval=3600.0)
+    model = ScriptedModel(
+        [tool_calls(("look", {"what": "x"})), tool_calls(("look", {"what": "y"})), text("done")]
+    )
+    agent = sr.Agent(name="a", model=model, tools=[look])
+    elsewhere = sr.Runtime(store, agents=[agent])  # "another process": its own broadcaster
+    await publisher.expect("r", "a", stored=False)
+    shown: list[DisplaySnapshot] = []
+    follower = asyncio.create_task(_follow(publisher, "r", shown))
+    await until(lambda: publisher._channels["r"].feed_task is not None)
+    await publisher.wait_idle()
+    await asyncio.sleep(0)
+    loads = store.loads
+    result = await elsewhere.run(agent, run_id="r", input="go")
+    assert result.status == "completed"
+    await until(lambda: bool(shown) and shown[-1].status == "completed")
+    # The runtime's own look; the follower's: at the start, at each call's start and
+    # settlement (four), at the end (11 before 2026-12-07: a reload at each "resp" too).
+    assert store.loads - loads <= 7, store.loads - loads
+    assert [c.name for c in shown[-1].calls] == ["look", "look"]
+    follower.cancel()

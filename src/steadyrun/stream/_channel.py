@@ -18,7 +18,7 @@ from steadyrun.stream._live import LiveCall
 from steadyrun.stream._model import Delta, DisplaySnapshot, coalesce
 from steadyrun.stream._pacing import wake_interval
 
-__all__ = ["Channel", "StreamEvent", "release"]
+__all__ = ["Channel", "StreamEvent", "release", "subscribed_first"]
 
 _T = TypeVar("_T")
 
@@ -325,3 +325,10 @@ def release(waiters: list[tuple[asyncio.Future[int | None], float]], start: int,
         _settle(future, woke)
     if end < len(waiters):
         asyncio.get_running_loop().call_soon(release, waiters, end, woke)
+
+
+async def subscribed_first(subscribed: asyncio.Future[None], task: asyncio.Task[None]) -> bool:
+    """Whether the feed's reader got as far as subscribing (false: it was cancelled first)."""
+    if not subscribed.done():
+        await asyncio.wait((subscribed, task), return_when=asyncio.FIRST_COMPLETED)
+    return subscribed.done() and not subscribed.cancelled() and not task.cancelled()

@@ -35,7 +35,7 @@ from steadyrun.runtime._observers import RUN_CALLBACKS
 from steadyrun.stores import Store
 from steadyrun.stores._live import LiveFeed
 from steadyrun.stores._live_open import live_feed
-from steadyrun.stream._channel import Channel, StreamEvent
+from steadyrun.stream._channel import Channel, StreamEvent, subscribed_first
 from steadyrun.stream._diff import diff, display_call, display_from_run, pending_items
 from steadyrun.stream._live import LiveCall, add_fragment, stored_end, with_live, without_live
 from steadyrun.stream._model import DisplaySnapshot
@@ -295,12 +295,6 @@ class Publisher(Observer):
 
         The response before it is saved by now: shown first (``on_model_response``).
         """
-        channel = self._channels.get(run_id)
-        if channel is not None and channel.due is not None:
-            try:
-                await self._refresh(channel, run_id)
-            except Exception:  # a display must never break a run
-                log.exception("display stream of run %r could not reload it", run_id)
         await self._live_event(run_id, {"t": "call", "mc": model_call_id})
 
     def on_model_delta(
@@ -332,11 +326,10 @@ class Publisher(Observer):
     def on_model_response(self, run_id: str, model_call_id: str, response: ModelResponse) -> None:
         """Reload the run once its response is saved (its new blocks, calls and usage).
 
-        The runtime saves the response's step right after this, then starts its calls (or
-        asks the model again, or ends the run): the reload comes with the first of those
-        callbacks, after the save. Reloading at once read the run before the save as often as
-        not (and again at the call's start). When none of them comes within
-        ``max_wake_interval`` (a call queued behind another run's, say), the reload comes then.
+        The runtime saves the response's step right after this, then starts its calls, asks
+        the model again or ends the run: the reload comes with the first of those callbacks
+        (reloading at once read the run before the save as often as not), or after
+        ``max_wake_interval`` when none comes (a slow observer before this one, say).
         """
         channel = self._channels.get(run_id)
         if channel is not None and channel.held:
@@ -345,6 +338,10 @@ class Publisher(Observer):
             channel.live.open = False
         if channel is None or channel.unwatched():
             return  # nobody reads it now: reloaded when somebody does, or when it ends
+        self._mark_due(channel, run_id)
+
+    def _mark_due(self, channel: Channel, run_id: str) -> None:
+        """A response is being saved: reload at the next callback, or after the interval."""
         if channel.due is None:
             loop = asyncio.get_running_loop()
             channel.due = loop.call_later(self.max_wake_interval, self._reload_later, run_id)
@@ -394,18 +391,24 @@ class Publisher(Observer):
                 # service executing many runs nobody follows most of its time per fragment.
                 channel.hold(message)
                 return
+            if kind == "call" and channel.due is not None:
+                await self._refresh(channel, run_id)  # the response before it is saved by now
             async with channel.lock:
                 snap = self._live_applied(channel, channel.snapshot, message)
                 self._publish(channel, snap)
             return
         if kind == "resp":
+            # Another process's response: it saves the step after this note, and its next
+            # note (a call's start, the next model call, the end) comes after that save.
             if channel.live is not None:
                 channel.live.open = False
-        elif kind in ("start", "end", "gap"):
+            self._mark_due(channel, run_id)
+            return
+        if kind in ("start", "end", "gap"):
             channel.live = None  # an execution began or ended: no call streams now
             async with channel.lock:
                 self._publish(channel, without_live(channel.snapshot))
-        if kind in ("resp", "saved", "start", "end", "gap"):
+        if kind in ("saved", "start", "end", "gap"):
             await self._refresh(channel, run_id)
 
     @staticmethod
@@ -463,7 +466,7 @@ class Publisher(Observer):
         subscribed: asyncio.Future[None] = loop.create_future()
         task = loop.create_task(self._read_feed(feed, channel, run_id, subscribed))
         channel.feed_task = task
-        return _first_of(subscribed, task)
+        return subscribed_first(subscribed, task)
 
     @staticmethod
     def _unlisten(channel: Channel) -> None:
@@ -589,10 +592,3 @@ class Publisher(Observer):
             for _, run_id in idle[: len(idle) - keep]:
                 del self._channels[run_id]
         self._evict_skip = self.max_idle - keep
-
-
-async def _first_of(subscribed: asyncio.Future[None], task: asyncio.Task[None]) -> bool:
-    """Whether the feed's reader got as far as subscribing (false: it was cancelled first)."""
-    if not subscribed.done():
-        await asyncio.wait((subscribed, task), return_when=asyncio.FIRST_COMPLETED)
-    return subscribed.done() and not subscribed.cancelled() and not task.cancelled()

@@ -172,9 +172,8 @@ async def test_a_run_executing_elsewhere_is_read_once_per_response_too() -> None
     await publisher.expect("r", "a", stored=False)
     shown: list[DisplaySnapshot] = []
     follower = asyncio.create_task(_follow(publisher, "r", shown))
-    await until(lambda: publisher._channels["r"].feed_task is not None)
-    await publisher.wait_idle()
-    await asyncio.sleep(0)
+    # Its first snapshot comes after its subscription and the reload that follows it.
+    await until(lambda: bool(shown))
     loads = store.loads
     result = await elsewhere.run(agent, run_id="r", input="go")
     assert result.status == "completed"

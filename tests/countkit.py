@@ -32,7 +32,8 @@ What is counted, and how:
   loop step's statement goes through libpq without a cursor (``stores._postgres_wire``):
   counted by a hook of its own, one round trip (two where a connection prepares it first).
 * ``encodes``, ``decodes``, ``encoded_bytes``: calls of the codec (``steadyrun._codec``, and
-  the SQL stores' call-row encoder ``stores._call_rows.encode_row``) and the bytes produced.
+  the SQL stores' call-row encoder and decoder ``stores._call_rows.encode_row`` and
+  ``decode_rows``) and the bytes produced.
 * ``copies``: calls of ``dataclasses.replace`` and of its faster ``records._copy.copied`` by
   steadyrun's modules (each copies a record, a checkpoint, a usage...): the runtime's own work
   per iteration, whatever the store.
@@ -222,6 +223,13 @@ def _hook_codec(counter: Counter, stack: ExitStack) -> None:
         counter.add("encoded_bytes", len(out))
         return out
 
+    decode_rows = _call_rows.decode_rows
+
+    def counted_decode_rows(raws: Any) -> Any:
+        # The SQL stores' call rows read back: one decode of the codec's kind per call.
+        counter.add("decodes")
+        return decode_rows(raws)
+
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("steadyrun"):
             continue
@@ -229,6 +237,7 @@ def _hook_codec(counter: Counter, stack: ExitStack) -> None:
             ("encode", encode, counted_encode),
             ("decode", decode, counted_decode),
             ("encode_row", encode_row, counted_encode_row),
+            ("decode_rows", decode_rows, counted_decode_rows),
         ):
             if getattr(module, name, None) is original:
                 stack.enter_context(_patched(module, name, counted))

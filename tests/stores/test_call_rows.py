@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pgkit
@@ -23,6 +23,8 @@ from steadyrun.stores import PostgresStore
 from steadyrun.stores._call_rows import (
     NO_SPOTS,
     CallRow,
+    CallRows,
+    HeldRow,
     Spots,
     decode_rows,
     detached,
@@ -30,6 +32,7 @@ from steadyrun.stores._call_rows import (
     digest,
     encode_row,
     gone,
+    merge_held,
     resolve,
 )
 from steadyrun.stores._call_rows_sql import MESSAGE_NOW, MESSAGE_PAST, lookups
@@ -115,6 +118,59 @@ def test_references_carry_over_by_digest_and_a_changed_text_stays_in_the_row(
 def test_a_row_without_references_is_the_record(record: CallRecord) -> None:
     assert decode_rows([encode_row(record, NO_SPOTS)]) == decode_rows([encode(record)])
     assert decode_rows([encode(record)])[0].record == decode(encode(record), CallRecord)
+
+
+@st.composite
+def settles(draw: st.DrawFn) -> tuple[CallRecord, CallRecord, list[Message]]:
+    """A call row as the loop writes it at the call's start, a later snapshot, and the log."""
+    started_with = draw(logs())
+    stored = replace(
+        draw(records()),
+        status=draw(st.sampled_from(["queued", "running", "succeeded"])),
+        handover=draw(st.sampled_from(["", "", "await"])),
+        settled_by=draw(st.sampled_from([None, None, "host"])),
+    )
+    incoming = replace(
+        draw(records()),
+        id=stored.id,
+        rev=stored.rev + draw(st.sampled_from([0, 1, 1, 2])),
+        settled_by=draw(st.sampled_from([None, None, "host"])),
+    )
+    if draw(st.booleans()):  # the arguments as the model asked for them: in the log
+        pid = stored.provider_call_id
+        incoming = replace(incoming, provider_call_id=pid, arguments=stored.arguments)
+        asking = ToolCallPart(call_id=pid, name="tool", arguments=stored.arguments)
+        started_with = [*started_with, Message(role="assistant", parts=[asking])]
+    return stored, incoming, started_with
+
+
+@given(settles(), logs())
+@settings(max_examples=300)
+def test_a_settle_over_a_row_it_replaces_whole_writes_what_the_row_read_back_gives(
+    settle: tuple[CallRecord, CallRecord, list[Message]], settled_with: list[Message]
+) -> None:
+    # The loop's settle of a call it started takes the snapshot itself (``HeldRow.whole``)
+    # and reads only the row's references: it writes what merging with the decoded row does.
+    stored, incoming, started_with = settle
+    spots = Spots()
+    spots.add_messages(started_with, 0, 0)
+    raw = encode_row(stored, spots)
+    rows = CallRows()
+    rows.wrote("r", stored, raw)
+    held = rows.get("r", stored.id)
+    if stored.settled:
+        assert held is None  # a settled call's row is not merged over from memory
+        return
+    assert held is not None and held.raw == raw
+    later = Spots()
+    later.add_messages(settled_with, 0, len(started_with))
+    quick = merge_held(held, incoming, later)
+    slow = merge_held(HeldRow(raw, None, held.provider_call_id), incoming, later)
+    if isinstance(slow, str) or isinstance(quick, str):
+        assert quick == slow
+    else:
+        assert quick[1] == slow[1]
+        assert encode(quick[0]) == encode(slow[0])
 
 
 def test_a_reference_to_a_changed_or_missing_part_is_refused() -> None:

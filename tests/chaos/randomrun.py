@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import chaosproc
+from chaostotals import TOTALS
 from randomkit import (
     CHILD,
     DELEGATE,
@@ -281,26 +282,6 @@ class _Stop(Exception):
 
 
 @dataclass
-class Totals:
-    """Counts for the session summary, per store."""
-
-    runs: Counter[str] = field(default_factory=Counter)
-    kills: Counter[str] = field(default_factory=Counter)
-    kill_kinds: Counter[str] = field(default_factory=Counter)
-    checked: Counter[str] = field(default_factory=Counter)
-    violations: Counter[str] = field(default_factory=Counter)
-    statuses: Counter[str] = field(default_factory=Counter)
-    seen: Counter[str] = field(default_factory=Counter)
-    seconds: Counter[str] = field(default_factory=Counter)
-    seeds: dict[str, str] = field(default_factory=dict)
-    races: dict[str, Counter[str]] = field(default_factory=dict)
-
-
-TOTALS = Totals()
-"""Filled by ``run_suite``; ``conftest.pytest_terminal_summary`` prints it."""
-
-
-@dataclass
 class Settings:
     """How much to run: the CI default, or ``--long``."""
 
@@ -372,24 +353,3 @@ def run_suite(
         TOTALS.seen.update(o.seen)
         TOTALS.races.setdefault(store, Counter()).update(o.races)
     return outcomes
-
-
-def summary_line(store: str) -> str:
-    """One line of counts for ``store`` (or ``all``)."""
-    stores = list(TOTALS.runs) if store == "all" else [store]
-    runs = sum(TOTALS.runs[s] for s in stores)
-    kills = sum(TOTALS.kills[s] for s in stores)
-    checked = sum(TOTALS.checked[s] for s in stores)
-    bad = sum(TOTALS.violations[s] for s in stores)
-    seeds = ", ".join(f"{s} {TOTALS.seeds[s]}" for s in stores)
-    r: Counter[str] = Counter()
-    for s in stores:
-        r.update(TOTALS.races.get(s, Counter()))
-    tries = sum(r[o] for o in ("busy", "idle", "ran", "absent"))
-    return (
-        f"chaos random {store}: {runs} runs, {kills} kills, {checked} invariants checked, "
-        f"{bad} violations; racer: {tries} tries, {r['busy']} busy, {r['idle']} found nothing "
-        f"to do, {r['ran']} took the run first, {r['absent']} before it existed; it wrote "
-        f"{r['racer steps']} steps and ran {r['racer bodies']} bodies of the checked runs "
-        f"(CHAOS_SEED: {seeds})"
-    )

@@ -6,7 +6,7 @@ statements, store writes, tool bodies, host operations, background events, and r
 between them) come from its seed; see ``randomkit``. In every child a second executor races
 the child's own (``racer``). The checks (``randomcheck.check_run``, ``racer.check_races``) run
 after every run and are counted; the counts show at the end of the pytest output
-(``conftest.pytest_terminal_summary``) and in one line per test.
+(``chaostotals.write_summary``) and in one line per test.
 
 CI runs a short seeded version (``CHAOS_SEED`` fixed); ``--long`` or
 ``STEADYRUN_CHAOS_LONG=1`` runs thousands of kills with a random seed. ``CHAOS_SEED=N``
@@ -24,18 +24,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from chaostotals import TOTALS, summary_line  # noqa: E402
 from racer import check_races, read_races  # noqa: E402
 from randomcheck import Checker, check_run  # noqa: E402
 from randomkit import Observed, make_plan, read_effects  # noqa: E402
 from randomrun import (  # noqa: E402
-    TOTALS,
     ForkServer,
     RunOutcome,
     observe,
     run_child,
     run_suite,
     settings,
-    summary_line,
 )
 
 import pgkit  # noqa: E402

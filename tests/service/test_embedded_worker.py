@@ -59,7 +59,7 @@ async def test_a_run_started_through_the_api_is_executed_by_another_worker(
 
 
 async def test_the_app_executes_in_its_worker_and_cancel_stops_it(store: SqliteStore) -> None:
-    gate = asyncio.Event()
+    gate, started = asyncio.Event(), asyncio.Event()
 
     @sr.tool
     async def slow(x: str) -> str:
@@ -68,6 +68,7 @@ async def test_the_app_executes_in_its_worker_and_cancel_stops_it(store: SqliteS
         Args:
             x: Anything.
         """
+        started.set()
         await gate.wait()
         return "done"
 
@@ -82,10 +83,9 @@ async def test_the_app_executes_in_its_worker_and_cancel_stops_it(store: SqliteS
     await app.open()
     try:
         await app.start("c-1", "slowpoke", "go")
-        for _ in range(200):
-            if app.executing("c-1") and app.worker is not None:
-                break
-            await asyncio.sleep(0.01)
+        # The tool's body runs under the worker's claim (the worker's task exists before it
+        # claims the run: executing() alone says nothing of the claim yet).
+        await asyncio.wait_for(started.wait(), 10)
         assert app.executing("c-1")
         holder = await store.leases.holder("c-1")
         assert holder is not None and holder.owner == app.worker.owner  # type: ignore[union-attr]

@@ -1,8 +1,8 @@
 """Test-suite wide guards (no real model requests, no network beyond this machine), the
 Temporal dev server that tests/temporal and tests/engines share, and the chaos suite's summary.
 
-Under pytest-xdist (the README's test command runs the suite on as many workers as the machine
-has cores) every worker runs the session fixtures of its own (a Temporal dev server each, free
+Under pytest-xdist (the README's test command runs the suite on one worker per core, at most
+four) every worker runs the session fixtures of its own (a Temporal dev server each, on free
 ports); the chaos counts of the workers are added up in the controller, which prints them.
 """
 

@@ -22,8 +22,10 @@ from steadyrun.records import (
     InputRequest,
     is_settled,
     merge_call,
+    merges_whole,
     overlay_external,
     replaced_whole,
+    whole_rev,
 )
 
 # -- strategies ------------------------------------------------------------------------------
@@ -142,6 +144,12 @@ def test_a_record_replaced_whole_merges_to_the_newer_snapshot_itself(
     incoming = replace(newer(stored, incoming), settled_by=incoming_by)
     if replaced_whole(stored) and incoming.settled_by is None:
         assert merge_call(stored, incoming) == incoming
+    # What a store keeps (``whole_rev``) and asks (``merges_whole``) says the same.
+    assert merges_whole(whole_rev(stored), incoming) == (
+        replaced_whole(stored) and incoming.settled_by is None
+    )
+    older = replace(incoming, rev=stored.rev)
+    assert not merges_whole(whole_rev(stored), older)
     held = not replaced_whole(stored)
     assert held == (
         stored.settled

@@ -12,8 +12,10 @@ from steadyrun.records._call import (
     InputRequest,
     is_settled,
     merge_call,
+    merges_whole,
     overlay_external,
     replaced_whole,
+    whole_rev,
 )
 from steadyrun.records._history import StepCall, StepEnding, StepEntry
 from steadyrun.records._step import (
@@ -50,6 +52,8 @@ __all__ = [
     "StepEntry",
     "is_settled",
     "merge_call",
+    "merges_whole",
     "overlay_external",
     "replaced_whole",
+    "whole_rev",
 ]

@@ -270,6 +270,24 @@ def replaced_whole(stored: CallRecord) -> bool:
     )
 
 
+def whole_rev(record: CallRecord) -> int | None:
+    """What a store keeps beside ``record`` to merge over it later without reading it.
+
+    ``record.rev`` when ``merge_call`` replaces the record whole (``replaced_whole``), else
+    ``None``; ``merges_whole`` reads it.
+    """
+    return record.rev if replaced_whole(record) else None
+
+
+def merges_whole(whole: int | None, incoming: CallRecord) -> bool:
+    """Whether ``merge_call`` over a stored record gives ``incoming`` itself.
+
+    ``whole`` is the stored record's ``whole_rev``: a newer snapshot that names no host
+    settlement replaces such a record whole, so a store may write it without reading it.
+    """
+    return whole is not None and incoming.rev > whole and incoming.settled_by is None
+
+
 def _merge_input(stored: InputRequest | None, incoming: InputRequest | None) -> InputRequest | None:
     # The host writes the response; a runtime snapshot of the same wait must not erase it.
     if (

@@ -39,7 +39,7 @@ from steadyrun._codec import _adapter, decode, from_plain
 from steadyrun._errors import FormatVersionError, StoreError
 from steadyrun._fast_json import writer
 from steadyrun.chat import Message, ToolCallPart, ToolResultPart
-from steadyrun.records import CallRecord, merge_call, replaced_whole
+from steadyrun.records import CallRecord, merge_call, merges_whole, whole_rev
 from steadyrun.records._copy import copied
 
 __all__ = [
@@ -159,8 +159,8 @@ class HeldRow:
 
     Attributes:
         raw: The row's bytes (a store updates the row only while it still holds them).
-        whole: The written record's ``rev`` when ``merge_call`` replaces that record whole
-            with any newer snapshot (``replaced_whole``), else ``None``.
+        whole: The written record's ``whole_rev``: its ``rev`` when ``merge_call`` replaces
+            it whole with any newer snapshot, else ``None``.
         provider_call_id: The written record's provider call id (its references' key,
             ``Spots.carrying``).
     """
@@ -192,8 +192,7 @@ class CallRows:
             return
         if len(self._rows) >= _CALL_ROWS and key not in self._rows:
             self._rows.clear()  # a guess only: forgetting costs one general-path write
-        whole = call.rev if replaced_whole(call) else None
-        self._rows[key] = HeldRow(row, whole, call.provider_call_id)
+        self._rows[key] = HeldRow(row, whole_rev(call), call.provider_call_id)
 
     def forget(self, run_id: str, call_ids: list[str] | tuple[str, ...]) -> None:
         """Forget the rows of these calls (written elsewhere, or removed)."""
@@ -214,7 +213,7 @@ def merge_held(held: HeldRow, call: CallRecord, spots: Spots) -> tuple[CallRecor
     decoded: ``merge_call`` gives the newer snapshot itself, and of the row only the places
     it refers to are carried over, read from its ``refs`` alone.
     """
-    if held.whole is not None and call.rev > held.whole and call.settled_by is None:
+    if merges_whole(held.whole, call):
         refs = _refs_in(held.raw)
         if refs:
             spots = spots.carrying_refs(refs, held.provider_call_id)

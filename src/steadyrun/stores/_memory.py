@@ -20,8 +20,9 @@ from steadyrun.records import (
     RunStatus,
     Step,
     merge_call,
+    merges_whole,
     overlay_external,
-    replaced_whole,
+    whole_rev,
 )
 from steadyrun.records._history import StepEntry
 from steadyrun.stores._encoded import decode_snapshot, encode_step
@@ -131,7 +132,7 @@ class MemoryStore(MemoryLifecycle):
         if stored is None or call_id not in stored.calls:
             raise CallNotFoundError(run_id, call_id)
         merged = overlay_external(decode(stored.calls[call_id], CallRecord), update)
-        _put_call(stored, call_id, encode(merged), merged.rev if replaced_whole(merged) else None)
+        _put_call(stored, call_id, encode(merged), whole_rev(merged))
         self.leases.woken(run_id)
         return merged
 
@@ -264,11 +265,11 @@ def _merged(old: tuple[bytes, int | None] | None, call: CallRecord) -> tuple[byt
     ``old``: the stored bytes and their ``whole`` rev (``_stored_call``). The rev returned is
     the one to keep in ``whole`` for the result (``None``: it is not replaced whole).
     """
-    if old is None or (old[1] is not None and call.rev > old[1] and call.settled_by is None):
+    if old is None or merges_whole(old[1], call):
         merged = call  # what merge_call gives: nothing of the stored record survives
     else:
         merged = merge_call(decode(old[0], CallRecord), call)
-    return encode(merged), merged.rev if replaced_whole(merged) else None
+    return encode(merged), whole_rev(merged)
 
 
 def _stored_call(stored: StoredRun, call_id: str) -> tuple[bytes, int | None] | None:
